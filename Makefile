@@ -1,0 +1,39 @@
+# Set-up from nothing, then run. A second call with nothing changed skips the installs.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+STAMPS := .stamps
+APT_PACKAGES := libvulkan1 mesa-vulkan-drivers glslang-tools spirv-tools zstd
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: demo test bench setup clean
+
+setup: $(STAMPS)/system $(VENV)/.installed
+
+$(STAMPS)/system:
+	@mkdir -p $(STAMPS)
+	@if ! dpkg -s $(APT_PACKAGES) >/dev/null 2>&1; then \
+	    echo "installing system packages: $(APT_PACKAGES)"; \
+	    $(SUDO) apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
+	fi
+	@touch $@
+
+$(VENV)/.installed: pyproject.toml
+	@[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
+	@$(VENV)/bin/pip install -q --disable-pip-version-check -e ".[test]"
+	@touch $@
+
+demo: setup
+	$(VENV)/bin/vkcap run examples/add/scenario.json --output build/demo
+	$(VENV)/bin/vkcap record examples/add/scenario.json -o build/demo/add.vkt
+	$(VENV)/bin/vkcap info build/demo/add.vkt
+
+test: setup
+	$(VENV)/bin/python -m pytest -q -n 2 tests
+
+bench: setup
+	$(VENV)/bin/python bench/run_vs_reference.py
+
+clean:
+	rm -rf $(VENV) $(STAMPS) build

@@ -1,0 +1,197 @@
+"""The ``vkcap`` command line: parses arguments, wires vkcore/capture/replay, prints results.
+
+Exit codes: 0 success; 1 a failure while running (or, for replay/diff/bisect, a divergence);
+2 invalid input (scenario, trace, arguments); 130 interrupted. Errors print as one line on stderr,
+``vkcap: error: FILE: PLACE: what is wrong``; ``--log-level debug`` adds the traceback.
+Heavy modules are imported inside the command functions so that ``vkcap run`` starts fast.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+from vkcore.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED, UsageError, VkcapError
+
+from . import __version__
+
+log = logging.getLogger("vkcap")
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as a :class:`UsageError` (one line, exit 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="logging verbosity (default: info)")
+
+
+def _add_device(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", metavar="INDEX|NAME", help="Vulkan device: index or part of its name (default: best GPU, else CPU)")
+    p.add_argument(
+        "--no-emulation-layers",
+        action="store_true",
+        help="never load ARM's emulation layers (tensors/graphs then need native driver support)",
+    )
+
+
+def _add_run_flags(p: argparse.ArgumentParser) -> None:
+    """The reference runner's flags, so vkcap can replace it."""
+    p.add_argument("scenario_pos", nargs="?", metavar="SCENARIO", help="scenario JSON file")
+    p.add_argument("--scenario", help="scenario JSON file (same as the positional argument)")
+    p.add_argument("--output", type=Path, help="folder for dst files (default: the scenario's folder)")
+    p.add_argument("--repeat", type=int, default=1, metavar="N", help="run the whole scenario N times")
+    p.add_argument("--dry-run", action="store_true", help="build everything, execute and write nothing")
+    p.add_argument("--pipeline-caching", action="store_true", help="keep a VkPipelineCache per scenario on disk")
+    p.add_argument("--clear-pipeline-cache", action="store_true", help="delete the scenario's pipeline cache first")
+    p.add_argument("--cache-path", type=Path, default=Path("/tmp"), help="folder of pipeline caches (default: /tmp)")
+    p.add_argument("--fail-on-pipeline-cache-miss", action="store_true", help="error when a pipeline is not in the cache")
+    p.add_argument("--profiling-dump-path", type=Path, help="write per-dispatch GPU timestamps as JSON")
+    p.add_argument("--perf-counters-dump-path", type=Path, help="write host timings as JSON")
+    p.add_argument("--timeout", type=float, metavar="SECONDS", help="give up on a frame that runs longer than this")
+    _add_device(p)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="vkcap", description="Run, record and replay Vulkan compute/ML scenarios.")
+    parser.add_argument("--version", action="version", version=f"vkcap {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    run = sub.add_parser("run", help="execute a scenario (drop-in for ARM's scenario-runner)")
+    _add_run_flags(run)
+    _add_common(run)
+    run.set_defaults(handler=_cmd_run)
+
+    devices = sub.add_parser("devices", help="list Vulkan devices and their tensor/graph support")
+    devices.add_argument("--json", action="store_true", help="print JSON")
+    devices.add_argument("--no-emulation-layers", action="store_true", help="report without ARM's emulation layers")
+    _add_common(devices)
+    devices.set_defaults(handler=_cmd_devices)
+
+    from . import commands_trace
+
+    commands_trace.register(sub, _add_common, _add_run_flags, _add_device)
+    return parser
+
+
+def scenario_argument(args: argparse.Namespace) -> Path:
+    value = args.scenario or args.scenario_pos
+    if args.scenario and args.scenario_pos and args.scenario != args.scenario_pos:
+        raise UsageError("give the scenario once: either positionally or with --scenario")
+    if not value:
+        raise UsageError("a scenario file is required (vkcap run SCENARIO.json)")
+    return Path(value)
+
+
+def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
+    from vkcore.runner import RunOptions
+
+    if args.repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
+    if args.timeout is not None and args.timeout <= 0:
+        raise UsageError(f"--timeout must be positive, got {args.timeout}")
+    return RunOptions(
+        scenario=scenario_argument(args),
+        output=args.output,
+        repeat=args.repeat,
+        dry_run=args.dry_run,
+        pipeline_caching=args.pipeline_caching or args.clear_pipeline_cache or args.fail_on_pipeline_cache_miss,
+        clear_pipeline_cache=args.clear_pipeline_cache,
+        cache_path=args.cache_path,
+        fail_on_pipeline_cache_miss=args.fail_on_pipeline_cache_miss,
+        profiling_dump_path=args.profiling_dump_path,
+        perf_counters_dump_path=args.perf_counters_dump_path,
+        device=args.device,
+        emulation="off" if args.no_emulation_layers else "auto",
+        frame_timeout_s=args.timeout,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from vkcore.runner import run
+
+    from .progress import FrameProgress
+
+    options = run_options(args)
+    with FrameProgress.for_terminal() as progress:
+        result = run(options, on_event=progress.on_event)
+    if options.dry_run:
+        log.info("dry run: built %d frame(s) on %s; executed and wrote nothing", len(result.plan.frames), result.device_name)
+        return 0
+    log.info(
+        "ran %d frame(s) on %s in %.3f s; wrote %d output(s)",
+        result.frames_run, result.device_name, result.seconds, len(result.outputs),
+    )
+    if options.pipeline_caching:
+        log.info("pipeline cache: %d hit(s), %d miss(es)", result.pipeline_cache_hits, result.pipeline_cache_misses)
+    return 0
+
+
+def _cmd_devices(args: argparse.Namespace) -> int:
+    from vkcore.device import list_devices
+
+    devices = list_devices("off" if args.no_emulation_layers else "auto")
+    if args.json:
+        import json
+
+        print(json.dumps([{**d.fingerprint(), "index": d.index, "tensors": d.tensors, "graphs": d.graphs} for d in devices], indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Vulkan devices")
+    for col in ("#", "name", "type", "driver", "driver version", "API", "tensors", "graphs"):
+        table.add_column(col)
+    for d in devices:
+        table.add_row(str(d.index), d.name, d.type, d.driver_name, d.driver_version, d.api_version, d.tensors, d.graphs)
+    Console().print(table)
+    return 0
+
+
+def _normalise_argv(argv: list[str]) -> list[str]:
+    """``vkcap --scenario x.json ...`` (the reference runner's spelling) means ``vkcap run ...``."""
+    if argv and argv[0].startswith("--") and argv[0] not in ("--help", "-h", "--version"):
+        return ["run", *argv]
+    return argv
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = _normalise_argv(list(sys.argv[1:] if argv is None else argv))
+    level = "info"
+    if "--log-level" in argv:
+        i = argv.index("--log-level")
+        level = argv[i + 1] if i + 1 < len(argv) else level
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), format="vkcap: %(message)s", stream=sys.stderr)
+    try:
+        args = build_parser().parse_args(argv)
+        handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+        if handler is None:
+            build_parser().print_help(sys.stderr)
+            return EXIT_BAD_INPUT
+        return handler(args)
+    except VkcapError as exc:
+        if level == "debug":
+            log.exception("details")
+        print(f"vkcap: error: {exc.render()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("vkcap: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_FAILURE
+    except Exception as exc:  # an unexpected failure: one line, traceback only in debug
+        if level == "debug":
+            log.exception("internal error")
+        print(f"vkcap: internal error: {type(exc).__name__}: {exc} (rerun with --log-level debug for details)", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

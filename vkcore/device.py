@@ -1,0 +1,314 @@
+"""Vulkan instance and device: discovery, choice, creation, and the device fingerprint.
+
+:class:`VulkanContext` owns one instance, one logical device and one compute queue. It loads ARM's
+emulation layers only when the scenario needs tensors or graphs and the chosen device lacks them
+natively (the layers interpose on every call and rewrite every shader, so a buffer-only scenario runs
+faster without them); ``emulation="off"`` never loads them, ``emulation="always"`` always does.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import vulkan as vk
+
+from .errors import DeviceError, UnsupportedDeviceFeature
+from .layers import EmulationLayersUnavailable, prepare_emulation_layers
+
+TENSORS_EXT = "VK_ARM_tensors"
+GRAPH_EXT = "VK_ARM_data_graph"
+FRAME_BOUNDARY_EXT = "VK_EXT_frame_boundary"
+CUSTOM_BORDER_EXT = "VK_EXT_custom_border_color"
+API_VERSION = vk.VK_MAKE_VERSION(1, 3, 0)  # the tensor layer crashes in descriptor updates with 1.1
+
+DEVICE_TYPE_NAMES = {
+    vk.VK_PHYSICAL_DEVICE_TYPE_OTHER: "other",
+    vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: "integrated GPU",
+    vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: "discrete GPU",
+    vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: "virtual GPU",
+    vk.VK_PHYSICAL_DEVICE_TYPE_CPU: "CPU",
+}
+# Lower is preferred: discrete, then integrated, then virtual, then CPU.
+DEVICE_TYPE_RANK = {
+    vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: 0,
+    vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: 1,
+    vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: 2,
+    vk.VK_PHYSICAL_DEVICE_TYPE_CPU: 3,
+    vk.VK_PHYSICAL_DEVICE_TYPE_OTHER: 4,
+}
+Support = Literal["native", "emulated", "unavailable"]
+EmulationMode = Literal["auto", "off", "always"]
+
+
+def version_string(v: int) -> str:
+    return f"{vk.VK_VERSION_MAJOR(v)}.{vk.VK_VERSION_MINOR(v)}.{vk.VK_VERSION_PATCH(v)}"
+
+
+def _cstr(raw: Any) -> str:
+    return vk.ffi.string(raw).decode("utf8", "replace") if not isinstance(raw, str) else raw
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What ``vkcap devices`` shows and what a trace stores as the device fingerprint."""
+
+    index: int
+    name: str
+    type: str
+    vendor_id: int
+    device_id: int
+    driver_name: str
+    driver_info: str
+    driver_version: str
+    api_version: str
+    pipeline_cache_uuid: str
+    extensions: frozenset[str] = field(repr=False)
+    tensors: Support = "unavailable"
+    graphs: Support = "unavailable"
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            "device_name": self.name,
+            "device_type": self.type,
+            "vendor_id": self.vendor_id,
+            "device_id": self.device_id,
+            "driver_name": self.driver_name,
+            "driver_info": self.driver_info,
+            "driver_version": self.driver_version,
+            "api_version": self.api_version,
+            "pipeline_cache_uuid": self.pipeline_cache_uuid,
+        }
+
+
+def _driver_version_string(vendor_id: int, v: int) -> str:
+    if vendor_id == 0x10DE:  # NVIDIA packs 10.8.8.6 bits
+        return f"{(v >> 22) & 0x3FF}.{(v >> 14) & 0xFF}.{(v >> 6) & 0xFF}.{v & 0x3F}"
+    return version_string(v)
+
+
+def _describe(index: int, physical: Any, emulation_available: bool) -> DeviceInfo:
+    driver = vk.VkPhysicalDeviceDriverProperties(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES)
+    props2 = vk.VkPhysicalDeviceProperties2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=driver)
+    vk.vkGetPhysicalDeviceProperties2(physical, props2)
+    p = props2.properties
+    exts = frozenset(_cstr(e.extensionName) for e in vk.vkEnumerateDeviceExtensionProperties(physical, None))
+
+    def support(ext: str) -> Support:
+        if ext in exts:
+            return "native"
+        return "emulated" if emulation_available else "unavailable"
+
+    return DeviceInfo(
+        index=index,
+        name=_cstr(p.deviceName),
+        type=DEVICE_TYPE_NAMES.get(p.deviceType, "other"),
+        vendor_id=p.vendorID,
+        device_id=p.deviceID,
+        driver_name=_cstr(driver.driverName),
+        driver_info=_cstr(driver.driverInfo),
+        driver_version=_driver_version_string(p.vendorID, p.driverVersion),
+        api_version=version_string(p.apiVersion),
+        pipeline_cache_uuid=bytes(p.pipelineCacheUUID).hex(),
+        extensions=exts,
+        tensors=support(TENSORS_EXT),
+        graphs=support(GRAPH_EXT),
+    )
+
+
+def _create_instance(layers: tuple[str, ...]) -> Any:
+    app = vk.VkApplicationInfo(
+        pApplicationName="vkcap", applicationVersion=1, pEngineName="vkcap", engineVersion=1, apiVersion=API_VERSION
+    )
+    info = vk.VkInstanceCreateInfo(pApplicationInfo=app, ppEnabledLayerNames=list(layers) or None)
+    try:
+        return vk.vkCreateInstance(info, None)
+    except vk.VkError as exc:
+        raise DeviceError(f"cannot create a Vulkan instance ({type(exc).__name__}); is a Vulkan driver installed?") from None
+    except OSError as exc:
+        raise DeviceError(f"cannot load the Vulkan loader ({exc}); install libvulkan1") from None
+
+
+def _emulation_available() -> bool:
+    try:
+        prepare_emulation_layers()
+    except EmulationLayersUnavailable:
+        return False
+    return True
+
+
+def list_devices(emulation: EmulationMode = "auto") -> list[DeviceInfo]:
+    """Every physical device in enumeration order, with native/emulated/unavailable tensor and graph support."""
+    instance = _create_instance(())
+    try:
+        available = emulation != "off" and _emulation_available()
+        return [_describe(i, pd, available) for i, pd in enumerate(vk.vkEnumeratePhysicalDevices(instance))]
+    finally:
+        vk.vkDestroyInstance(instance, None)
+
+
+def choose_device(devices: list[DeviceInfo], selector: str | int | None) -> DeviceInfo:
+    """Pick by index or (case-insensitive substring of) name; by default the most capable type.
+
+    Raises :class:`DeviceError` when nothing matches, listing what exists.
+    """
+    if not devices:
+        raise DeviceError("no Vulkan device found (install mesa-vulkan-drivers for a CPU device)")
+    if selector is None or selector == "":
+        return min(devices, key=lambda d: (_rank_of(d), d.index))
+    text = str(selector)
+    if text.isdigit():
+        idx = int(text)
+        if 0 <= idx < len(devices):
+            return devices[idx]
+    else:
+        matches = [d for d in devices if text.lower() in d.name.lower()]
+        if matches:
+            return matches[0]
+    names = ", ".join(f"{d.index}: {d.name}" for d in devices)
+    raise DeviceError(f"no device matches --device {text!r} (devices: {names})")
+
+
+def _rank_of(d: DeviceInfo) -> int:
+    by_name = {v: k for k, v in DEVICE_TYPE_NAMES.items()}
+    return DEVICE_TYPE_RANK.get(by_name.get(d.type, vk.VK_PHYSICAL_DEVICE_TYPE_OTHER), 9)
+
+
+class VulkanContext:
+    """One instance, one logical device with a compute queue, and what the executor needs to know of them."""
+
+    def __init__(
+        self,
+        *,
+        device: str | int | None = None,
+        need_tensors: bool = False,
+        need_graphs: bool = False,
+        emulation: EmulationMode = "auto",
+        want_extensions: tuple[str, ...] = (),
+    ) -> None:
+        self.layers: tuple[str, ...] = ()
+        self.instance = _create_instance(())
+        physicals = vk.vkEnumeratePhysicalDevices(self.instance)
+        infos = [_describe(i, pd, False) for i, pd in enumerate(physicals)]
+        chosen = choose_device(infos, device)
+        needed = [e for e, need in ((TENSORS_EXT, need_tensors), (GRAPH_EXT, need_graphs)) if need]
+        missing = [e for e in needed if e not in chosen.extensions]
+        if emulation == "always" or missing:
+            if emulation == "off":
+                raise UnsupportedDeviceFeature(
+                    f"device '{chosen.name}' lacks {', '.join(missing)} and --no-emulation-layers was given"
+                )
+            self._restart_with_emulation(chosen.index)
+            physicals = vk.vkEnumeratePhysicalDevices(self.instance)
+            chosen = _describe(chosen.index, physicals[chosen.index], True)
+            still = [e for e in needed if e not in chosen.extensions]
+            if still:
+                raise UnsupportedDeviceFeature(
+                    f"device '{chosen.name}' lacks {', '.join(still)} even with ARM's emulation layers loaded"
+                )
+        self.info = chosen
+        self.physical = physicals[chosen.index]
+        self.properties = vk.vkGetPhysicalDeviceProperties(self.physical)
+        self.limits = self.properties.limits
+        self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
+        self.queue_family, self.timestamp_bits = self._pick_queue_family()
+        enable = [e for e in (FRAME_BOUNDARY_EXT, *want_extensions) if e in chosen.extensions]
+        enable += [e for e in needed if e not in enable]
+        self.extensions = tuple(enable)
+        self.device = self._create_device(enable)
+        self.queue = vk.vkGetDeviceQueue(self.device, self.queue_family, 0)
+        self.timestamp_period = float(self.limits.timestampPeriod)
+
+    def _restart_with_emulation(self, index: int) -> None:
+        vk.vkDestroyInstance(self.instance, None)
+        try:
+            layers = prepare_emulation_layers()
+        except EmulationLayersUnavailable as exc:
+            raise UnsupportedDeviceFeature(f"the device lacks tensor/graph support and {exc}") from None
+        layers.apply_to_environment()
+        self.layers = layers.names
+        self.instance = _create_instance(layers.names)
+
+    def _pick_queue_family(self) -> tuple[int, int]:
+        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical)
+        best = None
+        for i, fam in enumerate(families):
+            if fam.queueFlags & vk.VK_QUEUE_COMPUTE_BIT:
+                # Prefer a family that also does graphics (it has blits for mip generation) and timestamps.
+                score = (bool(fam.queueFlags & vk.VK_QUEUE_GRAPHICS_BIT), fam.timestampValidBits > 0)
+                if best is None or score > best[0]:
+                    best = (score, i, fam.timestampValidBits)
+        if best is None:
+            raise DeviceError(f"device '{self.info_name()}' has no compute queue")
+        return best[1], best[2]
+
+    def info_name(self) -> str:
+        return getattr(self, "info", None).name if hasattr(self, "info") else "?"
+
+    def _create_device(self, extensions: list[str]) -> Any:
+        f13 = vk.VkPhysicalDeviceVulkan13Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES)
+        f12 = vk.VkPhysicalDeviceVulkan12Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, pNext=f13)
+        f11 = vk.VkPhysicalDeviceVulkan11Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, pNext=f12)
+        features = vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=f11)
+        vk.vkGetPhysicalDeviceFeatures2(self.physical, features)
+        if not f13.synchronization2:
+            raise UnsupportedDeviceFeature(f"device '{self.info.name}' lacks synchronization2 (Vulkan 1.3)")
+        # Enable what shaders may use; robustness costs speed and is off, as in the reference runner.
+        features.features.robustBufferAccess = 0
+        f13.robustImageAccess = 0
+        self.features = features
+        queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=[1.0])
+        info = vk.VkDeviceCreateInfo(
+            pNext=features,
+            pQueueCreateInfos=[queue_info],
+            ppEnabledExtensionNames=extensions or None,
+        )
+        try:
+            return vk.vkCreateDevice(self.physical, info, None)
+        except vk.VkError as exc:
+            raise DeviceError(f"cannot create a device on '{self.info.name}' ({type(exc).__name__})") from None
+
+    def has_extension(self, name: str) -> bool:
+        return name in self.extensions
+
+    def fingerprint(self) -> dict[str, Any]:
+        fp = self.info.fingerprint()
+        fp["layers"] = list(self.layers)
+        fp["extensions_enabled"] = list(self.extensions)
+        return fp
+
+    def memory_type(self, type_bits: int, required: int, preferred: int = 0) -> int:
+        """The index of a memory type allowed by ``type_bits`` with ``required`` flags, best ``preferred``."""
+        mp = self.memory_properties
+        candidates = [
+            i
+            for i in range(mp.memoryTypeCount)
+            if type_bits & (1 << i) and (mp.memoryTypes[i].propertyFlags & required) == required
+        ]
+        if not candidates:
+            raise DeviceError(f"no memory type with flags {required:#x} on '{self.info.name}'")
+        for i in candidates:
+            if (mp.memoryTypes[i].propertyFlags & preferred) == preferred:
+                return i
+        return candidates[0]
+
+    def close(self) -> None:
+        if getattr(self, "device", None) is not None:
+            vk.vkDeviceWaitIdle(self.device)
+            vk.vkDestroyDevice(self.device, None)
+            self.device = None
+        if getattr(self, "instance", None) is not None:
+            vk.vkDestroyInstance(self.instance, None)
+            self.instance = None
+
+    def __enter__(self) -> "VulkanContext":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def env_summary() -> dict[str, str]:
+    """The Vulkan-related environment variables in effect (for logs and fingerprints)."""
+    keys = ("VK_LAYER_PATH", "VK_INSTANCE_LAYERS", "VK_DRIVER_FILES", "VK_ICD_FILENAMES")
+    return {k: os.environ[k] for k in keys if k in os.environ}

@@ -1,0 +1,151 @@
+"""``run``: a scenario from file to outputs, as a drop-in for the reference ``scenario-runner``.
+
+The order guarantees that bad input never costs a half-written output: the scenario is validated
+and every device object is built before anything is executed, and ``dst`` files are written to a
+temporary name and renamed only once the whole run succeeded.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from .device import EmulationMode, VulkanContext
+from .executor import DispatchTimed, Event, FrameHook, execute
+from .npyio import write_flat_int8
+from .pipelines import cache_file_for
+from .plan import Plan, make_plan
+from .scenario import Graph, Scenario, Tensor, load_scenario
+from .session import HostTimer, Session, SessionOptions
+from .sync import uses_graph_sync
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    scenario: Path
+    output: Path | None = None
+    repeat: int = 1
+    dry_run: bool = False
+    pipeline_caching: bool = False
+    clear_pipeline_cache: bool = False
+    cache_path: Path = Path("/tmp")
+    fail_on_pipeline_cache_miss: bool = False
+    profiling_dump_path: Path | None = None
+    perf_counters_dump_path: Path | None = None
+    device: str | None = None
+    emulation: EmulationMode = "auto"
+    frame_timeout_s: float | None = None
+    capture_all: bool = False
+
+
+@dataclass
+class RunResult:
+    plan: Plan
+    outputs: list[Path] = field(default_factory=list)
+    frames_run: int = 0
+    pipeline_cache_hits: int = 0
+    pipeline_cache_misses: int = 0
+    seconds: float = 0.0
+    device_name: str = ""
+
+
+def scenario_needs(scenario: Scenario) -> tuple[bool, bool]:
+    """(needs VK_ARM_tensors, needs VK_ARM_data_graph) for this scenario."""
+    tensors = any(isinstance(r, Tensor) for r in scenario.resources)
+    graphs = any(isinstance(r, Graph) for r in scenario.resources) or any(
+        uses_graph_sync(r.src_access, r.dst_access, r.src_stage, r.dst_stage)
+        for r in scenario.resources
+        if hasattr(r, "src_access")
+    )
+    return tensors or graphs, graphs
+
+
+def open_context(scenario: Scenario, options: RunOptions) -> VulkanContext:
+    need_tensors, need_graphs = scenario_needs(scenario)
+    return VulkanContext(device=options.device, need_tensors=need_tensors, need_graphs=need_graphs, emulation=options.emulation)
+
+
+def session_options(options: RunOptions) -> SessionOptions:
+    cache = cache_file_for(options.scenario, options.cache_path) if options.pipeline_caching else None
+    return SessionOptions(
+        profiling=options.profiling_dump_path is not None,
+        pipeline_cache_path=cache,
+        clear_pipeline_cache=options.clear_pipeline_cache,
+        fail_on_pipeline_cache_miss=options.fail_on_pipeline_cache_miss,
+    )
+
+
+async def run_async(
+    options: RunOptions,
+    *,
+    on_event: Callable[[Event], None] | None = None,
+    frame_hook: FrameHook | None = None,
+    on_session: Callable[[Session], Awaitable[None]] | None = None,
+    scenario: Scenario | None = None,
+) -> RunResult:
+    """Validate, build, execute and write outputs. ``on_session`` runs once the session is built
+    (and inputs loaded), before the first frame: recording uses it to store the initial state."""
+    t_start = time.perf_counter()
+    timer = HostTimer()
+    with timer.measure("Scenario Setup", "Parse Scenario"):
+        scenario = scenario or load_scenario(options.scenario)
+        plan = make_plan(scenario, capture_all=options.capture_all)
+    result = RunResult(plan)
+    timings: list[DispatchTimed] = []
+
+    def collect(event: Event) -> None:
+        if isinstance(event, DispatchTimed):
+            timings.append(event)
+        if on_event is not None:
+            on_event(event)
+
+    ctx = open_context(scenario, options)
+    try:
+        result.device_name = ctx.info.name
+        session = Session(ctx, plan, session_options(options), timer)
+        try:
+            result.pipeline_cache_hits = session.cache.hits
+            result.pipeline_cache_misses = session.cache.misses
+            session.cache.save()
+            if options.dry_run:
+                return result
+            session.load_inputs()
+            if on_session is not None:
+                await on_session(session)
+            t_inference = time.perf_counter()
+            t_run = time.perf_counter()
+            await execute(
+                session,
+                repeat=options.repeat,
+                on_event=collect,
+                frame_hook=frame_hook,
+                frame_timeout_s=options.frame_timeout_s,
+            )
+            timer.add("Run Scenario", "Execute Frames", time.perf_counter() - t_run)
+            result.frames_run = options.repeat * len(plan.frames)
+            result.outputs = session.write_outputs(options.output, write_flat_int8)
+            result.seconds = time.perf_counter() - t_start
+            if options.profiling_dump_path is not None:
+                from .reports import profiling_document, write_json
+
+                write_json(options.profiling_dump_path, profiling_document(timings))
+            if options.perf_counters_dump_path is not None:
+                from .reports import perf_counters_document, write_json
+
+                write_json(
+                    options.perf_counters_dump_path,
+                    perf_counters_document(timer, time.perf_counter() - t_start, t_inference - t_start),
+                )
+            return result
+        finally:
+            session.close()
+    finally:
+        ctx.close()
+
+
+def run(options: RunOptions, **kwargs: Any) -> RunResult:
+    """Synchronous entry point: one trio run."""
+    import trio
+
+    return trio.run(lambda: run_async(options, **kwargs))

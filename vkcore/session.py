@@ -1,0 +1,368 @@
+"""A :class:`Session` holds every Vulkan object of one scenario on one device.
+
+Building a session validates what only the device can tell, creates resources, pipelines and descriptor
+sets, and records each frame of the plan into its own command buffer once. Running a frame is then a
+single ``vkQueueSubmit2`` and a fence wait; ``--repeat`` re-submits the same command buffers.
+The asynchronous driver in :mod:`vkcore.executor` sequences frames; this module never blocks on
+anything but the GPU.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import vulkan as vk
+
+from .buffers import BufferSet, fill_from_npy
+from .device import VulkanContext
+from .errors import DeviceError, ScenarioError
+from .npyio import read_header
+from .pipelines import ComputePipeline, PipelineCache, PipelineFactory
+from .plan import Frame, Plan
+from .scenario import (
+    Buffer,
+    BufferBarrier,
+    DispatchBarrier,
+    DispatchCompute,
+    DispatchGraph,
+    Graph,
+    Image,
+    ImageBarrier,
+    MemoryBarrier,
+    RawData,
+    Shader,
+    Tensor,
+    TensorBarrier,
+)
+from .shaders import SpirvModule, load_shader
+from .sync import ACCESS, BarrierBatch, buffer_barrier, implicit_barrier, memory_barrier, stage_mask
+
+# Resource kinds whose execution lands in a later issue: parsed and validated, refused by ``run``.
+NOT_YET_SUPPORTED = (Image, Tensor, Graph, ImageBarrier, TensorBarrier)
+DESCRIPTOR_TYPE_FOR = {Buffer: vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER}
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    profiling: bool = False
+    pipeline_cache_path: Path | None = None
+    clear_pipeline_cache: bool = False
+    fail_on_pipeline_cache_miss: bool = False
+
+
+@dataclass
+class PreparedDispatch:
+    """A dispatch_compute with its pipeline, descriptor sets and push constant bytes resolved."""
+
+    command: DispatchCompute
+    pipeline: ComputePipeline
+    sets: dict[int, Any]
+    push_data: bytes
+    query_base: int = -1
+
+
+@dataclass
+class HostTimer:
+    """Named host timings in microseconds, grouped by phase, for ``--perf-counters-dump-path``."""
+
+    phases: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+
+    def add(self, phase: str, name: str, seconds: float) -> None:
+        self.phases.setdefault(phase, []).append((name, int(round(seconds * 1e6))))
+
+    def measure(self, phase: str, name: str) -> "_Span":
+        return _Span(self, phase, name)
+
+
+class _Span:
+    def __init__(self, timer: HostTimer, phase: str, name: str) -> None:
+        self.timer, self.phase, self.name = timer, phase, name
+
+    def __enter__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.timer.add(self.phase, self.name, time.perf_counter() - self.t0)
+
+
+def refuse_unsupported(plan: Plan) -> None:
+    """Raise "not supported yet: <kind> (resources[i])" for kinds whose execution is not implemented."""
+    for r in plan.scenario.resources:
+        if isinstance(r, NOT_YET_SUPPORTED):
+            raise ScenarioError(f"not supported yet: {r.KIND} ({r.place.rsplit('.', 1)[0]})", file=plan.scenario.path)
+    for c in plan.scenario.commands:
+        if isinstance(c, DispatchGraph):
+            raise ScenarioError(f"not supported yet: dispatch_graph ({c.place.rsplit('.', 1)[0]})", file=plan.scenario.path)
+
+
+class Session:
+    """All Vulkan objects of a plan on one context. ``close()`` releases them (the context stays)."""
+
+    def __init__(self, ctx: VulkanContext, plan: Plan, options: SessionOptions, timer: HostTimer | None = None) -> None:
+        refuse_unsupported(plan)
+        self.ctx = ctx
+        self.plan = plan
+        self.scenario = plan.scenario
+        self.options = options
+        self.timer = timer or HostTimer()
+        self._objects_ready = False
+        self.buffers = BufferSet(ctx, self.scenario.of_kind(Buffer))
+        self.cache = PipelineCache(
+            ctx,
+            options.pipeline_cache_path,
+            clear=options.clear_pipeline_cache,
+            fail_on_miss=options.fail_on_pipeline_cache_miss,
+        )
+        self.factory = PipelineFactory(ctx, self.cache)
+        self.modules: dict[str, SpirvModule] = {}
+        self.raw_data: dict[str, bytes] = {}
+        self.dispatches: dict[int, PreparedDispatch] = {}  # by command index
+        self.query_pool = None
+        self.query_count = 0
+        self.pool = vk.vkCreateCommandPool(
+            ctx.device, vk.VkCommandPoolCreateInfo(queueFamilyIndex=ctx.queue_family), None
+        )
+        self.fence = vk.vkCreateFence(ctx.device, vk.VkFenceCreateInfo(), None)
+        self.descriptor_pool = None
+        self.command_buffers: list[Any] = []
+        self._prepare_dispatches()
+        self._record_frames()
+
+    # -- building -------------------------------------------------------------------------------
+
+    def _raw(self, uid: str) -> bytes:
+        if uid not in self.raw_data:
+            spec = self.scenario.by_uid[uid]
+            assert isinstance(spec, RawData)
+            path = self.scenario.src_path(spec.src)
+            header = read_header(path)
+            with open(path, "rb") as f:
+                f.seek(header.data_offset)
+                self.raw_data[uid] = f.read(header.nbytes)
+        return self.raw_data[uid]
+
+    def _module(self, spec: Shader) -> SpirvModule:
+        if spec.uid not in self.modules:
+            with self.timer.measure("Scenario Setup", f"Load Shader: {spec.uid}"):
+                self.modules[spec.uid] = load_shader(self.scenario, spec)
+        return self.modules[spec.uid]
+
+    def _descriptor_type(self, uid: str) -> int:
+        return DESCRIPTOR_TYPE_FOR[type(self.scenario.by_uid[uid])]
+
+    def _prepare_dispatches(self) -> None:
+        computes = [c for c in self.scenario.commands if isinstance(c, DispatchCompute)]
+        counts: dict[int, int] = {}
+        total_sets = 0
+        for cmd in computes:
+            sets = {b.set for b in cmd.bindings}
+            total_sets += len(sets) if sets else 0
+            for b in cmd.bindings:
+                t = self._descriptor_type(b.resource_ref)
+                counts[t] = counts.get(t, 0) + 1
+        if total_sets:
+            sizes = [vk.VkDescriptorPoolSize(type=t, descriptorCount=n) for t, n in counts.items()]
+            self.descriptor_pool = vk.vkCreateDescriptorPool(
+                self.ctx.device, vk.VkDescriptorPoolCreateInfo(maxSets=total_sets, pPoolSizes=sizes), None
+            )
+        for cmd in computes:
+            spec = self.scenario.by_uid[cmd.shader_ref]
+            assert isinstance(spec, Shader)
+            module = self._module(spec)
+            signature = self._signature(cmd)
+            with self.timer.measure("Pipeline Setup", f"Create Pipeline: {spec.uid}"):
+                pipeline = self.factory.compute(module, spec, signature)
+            push = self._raw(cmd.push_data_ref) if cmd.push_data_ref else b""
+            if len(push) != spec.push_constants_size:
+                raise ScenarioError(
+                    f"push constant data '{cmd.push_data_ref}' is {len(push)} bytes, shader '{spec.uid}' expects "
+                    f"{spec.push_constants_size}",
+                    file=self.scenario.path,
+                    place=f"{cmd.place}.push_data_ref",
+                )
+            sets = self._allocate_sets(cmd, pipeline)
+            prepared = PreparedDispatch(cmd, pipeline, sets, push)
+            if self.options.profiling:
+                prepared.query_base = self.query_count
+                self.query_count += 2
+            self.dispatches[cmd.index] = prepared
+        if self.query_count:
+            info = vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=self.query_count)
+            self.query_pool = vk.vkCreateQueryPool(self.ctx.device, info, None)
+
+    def _signature(self, cmd: DispatchCompute) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...]:
+        by_set: dict[int, list[tuple[int, int]]] = {}
+        for b in cmd.bindings:
+            by_set.setdefault(b.set, []).append((b.id, self._descriptor_type(b.resource_ref)))
+        return tuple(sorted((s, tuple(sorted(v))) for s, v in by_set.items()))
+
+    def _allocate_sets(self, cmd: DispatchCompute, pipeline: ComputePipeline) -> dict[int, Any]:
+        used = sorted({b.set for b in cmd.bindings})
+        if not used:
+            return {}
+        layouts = [pipeline.set_layouts[s] for s in used]
+        handles = vk.vkAllocateDescriptorSets(
+            self.ctx.device, vk.VkDescriptorSetAllocateInfo(descriptorPool=self.descriptor_pool, pSetLayouts=layouts)
+        )
+        sets = dict(zip(used, handles))
+        writes, infos = [], []
+        for b in cmd.bindings:
+            buf = self.buffers[b.resource_ref]
+            info = vk.VkDescriptorBufferInfo(buffer=buf.handle, offset=0, range=buf.size)
+            infos.append(info)
+            writes.append(
+                vk.VkWriteDescriptorSet(
+                    dstSet=sets[b.set],
+                    dstBinding=b.id,
+                    descriptorCount=1,
+                    descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                    pBufferInfo=[info],
+                )
+            )
+        vk.vkUpdateDescriptorSets(self.ctx.device, len(writes), writes, 0, None)
+        return sets
+
+    def _barrier_batch(self, cmd: DispatchBarrier) -> BarrierBatch:
+        batch = BarrierBatch()
+        for uid in cmd.memory_barrier_refs:
+            b = self.scenario.by_uid[uid]
+            assert isinstance(b, MemoryBarrier)
+            batch.memory.append(
+                memory_barrier(stage_mask(b.src_stage), ACCESS[b.src_access], stage_mask(b.dst_stage), ACCESS[b.dst_access])
+            )
+        for uid in cmd.buffer_barrier_refs:
+            b = self.scenario.by_uid[uid]
+            assert isinstance(b, BufferBarrier)
+            buf = self.buffers[b.buffer_resource]
+            batch.buffer.append(
+                buffer_barrier(
+                    buf.handle, b.offset, b.size,
+                    stage_mask(b.src_stage), ACCESS[b.src_access], stage_mask(b.dst_stage), ACCESS[b.dst_access],
+                )
+            )
+        return batch
+
+    def _record_frames(self) -> None:
+        n = len(self.plan.frames)
+        info = vk.VkCommandBufferAllocateInfo(
+            commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=n
+        )
+        self.command_buffers = vk.vkAllocateCommandBuffers(self.ctx.device, info)
+        for frame, cb in zip(self.plan.frames, self.command_buffers):
+            vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo())
+            self._record_frame(frame, cb)
+            vk.vkEndCommandBuffer(cb)
+
+    def _record_frame(self, frame: Frame, cb: Any) -> None:
+        queries = [self.dispatches[c.index] for c in frame.commands if c.index in self.dispatches and self.query_pool]
+        for d in queries:
+            vk.vkCmdResetQueryPool(cb, self.query_pool, d.query_base, 2)
+        for cmd in frame.commands:
+            if isinstance(cmd, DispatchCompute):
+                self._record_dispatch(cb, self.dispatches[cmd.index])
+            elif isinstance(cmd, DispatchBarrier):
+                self._barrier_batch(cmd).record(cb)
+
+    def _record_dispatch(self, cb: Any, d: PreparedDispatch) -> None:
+        p = d.pipeline
+        vk.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline)
+        for s, handle in d.sets.items():
+            vk.vkCmdBindDescriptorSets(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, s, 1, [handle], 0, None)
+        if d.push_data:
+            vk.vkCmdPushConstants(cb, p.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(d.push_data), vk.ffi.from_buffer(d.push_data))
+        if d.query_base >= 0:
+            vk.vkCmdWriteTimestamp2(cb, vk.VK_PIPELINE_STAGE_2_TOP_OF_PIPE_BIT, self.query_pool, d.query_base)
+        x, y, z = d.command.rangeND
+        vk.vkCmdDispatch(cb, x, y, z)
+        if d.query_base >= 0:
+            vk.vkCmdWriteTimestamp2(cb, vk.VK_PIPELINE_STAGE_2_BOTTOM_OF_PIPE_BIT, self.query_pool, d.query_base + 1)
+        if d.command.implicit_barrier:
+            implicit_barrier().record(cb)
+
+    # -- running --------------------------------------------------------------------------------
+
+    def load_inputs(self) -> None:
+        """Fill every buffer from its ``src`` (straight into mapped memory); zero the others."""
+        seen_alloc: set[int] = set()
+        sourced: list[Buffer] = []
+        for spec in self.scenario.of_kind(Buffer):
+            buf = self.buffers[spec.uid]
+            if spec.src:
+                sourced.append(spec)
+            elif id(buf.allocation) not in seen_alloc:
+                np.frombuffer(buf.allocation.view, dtype=np.uint8)[:] = 0
+            seen_alloc.add(id(buf.allocation))
+        for spec in sourced:
+            with self.timer.measure("Scenario Setup", f"Load Resource: {spec.uid}"):
+                buf = self.buffers[spec.uid]
+                n = fill_from_npy(buf.view, self.scenario.src_path(spec.src))
+                if n < buf.size:
+                    np.frombuffer(buf.view, dtype=np.uint8)[n:] = 0
+
+    def submit(self, frame: Frame) -> None:
+        """Submit one frame's command buffer with the session's fence (reset first)."""
+        vk.vkResetFences(self.ctx.device, 1, [self.fence])
+        cb_info = vk.VkCommandBufferSubmitInfo(commandBuffer=self.command_buffers[frame.index])
+        submit = vk.VkSubmitInfo2(pCommandBufferInfos=[cb_info])
+        try:
+            vk.vkQueueSubmit2(self.ctx.queue, 1, [submit], self.fence)
+        except vk.VkError as exc:
+            raise DeviceError(f"frame {frame.frame_id}: vkQueueSubmit2 failed ({type(exc).__name__})") from None
+
+    def wait(self, frame: Frame, timeout_ns: int = 2**63 - 1) -> None:
+        """Block until the last submission finished. Raises :class:`DeviceError` on device loss or timeout."""
+        result = vk.lib.vkWaitForFences(self.ctx.device, 1, [self.fence], vk.VK_TRUE, timeout_ns)
+        if result == vk.VK_TIMEOUT:
+            raise DeviceError(f"frame {frame.frame_id}: timed out waiting for the GPU")
+        if result != vk.VK_SUCCESS:
+            raise DeviceError(f"frame {frame.frame_id}: the device was lost or failed (VkResult {result})")
+
+    def dispatch_timings(self, frame: Frame) -> list[tuple[PreparedDispatch, int, int]]:
+        """(dispatch, begin tick, end tick) of each dispatch of ``frame``'s last execution."""
+        if self.query_pool is None:
+            return []
+        out = []
+        for c in frame.commands:
+            d = self.dispatches.get(c.index)
+            if d is None:
+                continue
+            data = vk.ffi.new("uint64_t[2]")
+            vk.lib.vkGetQueryPoolResults(
+                self.ctx.device, self.query_pool, d.query_base, 2, 16, data, 8,
+                vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT,
+            )
+            out.append((d, int(data[0]), int(data[1])))
+        return out
+
+    def resource_bytes(self, uid: str) -> memoryview:
+        """The current content of a buffer (a view of mapped memory; valid until ``close``)."""
+        return self.buffers[uid].view
+
+    def write_outputs(self, output_dir: Path | None, write: Callable[[Path, memoryview], None]) -> list[Path]:
+        """Call ``write(path, bytes)`` for each resource with a ``dst``; returns the paths written."""
+        written = []
+        for spec in self.scenario.of_kind(Buffer):
+            if spec.dst:
+                path = self.scenario.dst_path(spec.dst, output_dir)
+                with self.timer.measure("Save Results", f"Save Resource: {spec.uid}"):
+                    write(path, self.buffers[spec.uid].view)
+                written.append(path)
+        return written
+
+    def close(self) -> None:
+        dev = self.ctx.device
+        if dev is None:
+            return
+        vk.vkDeviceWaitIdle(dev)
+        if self.query_pool is not None:
+            vk.vkDestroyQueryPool(dev, self.query_pool, None)
+        if self.descriptor_pool is not None:
+            vk.vkDestroyDescriptorPool(dev, self.descriptor_pool, None)
+        vk.vkDestroyFence(dev, self.fence, None)
+        vk.vkDestroyCommandPool(dev, self.pool, None)
+        self.factory.destroy()
+        self.cache.destroy()
+        self.buffers.destroy()

@@ -1,0 +1,163 @@
+"""Shader sources to SPIR-V: load SPIR-V files, compile GLSL, cache compiled results.
+
+GLSL is compiled with Debian's ``glslangValidator``; sources that use ``GL_ARM_tensors`` need
+glslang >= 15.4 and go to the ``glslc`` shipped inside ``ai-ml-sdk-scenario-runner`` instead.
+Compiled SPIR-V is cached by the hash of the source, the options, the compiler and the content of
+every file the compiler reported as a dependency, so an edited include recompiles.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ScenarioError
+from .paths import cache_root
+from .scenario import Scenario, Shader
+
+SPIRV_MAGIC = 0x07230203
+TENSOR_EXTENSION_RE = re.compile(rb"GL_ARM_tensors")
+
+
+@dataclass(frozen=True)
+class SpirvModule:
+    """SPIR-V words (as bytes) ready for ``vkCreateShaderModule``, and where they came from."""
+
+    uid: str
+    code: bytes
+    entry: str
+    source: Path
+    compiled_by: str | None = None  # compiler path for GLSL, None for SPIR-V input
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.code).hexdigest()
+
+
+def tensor_glslc() -> Path | None:
+    """The tensor-capable ``glslc`` from the reference runner package, if installed."""
+    try:
+        import scenario_runner  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    p = Path(scenario_runner.__file__).parent / "binaries" / "bin" / "glslc"
+    return p if p.is_file() else None
+
+
+def _check_spirv(code: bytes, spec: Shader, path: Path) -> None:
+    if len(code) < 20 or len(code) % 4 or int.from_bytes(code[:4], "little") != SPIRV_MAGIC:
+        raise ScenarioError(f"{path} is not a SPIR-V binary (bad magic or length)", file=None, place=f"{spec.place}.src")
+
+
+def load_shader(scenario: Scenario, spec: Shader) -> SpirvModule:
+    """Return the SPIR-V of ``spec``, compiling GLSL (cached). Errors are :class:`ScenarioError`."""
+    path = scenario.src_path(spec.src)
+    if spec.type == "SPIR-V":
+        code = path.read_bytes()
+        _check_spirv(code, spec, path)
+        return SpirvModule(spec.uid, code, spec.entry, path)
+    return compile_glsl(scenario, spec, path)
+
+
+def _compiler_for(source: bytes) -> tuple[str, Path]:
+    if TENSOR_EXTENSION_RE.search(source):
+        glslc = tensor_glslc()
+        if glslc is None:
+            raise FileNotFoundError(
+                "this shader uses GL_ARM_tensors, which needs the glslc of ai-ml-sdk-scenario-runner (not installed)"
+            )
+        return "glslc", glslc
+    found = shutil.which("glslangValidator")
+    if not found:
+        raise FileNotFoundError("glslangValidator not found (apt-get install glslang-tools)")
+    return "glslang", Path(found)
+
+
+def _command(kind: str, compiler: Path, spec: Shader, scenario: Scenario, src: Path, out: Path, dep: Path) -> list[str]:
+    includes = [str(scenario.src_path(d)) for d in spec.include_dirs]
+    options = shlex.split(spec.build_options)
+    if kind == "glslc":
+        cmd = [str(compiler), "-fshader-stage=compute", "--target-env=vulkan1.3", "-MD", "-MF", str(dep)]
+        cmd += [f"-I{d}" for d in includes] + options
+        if spec.entry != "main":
+            cmd += [f"-fentry-point={spec.entry}"]
+        return cmd + ["-o", str(out), str(src)]
+    cmd = [str(compiler), "-V", "-S", "comp", "--target-env", "vulkan1.3", "--quiet", "--depfile", str(dep)]
+    cmd += [f"-I{d}" for d in includes] + options
+    if spec.entry != "main":
+        cmd += ["-e", spec.entry, "--source-entrypoint", spec.entry]
+    return cmd + ["-o", str(out), str(src)]
+
+
+def _parse_depfile(text: str) -> list[str]:
+    """Dependencies from a make-style depfile (``target: dep dep \\`` lines)."""
+    body = text.split(":", 1)[1] if ":" in text else ""
+    body = body.replace("\\\n", " ")
+    return [p.replace("\\ ", " ") for p in re.split(r"(?<!\\)\s+", body.strip()) if p]
+
+
+def _file_digest(path: str) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return "missing"
+
+
+def compile_glsl(scenario: Scenario, spec: Shader, path: Path) -> SpirvModule:
+    source = path.read_bytes()
+    try:
+        kind, compiler = _compiler_for(source)
+    except FileNotFoundError as exc:
+        raise ScenarioError(str(exc), file=scenario.path, place=spec.place) from None
+    key_material = json.dumps(
+        [hashlib.sha256(source).hexdigest(), str(path), spec.build_options, list(spec.include_dirs), spec.entry, str(compiler),
+         os.stat(compiler).st_mtime_ns],
+    ).encode()
+    key = hashlib.sha256(key_material).hexdigest()
+    cache_dir = cache_root() / "spirv"
+    cached = cache_dir / f"{key}.spv"
+    manifest = cache_dir / f"{key}.deps.json"
+    if cached.is_file() and manifest.is_file():
+        try:
+            deps = json.loads(manifest.read_text())
+            if all(_file_digest(p) == d for p, d in deps.items()):
+                return SpirvModule(spec.uid, cached.read_bytes(), spec.entry, path, str(compiler))
+        except (OSError, ValueError):
+            pass
+    with tempfile.TemporaryDirectory(prefix="vkcap-glsl-") as tmp:
+        out, dep = Path(tmp) / "out.spv", Path(tmp) / "out.d"
+        cmd = _command(kind, compiler, spec, scenario, path, out, dep)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0 or not out.is_file():
+            message = _compiler_message(proc.stdout + proc.stderr, path)
+            raise ScenarioError(f"shader compilation failed: {message}", file=scenario.path, place=f"{spec.place}.src")
+        code = out.read_bytes()
+        deps = _parse_depfile(dep.read_text()) if dep.is_file() else []
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp_spv = cached.with_suffix(f".{os.getpid()}.tmp")
+        tmp_spv.write_bytes(code)
+        os.replace(tmp_spv, cached)
+        tmp_dep = manifest.with_suffix(f".{os.getpid()}.tmp")
+        tmp_dep.write_text(json.dumps({p: _file_digest(p) for p in {str(path), *deps}}))
+        os.replace(tmp_dep, manifest)
+    except OSError:
+        pass  # a cache we cannot write only costs time
+    return SpirvModule(spec.uid, code, spec.entry, path, str(compiler))
+
+
+def _compiler_message(output: str, path: Path) -> str:
+    """The compiler's first error lines, with file and line, as one line."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    noise = ("compilation terminated", "compilation errors", "spir-v is not generated", "error generated", "errors generated")
+    errors = [ln for ln in lines if "error" in ln.lower() and not any(n in ln.lower() for n in noise)]
+    chosen = errors[:2] or lines[:2] or ["the compiler gave no message"]
+    text = "; ".join(chosen)
+    return text.replace(str(path), path.name)
