@@ -214,8 +214,8 @@ class VulkanContext:
         self.queue_family, self.timestamp_bits = self._pick_queue_family()
         enable = [e for e in (FRAME_BOUNDARY_EXT, *want_extensions) if e in chosen.extensions]
         enable += [e for e in needed if e not in enable]
-        self.extensions = tuple(enable)
         self.device = self._create_device(enable)
+        self.extensions = tuple(enable)
         self.queue = vk.vkGetDeviceQueue(self.device, self.queue_family, 0)
         self.timestamp_period = float(self.limits.timestampPeriod)
 
@@ -246,7 +246,10 @@ class VulkanContext:
         return getattr(self, "info", None).name if hasattr(self, "info") else "?"
 
     def _create_device(self, extensions: list[str]) -> Any:
-        f13 = vk.VkPhysicalDeviceVulkan13Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES)
+        tail = None
+        if FRAME_BOUNDARY_EXT in extensions:
+            tail = vk.VkPhysicalDeviceFrameBoundaryFeaturesEXT(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FRAME_BOUNDARY_FEATURES_EXT)
+        f13 = vk.VkPhysicalDeviceVulkan13Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES, pNext=tail)
         f12 = vk.VkPhysicalDeviceVulkan12Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, pNext=f13)
         f11 = vk.VkPhysicalDeviceVulkan11Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, pNext=f12)
         features = vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=f11)
@@ -256,7 +259,11 @@ class VulkanContext:
         # Enable what shaders may use; robustness costs speed and is off, as in the reference runner.
         features.features.robustBufferAccess = 0
         f13.robustImageAccess = 0
+        if tail is not None and not tail.frameBoundary:
+            extensions.remove(FRAME_BOUNDARY_EXT)
+            f13.pNext = vk.ffi.NULL
         self.features = features
+        self._feature_chain = (f11, f12, f13, tail)
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=[1.0])
         info = vk.VkDeviceCreateInfo(
             pNext=features,

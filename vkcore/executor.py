@@ -1,18 +1,25 @@
-"""The asynchronous frame executor: submits a session's frames in order and reports events.
+"""The asynchronous frame executor: pipelined submission, completion, snapshots, events.
 
-One trio nursery per run. The GPU wait of each frame runs in a worker thread
-(``trio.to_thread.run_sync``), so the event loop stays free for subscribers: the progress display,
-and (when recording) the snapshot pipeline. Subscribers receive plain dataclass events through
-``on_event``; a ``frame_hook`` runs after each frame's fence and may await (backpressure).
+One trio nursery per run holds two tasks. The *submitter* records (once) and submits frames in order,
+each signalling the fence of its ring slot; it takes a slot only when the slot is free, so at most
+``slots`` frames are in flight. The *completer* waits for each fence in a worker thread
+(``trio.to_thread.run_sync``), reports events, hands the frame's staging slot to the consumer (the
+trace writer when recording), and frees the slot when the consumer returns. Frame N+1 therefore runs
+on the GPU while frame N's snapshot is hashed, compressed and written, and memory in flight stays
+bounded however many frames there are.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Union
+from typing import Callable, Hashable, Protocol, Union
 
 from .plan import Frame
 from .session import Session
+from .staging import CaptureLayout, StagingSlot
+
+DEFAULT_SLOTS = 2
+NO_CAPTURE = CaptureLayout(())
 
 
 @dataclass(frozen=True)
@@ -25,6 +32,7 @@ class FrameStarted:
 @dataclass(frozen=True)
 class FrameFinished:
     pass_index: int
+    seq: int  # position in the whole run, repeats included
     frame: Frame
     seconds: float  # submit to fence signalled, host clock
 
@@ -42,7 +50,42 @@ class DispatchTimed:
 
 Event = Union[FrameStarted, FrameFinished, DispatchTimed]
 EventHandler = Callable[[Event], None]
-FrameHook = Callable[[int, Frame], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class FrameSnapshot:
+    """A finished frame's captured bytes: ``slot.view(item)`` for each item of ``layout``.
+
+    Valid only until the consumer's ``consume`` returns (the slot is then reused)."""
+
+    pass_index: int
+    seq: int
+    frame: Frame
+    layout: CaptureLayout
+    slot: StagingSlot
+
+
+class FrameConsumer(Protocol):
+    """What the executor needs from a capturer (the trace recorder implements it)."""
+
+    def slot_size(self, session: Session) -> int:
+        """Bytes one staging slot needs: the largest layout this consumer will ask for."""
+
+    def layout(self, frame: Frame, seq: int) -> tuple[Hashable, CaptureLayout]:
+        """What to copy for this execution of ``frame``: a variant key (equal keys, equal layouts)."""
+
+    async def consume(self, snapshot: FrameSnapshot) -> None:
+        """Read the snapshot (in worker threads as needed); return when done with its slot."""
+
+
+class StopRequest:
+    """Set by a signal handler: no frame is submitted after it is set; frames in flight finish."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def set(self) -> None:
+        self.requested = True
 
 
 async def execute(
@@ -50,27 +93,61 @@ async def execute(
     *,
     repeat: int = 1,
     on_event: EventHandler | None = None,
-    frame_hook: FrameHook | None = None,
+    consumer: FrameConsumer | None = None,
     frame_timeout_s: float | None = None,
-) -> None:
-    """Run every frame of the session's plan ``repeat`` times, in order.
+    stop: StopRequest | None = None,
+    slots: int = DEFAULT_SLOTS,
+) -> int:
+    """Run every frame of the plan ``repeat`` times in order; return the number of frames completed.
 
-    Guarantees: frame N+1 is submitted only after frame N's fence signalled and ``frame_hook`` for
-    frame N returned; events are delivered in order. A GPU failure raises ``DeviceError``.
+    Guarantees: frames execute in submission order, each ordered after the previous one by a full
+    barrier; every submitted frame is waited for and consumed before this returns, also when ``stop``
+    ends the run early; a GPU failure or timeout raises ``DeviceError`` after the frames before it
+    were consumed.
     """
     import trio
 
     emit = on_event or (lambda event: None)
+    frames = session.plan.frames
+    if session.query_pool is not None:
+        slots = max(1, min(slots, len(frames)))  # a frame's queries must not be reset while unread
+    session.prepare_ring(slots, consumer.slot_size(session) if consumer else 0)
     timeout_ns = int(frame_timeout_s * 1e9) if frame_timeout_s else 2**63 - 1
-    total = repeat * len(session.plan.frames)
-    for pass_index in range(repeat):
-        for frame in session.plan.frames:
-            emit(FrameStarted(pass_index, frame, total))
-            t0 = time.perf_counter()
-            session.submit(frame)
-            await trio.to_thread.run_sync(session.wait, frame, timeout_ns)
-            emit(FrameFinished(pass_index, frame, time.perf_counter() - t0))
-            for d, begin, end in session.dispatch_timings(frame):
-                emit(DispatchTimed(pass_index, frame, d.pipeline.shader_uid, "ComputeDispatch", begin, end, session.ctx.timestamp_period))
-            if frame_hook is not None:
-                await frame_hook(pass_index, frame)
+    free_slots = trio.Semaphore(slots)
+    completed = 0
+    total = repeat * len(frames)
+
+    async def submitter(send: trio.MemorySendChannel) -> None:
+        async with send:
+            seq = 0
+            for pass_index in range(repeat):
+                for frame in frames:
+                    if stop is not None and stop.requested:
+                        return
+                    await free_slots.acquire()
+                    slot = seq % slots
+                    variant, layout = consumer.layout(frame, seq) if consumer else (None, NO_CAPTURE)
+                    cb = session.command_buffer(frame, variant, layout, slot)
+                    emit(FrameStarted(pass_index, frame, total))
+                    session.submit(frame, cb, slot)
+                    await send.send((pass_index, seq, frame, slot, layout, time.perf_counter()))
+                    seq += 1
+
+    async def completer(receive: trio.MemoryReceiveChannel) -> None:
+        nonlocal completed
+        async with receive:
+            async for pass_index, seq, frame, slot, layout, t0 in receive:
+                await trio.to_thread.run_sync(session.wait, frame, slot, timeout_ns)
+                emit(FrameFinished(pass_index, seq, frame, time.perf_counter() - t0))
+                for d, begin, end in session.dispatch_timings(frame):
+                    emit(DispatchTimed(pass_index, frame, d.pipeline.shader_uid, "ComputeDispatch", begin, end, session.ctx.timestamp_period))
+                if consumer is not None:
+                    await consumer.consume(FrameSnapshot(pass_index, seq, frame, layout, session.ring.slots[slot]))
+                completed += 1
+                free_slots.release()
+
+    send, receive = trio.open_memory_channel(slots)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(completer, receive)
+        nursery.start_soon(submitter, send)
+    return completed

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from .device import EmulationMode, VulkanContext
-from .executor import DispatchTimed, Event, FrameHook, execute
+from .executor import DispatchTimed, Event, FrameConsumer, StopRequest, execute
 from .npyio import write_flat_int8
 from .pipelines import cache_file_for
 from .plan import Plan, make_plan
@@ -48,6 +48,7 @@ class RunResult:
     pipeline_cache_misses: int = 0
     seconds: float = 0.0
     device_name: str = ""
+    interrupted: bool = False
 
 
 def scenario_needs(scenario: Scenario) -> tuple[bool, bool]:
@@ -80,7 +81,8 @@ async def run_async(
     options: RunOptions,
     *,
     on_event: Callable[[Event], None] | None = None,
-    frame_hook: FrameHook | None = None,
+    consumer: FrameConsumer | None = None,
+    stop: StopRequest | None = None,
     on_session: Callable[[Session], Awaitable[None]] | None = None,
     scenario: Scenario | None = None,
 ) -> RunResult:
@@ -115,15 +117,18 @@ async def run_async(
                 await on_session(session)
             t_inference = time.perf_counter()
             t_run = time.perf_counter()
-            await execute(
+            result.frames_run = await execute(
                 session,
                 repeat=options.repeat,
                 on_event=collect,
-                frame_hook=frame_hook,
+                consumer=consumer,
                 frame_timeout_s=options.frame_timeout_s,
+                stop=stop,
             )
             timer.add("Run Scenario", "Execute Frames", time.perf_counter() - t_run)
-            result.frames_run = options.repeat * len(plan.frames)
+            if stop is not None and stop.requested:
+                result.interrupted = True
+                return result
             result.outputs = session.write_outputs(options.output, write_flat_int8)
             result.seconds = time.perf_counter() - t_start
             if options.profiling_dump_path is not None:

@@ -248,10 +248,27 @@ _NESTED: dict[str, Any] = {
 }
 
 
+# The reference runner (0.11) spells barrier enums in lower case ("compute_shader_write", "compute", "general");
+# the specification in upper case. The schema accepts both; the model keeps the specification's spelling.
+_ACCESS = ("MEMORY_WRITE", "MEMORY_READ", "GRAPH_WRITE", "GRAPH_READ", "COMPUTE_SHADER_WRITE", "COMPUTE_SHADER_READ")
+_SPEC_SPELLING: dict[str, dict[str, str]] = {
+    "access": {a.lower(): f"ACCESS_{a}" for a in _ACCESS},
+    "stage": {s.lower(): s for s in ("GRAPH", "COMPUTE", "ALL")},
+    "layout": {v.lower(): f"IMAGE_LAYOUT_{v}" for v in ("TENSOR_ALIASING", "GENERAL", "UNDEFINED")},
+}
+_SPELLED_FIELDS = {"src_access": "access", "dst_access": "access", "src_stage": "stage", "dst_stage": "stage",
+                   "old_layout": "layout", "new_layout": "layout"}
+
+
 def _convert(name: str, value: Any) -> Any:
     """Turn one validated JSON value into the model's representation of field ``name``."""
-    if name == "memory_group":
-        return value.get("uid", "") if isinstance(value, dict) else str(value)
+    if name == "memory_group":  # the specification names the group "uid", the reference runner "id"
+        return (value.get("uid") or value.get("id") or "") if isinstance(value, dict) else str(value)
+    if name in _SPELLED_FIELDS:
+        table = _SPEC_SPELLING[_SPELLED_FIELDS[name]]
+        if isinstance(value, list):
+            return tuple(table.get(v, v) for v in value)
+        return table.get(value, value)
     if name == "alias_target":
         return value.get("resource_ref", "") if isinstance(value, dict) else str(value)
     if name == "subresource_range":

@@ -1,8 +1,8 @@
 """A :class:`Session` holds every Vulkan object of one scenario on one device.
 
 Building a session validates what only the device can tell, creates resources, pipelines and descriptor
-sets, and records each frame of the plan into its own command buffer once. Running a frame is then a
-single ``vkQueueSubmit2`` and a fence wait; ``--repeat`` re-submits the same command buffers.
+sets; each frame is recorded into a command buffer once, on first use. Running a frame is then a
+single ``vkQueueSubmit2`` on a ring of fences; ``--repeat`` re-submits the same command buffers.
 The asynchronous driver in :mod:`vkcore.executor` sequences frames; this module never blocks on
 anything but the GPU.
 """
@@ -11,13 +11,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Hashable
 
 import numpy as np
 import vulkan as vk
 
 from .buffers import BufferSet, fill_from_npy
-from .device import VulkanContext
+from .device import FRAME_BOUNDARY_EXT, VulkanContext
 from .errors import DeviceError, ScenarioError
 from .npyio import read_header
 from .pipelines import ComputePipeline, PipelineCache, PipelineFactory
@@ -38,7 +38,18 @@ from .scenario import (
     TensorBarrier,
 )
 from .shaders import SpirvModule, load_shader
-from .sync import ACCESS, BarrierBatch, buffer_barrier, implicit_barrier, memory_barrier, stage_mask
+from .staging import CaptureItem, CaptureLayout, StagingRing, StagingSlot
+from .sync import (
+    ACCESS,
+    AFTER_COPY,
+    BEFORE_COPY,
+    FULL_BARRIER,
+    BarrierBatch,
+    buffer_barrier,
+    implicit_barrier,
+    memory_barrier,
+    stage_mask,
+)
 
 # Resource kinds whose execution lands in a later issue: parsed and validated, refused by ``run``.
 NOT_YET_SUPPORTED = (Image, Tensor, Graph, ImageBarrier, TensorBarrier)
@@ -125,11 +136,11 @@ class Session:
         self.pool = vk.vkCreateCommandPool(
             ctx.device, vk.VkCommandPoolCreateInfo(queueFamilyIndex=ctx.queue_family), None
         )
-        self.fence = vk.vkCreateFence(ctx.device, vk.VkFenceCreateInfo(), None)
+        self.fences: list[Any] = []
+        self.ring = StagingRing(ctx)
         self.descriptor_pool = None
-        self.command_buffers: list[Any] = []
+        self._command_buffers: dict[tuple[int, Hashable, int], Any] = {}
         self._prepare_dispatches()
-        self._record_frames()
 
     # -- building -------------------------------------------------------------------------------
 
@@ -245,26 +256,53 @@ class Session:
             )
         return batch
 
-    def _record_frames(self) -> None:
-        n = len(self.plan.frames)
-        info = vk.VkCommandBufferAllocateInfo(
-            commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=n
-        )
-        self.command_buffers = vk.vkAllocateCommandBuffers(self.ctx.device, info)
-        for frame, cb in zip(self.plan.frames, self.command_buffers):
-            vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo())
-            self._record_frame(frame, cb)
-            vk.vkEndCommandBuffer(cb)
+    # -- command buffers ----------------------------------------------------------------------
 
-    def _record_frame(self, frame: Frame, cb: Any) -> None:
-        queries = [self.dispatches[c.index] for c in frame.commands if c.index in self.dispatches and self.query_pool]
-        for d in queries:
-            vk.vkCmdResetQueryPool(cb, self.query_pool, d.query_base, 2)
+    def prepare_ring(self, slots: int, slot_size: int) -> None:
+        """Create ``slots`` fences (and staging slots of ``slot_size`` bytes) for pipelined frames."""
+        self.ring = StagingRing.create(self.ctx, slots, slot_size)
+        self.fences = [vk.vkCreateFence(self.ctx.device, vk.VkFenceCreateInfo(flags=vk.VK_FENCE_CREATE_SIGNALED_BIT), None) for _ in range(slots)]
+
+    def command_buffer(self, frame: Frame, variant: Hashable, layout: CaptureLayout, slot: int) -> Any:
+        """The command buffer of ``frame`` copying ``layout`` into staging ``slot``; recorded once per
+        (frame, variant, slot) and reused (``--repeat``)."""
+        key = (frame.index, variant, slot)
+        cb = self._command_buffers.get(key)
+        if cb is None:
+            info = vk.VkCommandBufferAllocateInfo(commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1)
+            cb = vk.vkAllocateCommandBuffers(self.ctx.device, info)[0]
+            vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo())
+            self._record_frame(frame, cb, layout, self.ring.slots[slot] if self.ring.slots else None)
+            vk.vkEndCommandBuffer(cb)
+            self._command_buffers[key] = cb
+        return cb
+
+    def _record_frame(self, frame: Frame, cb: Any, layout: CaptureLayout, slot: StagingSlot | None) -> None:
+        # Order this frame after everything submitted before it (frames are pipelined).
+        BarrierBatch(memory=[memory_barrier(*FULL_BARRIER)]).record(cb)
+        for c in frame.commands:
+            d = self.dispatches.get(c.index)
+            if d is not None and self.query_pool is not None:
+                vk.vkCmdResetQueryPool(cb, self.query_pool, d.query_base, 2)
         for cmd in frame.commands:
             if isinstance(cmd, DispatchCompute):
                 self._record_dispatch(cb, self.dispatches[cmd.index])
             elif isinstance(cmd, DispatchBarrier):
                 self._barrier_batch(cmd).record(cb)
+            if slot is not None:
+                self._record_copies(cb, layout.at(cmd.index), slot)
+        if slot is not None:
+            self._record_copies(cb, layout.at(None), slot)
+
+    def _record_copies(self, cb: Any, items: tuple[CaptureItem, ...], slot: StagingSlot) -> None:
+        if not items:
+            return
+        BarrierBatch(memory=[memory_barrier(*BEFORE_COPY)]).record(cb)
+        for item in items:
+            src = self.buffers[item.uid]
+            region = vk.VkBufferCopy(srcOffset=0, dstOffset=item.offset, size=item.size)
+            vk.vkCmdCopyBuffer(cb, src.handle, slot.buffer, 1, [region])
+        BarrierBatch(memory=[memory_barrier(*AFTER_COPY)]).record(cb)
 
     def _record_dispatch(self, cb: Any, d: PreparedDispatch) -> None:
         p = d.pipeline
@@ -302,19 +340,30 @@ class Session:
                 if n < buf.size:
                     np.frombuffer(buf.view, dtype=np.uint8)[n:] = 0
 
-    def submit(self, frame: Frame) -> None:
-        """Submit one frame's command buffer with the session's fence (reset first)."""
-        vk.vkResetFences(self.ctx.device, 1, [self.fence])
-        cb_info = vk.VkCommandBufferSubmitInfo(commandBuffer=self.command_buffers[frame.index])
-        submit = vk.VkSubmitInfo2(pCommandBufferInfos=[cb_info])
+    def submit(self, frame: Frame, cb: Any, slot: int) -> None:
+        """Submit ``cb`` (a frame) signalling the fence of ``slot``, which must be idle."""
+        fence = self.fences[slot]
+        vk.vkResetFences(self.ctx.device, 1, [fence])
+        cb_info = vk.VkCommandBufferSubmitInfo(commandBuffer=cb)
+        boundary = self._frame_boundary(frame)
+        submit = vk.VkSubmitInfo2(pNext=boundary if boundary is not None else vk.ffi.NULL, pCommandBufferInfos=[cb_info])
         try:
-            vk.vkQueueSubmit2(self.ctx.queue, 1, [submit], self.fence)
+            vk.vkQueueSubmit2(self.ctx.queue, 1, [submit], fence)
         except vk.VkError as exc:
             raise DeviceError(f"frame {frame.frame_id}: vkQueueSubmit2 failed ({type(exc).__name__})") from None
 
-    def wait(self, frame: Frame, timeout_ns: int = 2**63 - 1) -> None:
-        """Block until the last submission finished. Raises :class:`DeviceError` on device loss or timeout."""
-        result = vk.lib.vkWaitForFences(self.ctx.device, 1, [self.fence], vk.VK_TRUE, timeout_ns)
+    def _frame_boundary(self, frame: Frame) -> Any:
+        """A VkFrameBoundaryEXT naming the captured buffers, for tools like RenderDoc (when the device has it)."""
+        if frame.boundary is None or not self.ctx.has_extension(FRAME_BOUNDARY_EXT):
+            return None
+        handles = [self.buffers[u].handle for u in frame.capture if u in self.buffers]
+        return vk.VkFrameBoundaryEXT(
+            flags=vk.VK_FRAME_BOUNDARY_FRAME_END_BIT_EXT, frameID=frame.frame_id, pBuffers=handles or None,
+        )
+
+    def wait(self, frame: Frame, slot: int, timeout_ns: int = 2**63 - 1) -> None:
+        """Block until the submission of ``slot`` finished. Raises :class:`DeviceError` on device loss or timeout."""
+        result = vk.lib.vkWaitForFences(self.ctx.device, 1, [self.fences[slot]], vk.VK_TRUE, timeout_ns)
         if result == vk.VK_TIMEOUT:
             raise DeviceError(f"frame {frame.frame_id}: timed out waiting for the GPU")
         if result != vk.VK_SUCCESS:
@@ -361,7 +410,9 @@ class Session:
             vk.vkDestroyQueryPool(dev, self.query_pool, None)
         if self.descriptor_pool is not None:
             vk.vkDestroyDescriptorPool(dev, self.descriptor_pool, None)
-        vk.vkDestroyFence(dev, self.fence, None)
+        for fence in self.fences:
+            vk.vkDestroyFence(dev, fence, None)
+        self.ring.destroy()
         vk.vkDestroyCommandPool(dev, self.pool, None)
         self.factory.destroy()
         self.cache.destroy()

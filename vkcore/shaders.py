@@ -35,6 +35,7 @@ class SpirvModule:
     entry: str
     source: Path
     compiled_by: str | None = None  # compiler path for GLSL, None for SPIR-V input
+    dependencies: tuple[Path, ...] = ()  # files the compiler read besides the source (includes)
 
     @property
     def digest(self) -> str:
@@ -128,7 +129,8 @@ def compile_glsl(scenario: Scenario, spec: Shader, path: Path) -> SpirvModule:
         try:
             deps = json.loads(manifest.read_text())
             if all(_file_digest(p) == d for p, d in deps.items()):
-                return SpirvModule(spec.uid, cached.read_bytes(), spec.entry, path, str(compiler))
+                extra = tuple(Path(p) for p in sorted(deps) if Path(p) != path)
+                return SpirvModule(spec.uid, cached.read_bytes(), spec.entry, path, str(compiler), extra)
         except (OSError, ValueError):
             pass
     with tempfile.TemporaryDirectory(prefix="vkcap-glsl-") as tmp:
@@ -150,7 +152,8 @@ def compile_glsl(scenario: Scenario, spec: Shader, path: Path) -> SpirvModule:
         os.replace(tmp_dep, manifest)
     except OSError:
         pass  # a cache we cannot write only costs time
-    return SpirvModule(spec.uid, code, spec.entry, path, str(compiler))
+    extra = tuple(sorted({Path(p) for p in deps} - {path}))
+    return SpirvModule(spec.uid, code, spec.entry, path, str(compiler), extra)
 
 
 def _compiler_message(output: str, path: Path) -> str:

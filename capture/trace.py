@@ -1,0 +1,213 @@
+"""Reading a trace back: the recording's metadata, frames, checkpoints and snapshots.
+
+:class:`Trace` validates the shape of every META record it uses (types, sizes, names) before use, so a
+hostile or damaged file gives a :class:`vkcore.errors.TraceError` with the reason, never a crash or a
+large allocation. Snapshots are read lazily, one blob at a time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vkcore.errors import TraceError
+
+from . import kinds
+from .container import NotATrace, TraceCorrupt, TraceReader, UnsupportedVersion
+from .container import ContainerError
+from .embed import check_trace_name
+
+
+@dataclass(frozen=True)
+class FrameRecord:
+    seq: int
+    pass_index: int
+    index: int
+    frame_id: int
+    snapshots: dict[str, str]  # uid -> blob key
+    dispatches: tuple[tuple[int, str, str], ...] = ()  # (command index, uid, blob key)
+    offset: int = 0
+
+
+@dataclass
+class Trace:
+    """A trace opened for reading. Use as a context manager or call :meth:`close`."""
+
+    path: Path
+    reader: TraceReader
+    header: dict[str, Any] = field(default_factory=dict)
+    scenario_name: str = ""
+    original_json: str = ""
+    portable_json: str = ""
+    files: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # name -> (role, blob, size)
+    spirv: dict[str, str] = field(default_factory=dict)  # shader uid -> blob
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    resources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    checkpoints: dict[int, dict[str, str]] = field(default_factory=dict)  # seq -> uid -> blob
+    frames: list[FrameRecord] = field(default_factory=list)
+    end: dict[str, Any] | None = None
+
+    @classmethod
+    def open(cls, path: str | Path) -> "Trace":
+        p = Path(path)
+        try:
+            reader = TraceReader(p)
+        except FileNotFoundError:
+            raise TraceError("no such file", file=p) from None
+        except IsADirectoryError:
+            raise TraceError("is a folder, not a trace", file=p) from None
+        except (NotATrace, UnsupportedVersion, TraceCorrupt, ContainerError) as exc:
+            raise TraceError(str(exc), file=None) from None
+        trace = cls(p, reader)
+        try:
+            trace._load()
+        except BaseException:
+            reader.close()
+            raise
+        return trace
+
+    def __enter__(self) -> "Trace":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.reader.close()
+
+    # -- loading ----------------------------------------------------------------------------------
+
+    def _bad(self, what: str, offset: int) -> TraceError:
+        return TraceError(f"malformed {what} record at offset {offset}", file=self.path)
+
+    def _load(self) -> None:
+        try:
+            metas = self.reader.metas()
+        except (TraceCorrupt, ContainerError) as exc:
+            raise TraceError(str(exc)) from None
+        handlers = {
+            kinds.HEADER: self._on_header,
+            kinds.SCENARIO: self._on_scenario,
+            kinds.FILE: self._on_file,
+            kinds.SPIRV: self._on_spirv,
+            kinds.FINGERPRINT: self._on_fingerprint,
+            kinds.RESOURCES: self._on_resources,
+            kinds.CHECKPOINT: self._on_checkpoint,
+            kinds.FRAME: self._on_frame,
+            kinds.END: self._on_end,
+        }
+        for offset, body in metas:
+            handler = handlers.get(body.get("kind"))
+            if handler is None:
+                continue  # a newer writer's record kind: ignored
+            try:
+                handler(body, offset)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                raise self._bad(str(body.get("kind")), offset) from None
+        if not self.header or not self.portable_json:
+            raise TraceError("the trace holds no scenario (recording died before its first records)", file=self.path)
+
+    def _on_header(self, body: dict[str, Any], offset: int) -> None:
+        self.header = dict(body)
+
+    def _on_scenario(self, body: dict[str, Any], offset: int) -> None:
+        self.scenario_name = _str(body["name"])
+        self.original_json = _str(body["original"])
+        self.portable_json = _str(body["portable"])
+
+    def _on_file(self, body: dict[str, Any], offset: int) -> None:
+        name = check_trace_name(_str(body["name"]))
+        self.files[name] = (_str(body["role"]), _key(body["blob"]), _int(body["size"]))
+
+    def _on_spirv(self, body: dict[str, Any], offset: int) -> None:
+        self.spirv[_str(body["shader"])] = _key(body["blob"])
+
+    def _on_fingerprint(self, body: dict[str, Any], offset: int) -> None:
+        self.fingerprint = {k: v for k, v in body.items() if k != "kind"}
+
+    def _on_resources(self, body: dict[str, Any], offset: int) -> None:
+        resources = body["resources"]
+        if not isinstance(resources, dict):
+            raise TypeError
+        self.resources = {_str(k): dict(v) for k, v in resources.items()}
+
+    def _on_checkpoint(self, body: dict[str, Any], offset: int) -> None:
+        self.checkpoints[_int(body["seq"], minimum=-1)] = {_str(k): _key(v) for k, v in body["state"].items()}
+
+    def _on_frame(self, body: dict[str, Any], offset: int) -> None:
+        dispatches = tuple((_int(d["command"]), _str(d["uid"]), _key(d["blob"])) for d in body.get("dispatches", ()))
+        self.frames.append(
+            FrameRecord(
+                seq=_int(body["seq"]),
+                pass_index=_int(body["pass"]),
+                index=_int(body["index"]),
+                frame_id=_int(body["frame_id"], minimum=-(2**63)),
+                snapshots={_str(k): _key(v) for k, v in body["snapshots"].items()},
+                dispatches=dispatches,
+                offset=offset,
+            )
+        )
+
+    def _on_end(self, body: dict[str, Any], offset: int) -> None:
+        self.end = dict(body)
+
+    # -- queries ----------------------------------------------------------------------------------
+
+    @property
+    def recovered(self) -> bool:
+        return self.reader.recovered
+
+    @property
+    def complete(self) -> bool:
+        return self.end is not None and self.end.get("status") == "complete"
+
+    def frame(self, seq: int) -> FrameRecord:
+        for f in self.frames:
+            if f.seq == seq:
+                return f
+        last = self.frames[-1].seq if self.frames else None
+        raise TraceError(f"no frame {seq} in this trace (frames: {'0-' + str(last) if last is not None else 'none'})", file=self.path)
+
+    def blob(self, key: str, *, what: str) -> bytes:
+        """The bytes of blob ``key``; a damaged blob raises :class:`TraceError` naming ``what``."""
+        try:
+            return self.reader.read_blob(key)
+        except (TraceCorrupt, ContainerError, KeyError) as exc:
+            raise TraceError(f"{what}: {exc}", file=self.path) from None
+
+    def snapshot(self, seq: int, uid: str) -> bytes:
+        frame = self.frame(seq)
+        if uid not in frame.snapshots:
+            have = ", ".join(sorted(frame.snapshots)) or "none"
+            raise TraceError(f"frame {seq} has no snapshot of '{uid}' (it has: {have})", file=self.path)
+        data = self.blob(frame.snapshots[uid], what=f"frame {seq}, resource '{uid}'")
+        expected = self.resources.get(uid, {}).get("size")
+        if isinstance(expected, int) and expected != len(data):
+            raise TraceError(f"frame {seq}, resource '{uid}': snapshot is {len(data)} bytes, resource is {expected}", file=self.path)
+        return data
+
+    def nearest_checkpoint(self, seq: int) -> int:
+        """The latest checkpoint taken at or before the state *before* frame ``seq`` (i.e. after seq-1)."""
+        usable = [c for c in self.checkpoints if c <= seq - 1]
+        if not usable:
+            raise TraceError("the trace has no initial state checkpoint", file=self.path)
+        return max(usable)
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise TypeError
+    return v
+
+
+def _int(v: Any, minimum: int = 0) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+        raise ValueError
+    return v
+
+
+def _key(v: Any) -> str:
+    v = _str(v)
+    if len(v) != 32 or any(c not in "0123456789abcdef" for c in v):
+        raise ValueError
+    return v

@@ -1,0 +1,111 @@
+"""Build scenario folders for tests: shaders, .npy inputs and the JSON, in a few lines."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def vkcap(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run the real ``vkcap`` command line in a subprocess and capture its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "vkcap", *map(str, args)],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+    )
+
+
+# GLSL compute shaders used across tests.
+ADD_FLOAT = """#version 450
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) readonly buffer A { float a[]; };
+layout(set = 0, binding = 1) readonly buffer B { float b[]; };
+layout(set = 0, binding = 2) buffer C { float c[]; };
+void main() { uint i = gl_GlobalInvocationID.x; c[i] = a[i] + b[i]; }
+"""
+ADD_INT = ADD_FLOAT.replace("float", "int")
+
+
+@dataclass
+class ScenarioBuilder:
+    """Accumulates resources and commands, writes files into ``root``, and saves ``scenario.json``."""
+
+    root: Path
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    commands: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def file(self, name: str, text: str | bytes) -> Path:
+        p = self.root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        (p.write_bytes if isinstance(text, bytes) else p.write_text)(text)  # type: ignore[operator]
+        return p
+
+    def npy(self, name: str, array: np.ndarray) -> str:
+        p = self.root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        np.save(p, array)
+        return name
+
+    def shader(self, uid: str, source: str, **fields: Any) -> "ScenarioBuilder":
+        name = fields.pop("file", f"{uid}.comp")
+        self.file(name, source)
+        self.resources.append({"shader": {"uid": uid, "src": name, "type": "GLSL", **fields}})
+        return self
+
+    def buffer(self, uid: str, size: int, data: np.ndarray | None = None, **fields: Any) -> "ScenarioBuilder":
+        body: dict[str, Any] = {"uid": uid, "size": size, "shader_access": fields.pop("shader_access", "readwrite"), **fields}
+        if data is not None:
+            body["src"] = self.npy(f"{uid}.npy", data)
+        self.resources.append({"buffer": body})
+        return self
+
+    def raw(self, uid: str, data: np.ndarray) -> "ScenarioBuilder":
+        self.resources.append({"raw_data": {"uid": uid, "src": self.npy(f"{uid}.npy", data)}})
+        return self
+
+    def resource(self, kind: str, **body: Any) -> "ScenarioBuilder":
+        self.resources.append({kind: body})
+        return self
+
+    def dispatch(self, shader: str, bindings: list[tuple[int, int, str]], range_nd: list[int], **fields: Any) -> "ScenarioBuilder":
+        body = {
+            "shader_ref": shader,
+            "rangeND": range_nd,
+            "bindings": [{"set": s, "id": i, "resource_ref": r} for s, i, r in bindings],
+            **fields,
+        }
+        self.commands.append({"dispatch_compute": body})
+        return self
+
+    def barrier(self, **refs: list[str]) -> "ScenarioBuilder":
+        self.commands.append({"dispatch_barrier": refs})
+        return self
+
+    def boundary(self, resources: list[str], frame_id: int) -> "ScenarioBuilder":
+        self.commands.append({"mark_boundary": {"resources": resources, "frame_id": frame_id}})
+        return self
+
+    def document(self) -> dict[str, Any]:
+        return {"resources": self.resources, "commands": self.commands}
+
+    def save(self, name: str = "scenario.json") -> Path:
+        p = self.root / name
+        p.write_text(json.dumps(self.document(), indent=1))
+        return p
+
+
+def load_output(path: Path, dtype: Any) -> np.ndarray:
+    """Read a buffer output (flat int8 .npy, as the reference writes it) as ``dtype``."""
+    raw = np.load(path)
+    assert raw.dtype == np.int8 and raw.ndim == 1, (raw.dtype, raw.shape)
+    return raw.view(dtype)

@@ -1,0 +1,283 @@
+"""``vkcap run`` on real Vulkan (lavapipe in CI): every result checked against a numpy reference."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.builders import ADD_FLOAT, ADD_INT, ScenarioBuilder, load_output, vkcap
+from vkcap.cli import main
+
+N = 256
+
+
+def run_ok(*args: str | Path) -> None:
+    code = main([str(a) for a in args])
+    assert code == 0
+
+
+def three_buffer_add(b: ScenarioBuilder, source: str, dtype: type, a: np.ndarray, bb: np.ndarray) -> Path:
+    size = a.nbytes
+    b.shader("add", source)
+    b.buffer("A", size, a, shader_access="readonly").buffer("B", size, bb, shader_access="readonly")
+    b.buffer("C", size, dst="c.npy")
+    b.dispatch("add", [(0, 0, "A"), (0, 1, "B"), (0, 2, "C")], [len(a)])
+    return b.save()
+
+
+def test_float_add(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    a = np.random.default_rng(1).standard_normal(N).astype(np.float32)
+    b = np.random.default_rng(2).standard_normal(N).astype(np.float32)
+    scenario = three_buffer_add(builder, ADD_FLOAT, np.float32, a, b)
+    run_ok("run", scenario, "--output", tmp_path / "out")
+    np.testing.assert_array_equal(load_output(tmp_path / "out" / "c.npy", np.float32), a + b)
+
+
+def test_int_add(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    a = np.arange(-N, N, 2, dtype=np.int32) * 1000
+    b = np.full(N, 2**30, dtype=np.int32)
+    scenario = three_buffer_add(builder, ADD_INT, np.int32, a, b)
+    run_ok("run", scenario, "--output", tmp_path / "out")
+    np.testing.assert_array_equal(load_output(tmp_path / "out" / "c.npy", np.int32), a + b)
+
+
+def test_output_defaults_to_scenario_folder_and_reference_spelling(builder: ScenarioBuilder) -> None:
+    a = np.ones(16, np.float32)
+    scenario = three_buffer_add(builder, ADD_FLOAT, np.float32, a, a)
+    proc = vkcap("--scenario", scenario)  # the reference runner's spelling, no subcommand
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_array_equal(load_output(builder.root / "c.npy", np.float32), a * 2)
+
+
+PUSH_SHADER = """#version 450
+layout(local_size_x = 1) in;
+layout(push_constant) uniform P { float scale; int offset; } pc;
+layout(set = 0, binding = 0) buffer Out { float o[]; };
+void main() { uint i = gl_GlobalInvocationID.x; o[i] = float(i) * pc.scale + float(pc.offset); }
+"""
+
+
+def test_push_constants(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    push = np.frombuffer(np.float32(2.5).tobytes() + np.int32(-7).tobytes(), dtype=np.uint8)
+    builder.shader("s", PUSH_SHADER, push_constants_size=8).raw("pc", push)
+    builder.buffer("out", N * 4, dst="o.npy")
+    builder.dispatch("s", [(0, 0, "out")], [N], push_data_ref="pc")
+    run_ok("run", builder.save(), "--output", tmp_path)
+    np.testing.assert_array_equal(load_output(tmp_path / "o.npy", np.float32), np.arange(N, dtype=np.float32) * 2.5 - 7)
+
+
+SPEC_SHADER = """#version 450
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const int ADD = 100;
+layout(constant_id = 2) const float MUL = 1.0;
+layout(set = 0, binding = 0) buffer Out { float o[]; };
+void main() { uint i = gl_GlobalInvocationID.x; o[i] = float(i) * MUL + float(ADD); }
+"""
+
+
+@pytest.mark.parametrize(
+    "constants, add, mul, local",
+    [
+        ([{"id": 0, "value": 8}, {"id": 1, "value": -3}, {"id": 2, "value": 0.5}], -3, 0.5, 8),
+        ([{"id": 0, "value": 4}], 100, 1.0, 4),  # ADD and MUL keep the shader's defaults
+    ],
+)
+def test_specialization_constants(builder: ScenarioBuilder, tmp_path: Path, constants: list, add: int, mul: float, local: int) -> None:
+    builder.shader("s", SPEC_SHADER, specialization_constants=constants)
+    builder.buffer("out", N * 4, dst="o.npy")
+    builder.dispatch("s", [(0, 0, "out")], [N // local])
+    run_ok("run", builder.save(), "--output", tmp_path)
+    expected = np.arange(N, dtype=np.float32) * np.float32(mul) + np.float32(add)
+    np.testing.assert_array_equal(load_output(tmp_path / "o.npy", np.float32), expected)
+
+
+def test_glsl_define_and_include_folder(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    builder.file("inc/helpers.glsl", "float twice(float x) { return 2.0 * x; }\n")
+    source = """#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "helpers.glsl"
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) buffer Out { float o[]; };
+void main() { uint i = gl_GlobalInvocationID.x; o[i] = twice(float(i)) + FACTOR; }
+"""
+    builder.shader("s", source, build_options="-DFACTOR=3.0", include_dirs=["inc"])
+    builder.buffer("out", N * 4, dst="o.npy")
+    builder.dispatch("s", [(0, 0, "out")], [N])
+    run_ok("run", builder.save(), "--output", tmp_path)
+    np.testing.assert_array_equal(load_output(tmp_path / "o.npy", np.float32), np.arange(N, dtype=np.float32) * 2 + 3)
+
+
+SCALE_SHADER = """#version 450
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) readonly buffer I { float i_[]; };
+layout(set = 0, binding = 1) buffer O { float o[]; };
+void main() { uint i = gl_GlobalInvocationID.x; o[i] = i_[i] * 3.0 + 1.0; }
+"""
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["implicit-barriers", "explicit-barriers"])
+def test_chained_dispatches(builder: ScenarioBuilder, tmp_path: Path, explicit: bool) -> None:
+    x = np.linspace(0, 1, N, dtype=np.float32)
+    builder.shader("s", SCALE_SHADER)
+    builder.buffer("x", N * 4, x, shader_access="readonly").buffer("y", N * 4).buffer("z", N * 4, dst="z.npy")
+    if explicit:
+        builder.resource(
+            "buffer_barrier", uid="yb", buffer_resource="y", size=N * 4,
+            src_access="ACCESS_COMPUTE_SHADER_WRITE", dst_access="ACCESS_COMPUTE_SHADER_READ",
+            src_stage=["COMPUTE"], dst_stage=["COMPUTE"],
+        )
+        builder.resource(
+            "memory_barrier", uid="mb", src_access="ACCESS_MEMORY_WRITE", dst_access="ACCESS_MEMORY_READ",
+            src_stage=["ALL"], dst_stage=["ALL"],
+        )
+    builder.dispatch("s", [(0, 0, "x"), (0, 1, "y")], [N], implicit_barrier=not explicit)
+    if explicit:
+        builder.barrier(buffer_barrier_refs=["yb"], memory_barrier_refs=["mb"])
+    builder.dispatch("s", [(0, 0, "y"), (0, 1, "z")], [N], implicit_barrier=not explicit)
+    run_ok("run", builder.save(), "--output", tmp_path)
+    expected = (x * np.float32(3) + np.float32(1)) * np.float32(3) + np.float32(1)
+    np.testing.assert_allclose(load_output(tmp_path / "z.npy", np.float32), expected, rtol=1e-6)
+
+
+ACCUMULATE = """#version 450
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) readonly buffer I { float inc[]; };
+layout(set = 0, binding = 1) buffer O { float acc[]; };
+void main() { uint i = gl_GlobalInvocationID.x; acc[i] += inc[i]; }
+"""
+
+
+def accumulating(builder: ScenarioBuilder, frames: int) -> np.ndarray:
+    inc = np.arange(N, dtype=np.float32) / 4
+    builder.shader("accumulate", ACCUMULATE)
+    builder.buffer("inc", N * 4, inc, shader_access="readonly").buffer("acc", N * 4, dst="acc.npy")
+    for f in range(frames):
+        builder.dispatch("accumulate", [(0, 0, "inc"), (0, 1, "acc")], [N])
+        builder.boundary(["acc"], f)
+    return inc
+
+
+def test_repeat(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    inc = accumulating(builder, 1)
+    run_ok("run", builder.save(), "--output", tmp_path, "--repeat", "5")
+    np.testing.assert_array_equal(load_output(tmp_path / "acc.npy", np.float32), inc * 5)
+
+
+def test_several_frames(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    inc = accumulating(builder, 7)
+    perf = tmp_path / "perf.json"
+    prof = tmp_path / "prof.json"
+    run_ok("run", builder.save(), "--output", tmp_path, "--profiling-dump-path", prof, "--perf-counters-dump-path", perf)
+    np.testing.assert_array_equal(load_output(tmp_path / "acc.npy", np.float32), inc * 7)
+    stamps = json.loads(prof.read_text())["Timestamps"]
+    assert [s["Frame"] for s in stamps] == list(range(7))
+    assert all(s["Command name"] == "accumulate" and s["Cycle count for command"] >= 0 for s in stamps)
+    counters = json.loads(perf.read_text())
+    assert counters["unit"] == "microseconds"
+    assert {"Scenario Setup", "Pipeline Setup", "Run Scenario", "Save Results"} <= counters.keys()
+
+
+ALIAS_WRITE = """#version 450
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) buffer W { uint w[]; };
+void main() { uint i = gl_GlobalInvocationID.x; w[i] = i * 7u + 1u; }
+"""
+ALIAS_READ = """#version 450
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) readonly buffer R { uint r[]; };
+layout(set = 0, binding = 1) buffer O { uint o[]; };
+void main() { uint i = gl_GlobalInvocationID.x; o[i] = r[i] * 2u; }
+"""
+
+
+def test_memory_group_aliases_buffers(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    builder.shader("w", ALIAS_WRITE).shader("r", ALIAS_READ)
+    builder.buffer("first", N * 4, memory_group={"uid": "g"}, dst="first.npy")
+    builder.buffer("second", N * 4, memory_group={"uid": "g"}, shader_access="readonly")
+    builder.buffer("out", N * 4, dst="out.npy")
+    builder.dispatch("w", [(0, 0, "first")], [N])
+    builder.dispatch("r", [(0, 0, "second"), (0, 1, "out")], [N])
+    run_ok("run", builder.save(), "--output", tmp_path)
+    written = np.arange(N, dtype=np.uint32) * 7 + 1
+    np.testing.assert_array_equal(load_output(tmp_path / "first.npy", np.uint32), written)
+    np.testing.assert_array_equal(load_output(tmp_path / "out.npy", np.uint32), written * 2)
+
+
+def test_pipeline_cache_hit_on_second_run(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    a = np.ones(32, np.float32)
+    scenario = three_buffer_add(builder, ADD_FLOAT, np.float32, a, a)
+    cache = tmp_path / "cache"
+    common = ["run", scenario, "--output", tmp_path / "o", "--cache-path", cache]
+    first = vkcap(*common, "--fail-on-pipeline-cache-miss")
+    assert first.returncode == 1
+    assert "pipeline cache miss for shader 'add' (--fail-on-pipeline-cache-miss)" in first.stderr
+    assert not (tmp_path / "o" / "c.npy").exists()
+    second = vkcap(*common, "--pipeline-caching")
+    assert second.returncode == 0 and "pipeline cache: 0 hit(s), 1 miss(es)" in second.stderr
+    third = vkcap(*common, "--fail-on-pipeline-cache-miss")
+    assert third.returncode == 0 and "pipeline cache: 1 hit(s), 0 miss(es)" in third.stderr
+    cleared = vkcap(*common, "--pipeline-caching", "--clear-pipeline-cache")
+    assert cleared.returncode == 0 and "pipeline cache: 0 hit(s), 1 miss(es)" in cleared.stderr
+
+
+def test_dry_run_writes_nothing(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    a = np.ones(32, np.float32)
+    scenario = three_buffer_add(builder, ADD_FLOAT, np.float32, a, a)
+    out = tmp_path / "out"
+    run_ok("run", scenario, "--output", out, "--dry-run", "--perf-counters-dump-path", tmp_path / "perf.json")
+    assert not out.exists()
+    assert not (tmp_path / "perf.json").exists()
+
+
+def test_failed_run_keeps_previous_output(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """A run that fails leaves an existing dst file exactly as it was (outputs are renamed into place)."""
+    a = np.ones(32, np.float32)
+    scenario = three_buffer_add(builder, ADD_FLOAT, np.float32, a, a)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "c.npy").write_bytes(b"previous")
+    proc = vkcap("run", scenario, "--output", out, "--cache-path", tmp_path / "empty", "--fail-on-pipeline-cache-miss")
+    assert proc.returncode == 1
+    assert (out / "c.npy").read_bytes() == b"previous"
+    assert sorted(p.name for p in out.iterdir()) == ["c.npy"]
+
+
+def test_shader_compile_error_names_file_and_line(builder: ScenarioBuilder) -> None:
+    builder.shader("bad", "#version 450\nlayout(local_size_x = 1) in;\nvoid main() { undefined_thing = 1; }\n")
+    builder.buffer("o", 16, dst="o.npy")
+    builder.dispatch("bad", [(0, 0, "o")], [1])
+    scenario = builder.save()
+    proc = vkcap("run", scenario)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"vkcap: error: {scenario}: resources[0].shader.src: shader compilation failed: "
+        "ERROR: bad.comp:3: 'undefined_thing' : undeclared identifier"
+    )
+    assert "Traceback" not in proc.stderr
+
+
+def test_tensor_without_emulation_layers_is_refused(builder: ScenarioBuilder) -> None:
+    builder.resource("tensor", uid="t", dims=[4], format="VK_FORMAT_R32_SFLOAT", shader_access="readwrite")
+    scenario = builder.save()
+    proc = vkcap("run", scenario, "--no-emulation-layers")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("vkcap: error: device '")
+    assert proc.stderr.strip().endswith("lacks VK_ARM_tensors and --no-emulation-layers was given")
+
+
+def test_images_are_refused_until_supported(builder: ScenarioBuilder) -> None:
+    builder.resource("image", uid="img", dims=[1, 4, 4, 1], format="VK_FORMAT_R8G8B8A8_UNORM", shader_access="readonly")
+    scenario = builder.save()
+    proc = vkcap("run", scenario)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"vkcap: error: {scenario}: not supported yet: image (resources[0])"
+
+
+def test_devices_lists_lavapipe_with_emulated_tensors() -> None:
+    proc = vkcap("devices", "--json")
+    assert proc.returncode == 0, proc.stderr
+    devices = json.loads(proc.stdout)
+    assert devices and {"device_name", "driver_name", "driver_version", "api_version", "tensors", "graphs"} <= devices[0].keys()
+    assert all(d["tensors"] in ("native", "emulated") for d in devices)
