@@ -40,6 +40,30 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     add_common(export)
     export.set_defaults(handler=cmd_export)
 
+    rep = sub.add_parser("replay", help="re-dispatch recorded frames and compare with what was recorded")
+    rep.add_argument("trace", type=Path)
+    group = rep.add_mutually_exclusive_group()
+    group.add_argument("--frame", type=int, help="replay one frame (from the nearest checkpoint)")
+    group.add_argument("--frames", metavar="A-B", help="replay frames A to B")
+    add_compare_flags(rep)
+    rep.add_argument("--replace-shader", action="append", default=[], metavar="UID=FILE",
+                     help="replay with another shader (.spv as SPIR-V, else GLSL); repeatable")
+    rep.add_argument("--timeout", type=float, metavar="SECONDS", help="give up on a frame that runs longer than this")
+    add_device(rep)
+    rep.add_argument("--icd", type=Path, metavar="FILE.json", help="replay on this Vulkan driver (sets VK_DRIVER_FILES)")
+    add_common(rep)
+    rep.set_defaults(handler=cmd_replay)
+
+
+def add_compare_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--atol", type=float, help="absolute tolerance")
+    p.add_argument("--rtol", type=float, help="relative tolerance")
+    p.add_argument("--ulp", type=int, help="tolerance in units in the last place (floats)")
+    p.add_argument("--tolerance", metavar="FILE.toml|auto", help="per-resource tolerances (TOML), or 'auto'")
+    p.add_argument("--dtype", action="append", default=[], metavar="UID=TYPE", help="read a buffer as TYPE (e.g. float32)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
+    p.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
+
 
 def cmd_record(args: argparse.Namespace) -> int:
     import logging
@@ -190,3 +214,111 @@ def cmd_export(args: argparse.Namespace) -> int:
         data = trace.snapshot(args.frame, args.resource)
     write_flat_int8(args.output, data)
     return 0
+
+
+def _pairs(values: list[str], flag: str) -> list[tuple[str, str]]:
+    out = []
+    for v in values:
+        uid, sep, rest = v.partition("=")
+        if not sep or not uid or not rest:
+            raise UsageError(f"{flag} {v!r}: expected UID=VALUE")
+        out.append((uid, rest))
+    return out
+
+
+def frame_range(args: argparse.Namespace) -> tuple[int | None, int | None]:
+    if getattr(args, "frame", None) is not None:
+        if args.frame < 0:
+            raise UsageError(f"--frame must be 0 or more, got {args.frame}")
+        return args.frame, args.frame
+    if getattr(args, "frames", None):
+        a, sep, b = args.frames.partition("-")
+        if not sep or not a.isdigit() or not b.isdigit() or int(a) > int(b):
+            raise UsageError(f"--frames {args.frames!r}: expected A-B with 0 <= A <= B")
+        return int(a), int(b)
+    return None, None
+
+
+def tolerance_policy(args: argparse.Namespace):  # -> TolerancePolicy
+    from replay.compare import DTYPES
+    from replay.tolerances import TolerancePolicy, load_tolerance_file
+
+    policy = TolerancePolicy()
+    if args.tolerance and args.tolerance != "auto":
+        policy = load_tolerance_file(Path(args.tolerance))
+    for name, value in (("--atol", args.atol), ("--rtol", args.rtol), ("--ulp", args.ulp)):
+        if value is not None and value < 0:
+            raise UsageError(f"{name} must be 0 or more, got {value}")
+    policy = policy.with_defaults(args.atol, args.rtol, args.ulp)
+    dtypes = dict(policy.dtypes)
+    for uid, dtype in _pairs(args.dtype, "--dtype"):
+        if dtype not in DTYPES:
+            raise UsageError(f"--dtype {uid}={dtype}: unknown type (known: {', '.join(DTYPES)})")
+        dtypes[uid] = dtype
+    from dataclasses import replace
+
+    return replace(policy, dtypes=dtypes)
+
+
+def replay_options(args: argparse.Namespace, **extra: Any):  # -> ReplayOptions
+    from replay.replayer import ReplayOptions
+
+    first, last = frame_range(args)
+    policy = tolerance_policy(args)
+    return ReplayOptions(
+        trace=args.trace,
+        first=first,
+        last=last,
+        device=getattr(args, "device", None),
+        icd=getattr(args, "icd", None),
+        emulation="off" if getattr(args, "no_emulation_layers", False) else "auto",
+        replace_shaders=tuple((uid, Path(p)) for uid, p in _pairs(getattr(args, "replace_shader", []), "--replace-shader")),
+        dtypes=tuple(policy.dtypes.items()),
+        tolerances=policy,
+        frame_timeout_s=getattr(args, "timeout", None),
+        **extra,
+    )
+
+
+def report_outputs(args: argparse.Namespace, kind: str, document: dict[str, Any], frames: list[Any]) -> None:
+    from replay.report import write_json, write_junit
+
+    if args.json:
+        write_json(args.json, document)
+    if args.junit:
+        write_junit(args.junit, f"vkcap.{kind}", frames)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    import logging
+
+    from replay.report import comparison_line, frames_document, print_frames
+    from replay.replayer import replay
+
+    log = logging.getLogger("vkcap")
+    options = replay_options(args)
+    if args.tolerance == "auto":
+        from replay.auto import auto_tolerances
+
+        options = auto_tolerances(options, log)
+    report = replay(options)
+    print_frames(report.frames)
+    document = {
+        "trace": str(report.trace),
+        "device": report.device,
+        "recorded_device": report.recorded_device,
+        "started_from_checkpoint": report.started_from_checkpoint,
+        "frames_executed": report.executed,
+        "diverged": report.diverged,
+        "frames": frames_document(report.frames),
+    }
+    report_outputs(args, "replay", document, report.frames)
+    first = report.first_divergence
+    compared = len(report.frames)
+    if first is None:
+        log.info("%d frame(s) replayed on %s: all within tolerance", compared, report.device.get("device_name"))
+        return 0
+    bad = [c for c in first.comparisons if c.diverged] + [c for _, c in first.dispatches if c.diverged]
+    log.warning("first divergence at frame %d (frame_id %d): %s", first.seq, first.frame_id, comparison_line(bad[0]))
+    log.warning("%d of %d frame(s) diverged", sum(f.diverged for f in report.frames), compared)
+    return 1

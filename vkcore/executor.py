@@ -97,8 +97,13 @@ async def execute(
     frame_timeout_s: float | None = None,
     stop: StopRequest | None = None,
     slots: int = DEFAULT_SLOTS,
+    seqs: range | None = None,
 ) -> int:
     """Run every frame of the plan ``repeat`` times in order; return the number of frames completed.
+
+    ``seqs`` restricts the run to those positions of the whole run (``seq = pass * frames + index``),
+    e.g. a replay starting from a checkpoint; the session's state must then match the state before
+    the first of them.
 
     Guarantees: frames execute in submission order, each ordered after the previous one by a full
     barrier; every submitted frame is waited for and consumed before this returns, also when ``stop``
@@ -115,23 +120,23 @@ async def execute(
     timeout_ns = int(frame_timeout_s * 1e9) if frame_timeout_s else 2**63 - 1
     free_slots = trio.Semaphore(slots)
     completed = 0
-    total = repeat * len(frames)
+    order = seqs if seqs is not None else range(repeat * len(frames))
+    total = len(order)
 
     async def submitter(send: trio.MemorySendChannel) -> None:
         async with send:
-            seq = 0
-            for pass_index in range(repeat):
-                for frame in frames:
-                    if stop is not None and stop.requested:
-                        return
-                    await free_slots.acquire()
-                    slot = seq % slots
-                    variant, layout = consumer.layout(frame, seq) if consumer else (None, NO_CAPTURE)
-                    cb = session.command_buffer(frame, variant, layout, slot)
-                    emit(FrameStarted(pass_index, frame, total))
-                    session.submit(frame, cb, slot)
-                    await send.send((pass_index, seq, frame, slot, layout, time.perf_counter()))
-                    seq += 1
+            for n, seq in enumerate(order):
+                pass_index, index = divmod(seq, len(frames))
+                frame = frames[index]
+                if stop is not None and stop.requested:
+                    return
+                await free_slots.acquire()
+                slot = n % slots
+                variant, layout = consumer.layout(frame, seq) if consumer else (None, NO_CAPTURE)
+                cb = session.command_buffer(frame, variant, layout, slot)
+                emit(FrameStarted(pass_index, frame, total))
+                session.submit(frame, cb, slot)
+                await send.send((pass_index, seq, frame, slot, layout, time.perf_counter()))
 
     async def completer(receive: trio.MemoryReceiveChannel) -> None:
         nonlocal completed

@@ -386,6 +386,13 @@ class Session:
             out.append((d, int(data[0]), int(data[1])))
         return out
 
+    def restore(self, uid: str, data: bytes | memoryview) -> None:
+        """Overwrite the content of a resource (replay from a checkpoint). Sizes must match."""
+        view = self.buffers[uid].view
+        if len(data) != len(view):
+            raise DeviceError(f"cannot restore '{uid}': {len(data)} bytes for a resource of {len(view)}")
+        view[:] = data
+
     def resource_bytes(self, uid: str) -> memoryview:
         """The current content of a buffer (a view of mapped memory; valid until ``close``)."""
         return self.buffers[uid].view

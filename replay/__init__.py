@@ -1,0 +1,1 @@
+"""replay: read traces back, re-dispatch frames through the vkcore executor, compare, bisect, report."""

@@ -1,0 +1,171 @@
+"""Numeric comparison of two snapshots of one resource: identical, within tolerance, or diverged.
+
+Floats (float16, bfloat16, float32, float64) are compared by value with absolute, relative and ULP
+tolerances; NaN and Inf mismatches are counted apart and never pass a tolerance. -0.0 and +0.0 are
+0 ULP apart. Integers compare exactly unless an absolute tolerance is given. Raw bytes (buffers
+without a declared type) compare byte by byte.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+IDENTICAL = "identical"
+WITHIN = "within tolerance"
+DIVERGED = "DIVERGED"
+
+# Element types a snapshot can be read as: name -> (numpy storage dtype, is float, bits view dtype)
+DTYPES: dict[str, tuple[str, bool]] = {
+    "bytes": ("u1", False),
+    "int8": ("i1", False),
+    "uint8": ("u1", False),
+    "int16": ("<i2", False),
+    "uint16": ("<u2", False),
+    "int32": ("<i4", False),
+    "uint32": ("<u4", False),
+    "int64": ("<i8", False),
+    "uint64": ("<u8", False),
+    "float16": ("<f2", True),
+    "bfloat16": ("<u2", True),  # stored as its 16 bits; widened to float32 for arithmetic
+    "float32": ("<f4", True),
+    "float64": ("<f8", True),
+    "bool": ("u1", False),
+}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float = 0.0
+    rtol: float = 0.0
+    ulp: int = 0
+
+    @property
+    def exact(self) -> bool:
+        return self.atol == 0 and self.rtol == 0 and self.ulp == 0
+
+
+@dataclass
+class Comparison:
+    """Statistics of one resource compared in one frame."""
+
+    uid: str
+    dtype: str
+    status: str
+    count: int
+    differing: int = 0
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    max_ulp: int = 0
+    nan_mismatches: int = 0
+    inf_mismatches: int = 0
+    first_index: tuple[int, ...] | None = None
+    first_recorded: Any = None
+    first_live: Any = None
+    size_mismatch: str = ""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def share(self) -> float:
+        return self.differing / self.count if self.count else 0.0
+
+    @property
+    def diverged(self) -> bool:
+        return self.status == DIVERGED
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "extras"}
+        d["share"] = self.share
+        d["first_index"] = list(self.first_index) if self.first_index is not None else None
+        for k in ("first_recorded", "first_live"):
+            v = d[k]
+            d[k] = v.item() if hasattr(v, "item") else v
+            if isinstance(d[k], float) and not np.isfinite(d[k]):
+                d[k] = repr(d[k])
+        return d
+
+
+def _as_array(data: bytes | memoryview, dtype: str) -> np.ndarray:
+    storage, _ = DTYPES[dtype]
+    itemsize = np.dtype(storage).itemsize
+    usable = len(data) - len(data) % itemsize
+    return np.frombuffer(data, dtype=storage, count=usable // itemsize)
+
+
+def _widen(a: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bfloat16":
+        return (a.astype(np.uint32) << 16).view(np.float32)
+    return a
+
+
+def _ordinal(bits: np.ndarray) -> np.ndarray:
+    """Map float bit patterns to integers whose difference is the ULP distance (-0 and +0 coincide)."""
+    signed = bits.astype(np.int64)
+    width = bits.dtype.itemsize * 8
+    sign = np.int64(1) << (width - 1)
+    magnitude = signed & (sign - 1)
+    return np.where(signed & sign, -magnitude, magnitude)
+
+
+def _bits(a: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bfloat16":
+        return a.view(np.uint16)
+    return a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
+
+
+def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *, dtype: str = "bytes",
+            tolerance: Tolerance = Tolerance(), shape: tuple[int, ...] | None = None) -> Comparison:
+    """Compare ``live`` against ``recorded`` read as ``dtype`` (optionally shaped ``shape`` for indices)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
+    a = _as_array(recorded, dtype)
+    b = _as_array(live, dtype)
+    if len(recorded) != len(live):
+        return Comparison(uid, dtype, DIVERGED, max(a.size, b.size), max(a.size, b.size),
+                          size_mismatch=f"recorded {len(recorded)} bytes, live {len(live)} bytes")
+    if bytes(recorded) == bytes(live) if len(recorded) < 4096 else np.array_equal(
+        np.frombuffer(recorded, np.uint8), np.frombuffer(live, np.uint8)
+    ):
+        return Comparison(uid, dtype, IDENTICAL, a.size)
+    is_float = DTYPES[dtype][1]
+    result = Comparison(uid, dtype, DIVERGED, a.size)
+    if is_float:
+        fa, fb = _widen(a, dtype).astype(np.float64), _widen(b, dtype).astype(np.float64)
+        nan_a, nan_b = np.isnan(fa), np.isnan(fb)
+        nan_bad = nan_a ^ nan_b
+        inf_a, inf_b = np.isinf(fa), np.isinf(fb)
+        inf_bad = (inf_a | inf_b) & ~(nan_a | nan_b) & ~((inf_a & inf_b) & (fa == fb))
+        finite = ~(nan_a | nan_b | inf_a | inf_b)
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            abs_err = np.where(finite, np.abs(fa - fb), 0.0)
+            rel_err = np.where(finite & (fa != 0), abs_err / np.abs(fa), np.where(abs_err > 0, np.inf, 0.0))
+        ulp = np.where(finite, np.abs(_ordinal(_bits(a, dtype)) - _ordinal(_bits(b, dtype))), 0)
+        differs = (abs_err > 0) | nan_bad | inf_bad
+        ok_value = (abs_err <= tolerance.atol + tolerance.rtol * np.abs(np.where(finite, fa, 0.0)))
+        if tolerance.ulp:
+            ok_value |= ulp <= tolerance.ulp
+        failing = (differs & finite & ~ok_value) | nan_bad | inf_bad
+        result.nan_mismatches = int(nan_bad.sum())
+        result.inf_mismatches = int(inf_bad.sum())
+        result.max_abs = float(abs_err.max(initial=0.0))
+        result.max_rel = float(rel_err.max(initial=0.0))
+        result.max_ulp = int(ulp.max(initial=0))
+    else:
+        ia, ib = a.astype(np.int64) if a.dtype.kind != "u" or a.itemsize < 8 else a, b.astype(np.int64) if b.dtype.kind != "u" or b.itemsize < 8 else b
+        diff = ia != ib
+        abs_err = np.abs(ia.astype(np.float64) - ib.astype(np.float64))
+        differs = diff
+        failing = diff & (abs_err > tolerance.atol)
+        result.max_abs = float(abs_err.max(initial=0.0))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rel = np.where(ia != 0, abs_err / np.abs(ia.astype(np.float64)), np.where(abs_err > 0, np.inf, 0.0))
+        result.max_rel = float(rel.max(initial=0.0))
+    result.differing = int(differs.sum())
+    if result.differing:
+        flat = int(np.flatnonzero(failing)[0]) if failing.any() else int(np.flatnonzero(differs)[0])
+        result.first_index = tuple(int(i) for i in np.unravel_index(flat, shape)) if shape and int(np.prod(shape)) == a.size else (flat,)
+        result.first_recorded = _widen(a[flat : flat + 1], dtype)[0].item()
+        result.first_live = _widen(b[flat : flat + 1], dtype)[0].item()
+    result.status = DIVERGED if failing.any() else WITHIN
+    return result

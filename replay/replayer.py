@@ -1,0 +1,248 @@
+"""``replay``: rebuild a recorded scenario from its trace alone and re-dispatch frames through the same
+executor as ``run``/``record``, comparing every live snapshot with the recorded one.
+
+A replay of frames A..B restores the state of the nearest checkpoint before A (the initial state when
+there is none), executes the frames from there on, and compares only A..B. Nothing outside the
+trace is read: the scenario's files are written from the trace into a temporary folder.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Hashable
+
+from capture.embed import safe_join
+from capture.trace import FrameRecord, Trace
+from vkcore.device import VulkanContext
+from vkcore.errors import ScenarioError, TraceError, UsageError
+from vkcore.executor import FrameSnapshot, execute
+from vkcore.plan import Frame, Plan, make_plan
+from vkcore.runner import scenario_needs
+from vkcore.scenario import Scenario, load_scenario
+from vkcore.session import Session, SessionOptions
+from vkcore.staging import CaptureLayout, build_layout
+
+from .compare import DIVERGED, Comparison, Tolerance, compare
+from .tolerances import TolerancePolicy
+
+NOTHING = CaptureLayout(())
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    trace: Path
+    first: int | None = None  # first frame (seq) to compare; None: from the first recorded frame
+    last: int | None = None  # last frame to compare (inclusive); None: to the last recorded frame
+    device: str | None = None
+    icd: Path | None = None
+    emulation: str = "auto"
+    replace_shaders: tuple[tuple[str, Path], ...] = ()
+    dtypes: tuple[tuple[str, str], ...] = ()
+    tolerances: TolerancePolicy = field(default_factory=TolerancePolicy)
+    frame_timeout_s: float | None = None
+    dispatch_level: bool = True  # compare dispatch-level snapshots when the trace has them
+
+
+@dataclass
+class FrameResult:
+    seq: int
+    frame_id: int
+    comparisons: list[Comparison]
+    dispatches: list[tuple[int, Comparison]] = field(default_factory=list)  # (command index, comparison)
+
+    @property
+    def diverged(self) -> bool:
+        return any(c.diverged for c in self.comparisons) or any(c.diverged for _, c in self.dispatches)
+
+
+@dataclass
+class ReplayReport:
+    trace: Path
+    device: dict[str, Any]
+    recorded_device: dict[str, Any]
+    frames: list[FrameResult] = field(default_factory=list)
+    executed: int = 0  # frames executed (from the checkpoint on)
+    started_from_checkpoint: int = -1
+
+    @property
+    def diverged(self) -> bool:
+        return any(f.diverged for f in self.frames)
+
+    @property
+    def first_divergence(self) -> FrameResult | None:
+        return next((f for f in self.frames if f.diverged), None)
+
+
+def use_driver(icd: Path | None) -> None:
+    """Make the Vulkan loader use only the driver manifest ``icd`` (before any instance exists)."""
+    if icd is None:
+        return
+    if not icd.is_file():
+        raise UsageError(f"--icd {icd}: no such driver manifest (a Vulkan ICD .json file)")
+    os.environ["VK_DRIVER_FILES"] = str(icd.resolve())
+    os.environ["VK_ICD_FILENAMES"] = str(icd.resolve())
+
+
+def rebuild_scenario(trace: Trace, folder: Path, replace_shaders: tuple[tuple[str, Path], ...] = ()) -> Scenario:
+    """Write the trace's files and portable scenario into ``folder`` and load it from there.
+
+    ``replace_shaders`` swaps shader sources (``.spv`` as SPIR-V, anything else as GLSL) by uid.
+    """
+    for name, (_, key, _) in trace.files.items():
+        target = safe_join(folder, name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(trace.blob(key, what=f"embedded file '{name}'"))
+    try:
+        document = json.loads(trace.portable_json)
+    except ValueError:
+        raise TraceError("the trace's scenario is not valid JSON", file=trace.path) from None
+    shaders = {item["shader"]["uid"]: item["shader"] for item in document.get("resources", []) if isinstance(item, dict) and "shader" in item}
+    for uid, path in replace_shaders:
+        if uid not in shaders:
+            raise UsageError(f"--replace-shader {uid}={path}: the trace has no shader '{uid}' (it has: {', '.join(sorted(shaders)) or 'none'})")
+        if not path.is_file():
+            raise UsageError(f"--replace-shader {uid}={path}: no such file")
+        name = f"replaced/{uid}{path.suffix}"
+        target = safe_join(folder, name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+        shaders[uid]["src"] = name
+        shaders[uid]["type"] = "SPIR-V" if path.suffix == ".spv" else "GLSL"
+    scenario_file = folder / "scenario.json"
+    scenario_file.write_text(json.dumps(document))
+    try:
+        return load_scenario(scenario_file)
+    except ScenarioError as exc:
+        raise TraceError(f"the trace's scenario does not load: {exc.message}", file=trace.path, place=exc.place) from None
+
+
+class Comparer:
+    """Frame consumer of a replay: captures what was recorded for the compared frames, compares it."""
+
+    def __init__(self, trace: Trace, plan: Plan, targets: dict[int, FrameRecord], options: ReplayOptions,
+                 on_frame: Callable[[FrameResult], None] | None = None) -> None:
+        self.trace = trace
+        self.plan = plan
+        self.targets = targets
+        self.options = options
+        self.on_frame = on_frame
+        self.results: list[FrameResult] = []
+        self.dtypes = dict(options.dtypes)
+        self._layouts: dict[int, CaptureLayout] = {}
+
+    def _entries(self, record: FrameRecord) -> list[tuple[str, int, int | None]]:
+        size = lambda uid: self.trace.resources[uid]["size"]  # noqa: E731
+        entries: list[tuple[str, int, int | None]] = []
+        if self.options.dispatch_level:
+            entries += [(uid, size(uid), command) for command, uid, _ in record.dispatches]
+        entries += [(uid, size(uid), None) for uid in record.snapshots]
+        return entries
+
+    def _layout(self, seq: int) -> CaptureLayout:
+        if seq not in self._layouts:
+            self._layouts[seq] = build_layout(self._entries(self.targets[seq]))
+        return self._layouts[seq]
+
+    def slot_size(self, session: Session) -> int:
+        return max((self._layout(s).size for s in self.targets), default=0)
+
+    def layout(self, frame: Frame, seq: int) -> tuple[Hashable, CaptureLayout]:
+        if seq not in self.targets:
+            return None, NOTHING
+        layout = self._layout(seq)
+        return layout.items, layout
+
+    async def consume(self, snapshot: FrameSnapshot) -> None:
+        import trio
+
+        if snapshot.seq not in self.targets:
+            return
+        result = await trio.to_thread.run_sync(self._compare_frame, snapshot)
+        self.results.append(result)
+        if self.on_frame is not None:
+            self.on_frame(result)
+
+    def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str) -> Comparison:
+        recorded = self.trace.blob(recorded_key, what=what)
+        dtype = self.dtypes.get(uid, "bytes")
+        return compare(uid, recorded, live, dtype=dtype, tolerance=self.options.tolerances.for_resource(uid, dtype))
+
+    def _compare_frame(self, snapshot: FrameSnapshot) -> FrameResult:
+        record = self.targets[snapshot.seq]
+        by_dispatch = {(c, u): k for c, u, k in record.dispatches}
+        result = FrameResult(snapshot.seq, record.frame_id, [])
+        for item in snapshot.layout.items:
+            live = snapshot.slot.view(item)
+            if item.after_command is None:
+                what = f"frame {snapshot.seq}, resource '{item.uid}'"
+                result.comparisons.append(self.compare_one(item.uid, record.snapshots[item.uid], live, what))
+            else:
+                what = f"frame {snapshot.seq}, command {item.after_command}, resource '{item.uid}'"
+                key = by_dispatch[(item.after_command, item.uid)]
+                result.dispatches.append((item.after_command, self.compare_one(item.uid, key, live, what)))
+        return result
+
+
+def target_frames(trace: Trace, first: int | None, last: int | None) -> dict[int, FrameRecord]:
+    if not trace.frames:
+        raise TraceError("the trace holds no complete frame", file=trace.path)
+    lo = trace.frames[0].seq if first is None else first
+    hi = trace.frames[-1].seq if last is None else last
+    chosen = {f.seq: f for f in trace.frames if lo <= f.seq <= hi}
+    if not chosen:
+        raise UsageError(f"no recorded frame in {lo}-{hi} (the trace has frames {trace.frames[0].seq}-{trace.frames[-1].seq})")
+    return chosen
+
+
+def restore_state(session: Session, trace: Trace, checkpoint: int) -> None:
+    """Set every resource to its recorded state after frame ``checkpoint`` (-1: the initial state)."""
+    state = dict(trace.checkpoints[-1])
+    if checkpoint >= 0:
+        state.update(trace.checkpoints[checkpoint])
+    for uid, key in state.items():
+        if uid in session.buffers:
+            session.restore(uid, trace.blob(key, what=f"checkpoint {checkpoint}, resource '{uid}'"))
+
+
+async def replay_trace(trace: Trace, options: ReplayOptions, *, on_frame: Callable[[FrameResult], None] | None = None,
+                       workdir: Path | None = None) -> ReplayReport:
+    """Replay ``options.first..last`` of an open trace; see the module docstring."""
+    targets = target_frames(trace, options.first, options.last)
+    first = min(targets)
+    checkpoint = trace.nearest_checkpoint(first)
+    with tempfile.TemporaryDirectory(prefix="vkcap-replay-") as tmp:
+        scenario = rebuild_scenario(trace, Path(workdir or tmp), options.replace_shaders)
+        plan = make_plan(scenario, capture_all=bool(trace.header.get("capture_all")))
+        need_tensors, need_graphs = scenario_needs(scenario)
+        ctx = VulkanContext(device=options.device, need_tensors=need_tensors, need_graphs=need_graphs, emulation=options.emulation)  # type: ignore[arg-type]
+        try:
+            session = Session(ctx, plan, SessionOptions())
+            try:
+                restore_state(session, trace, checkpoint)
+                comparer = Comparer(trace, plan, targets, options, on_frame)
+                report = ReplayReport(trace.path, ctx.fingerprint(), trace.fingerprint, started_from_checkpoint=checkpoint)
+                report.executed = await execute(
+                    session, consumer=comparer, seqs=range(checkpoint + 1, max(targets) + 1),
+                    frame_timeout_s=options.frame_timeout_s,
+                )
+                report.frames = sorted(comparer.results, key=lambda r: r.seq)
+                return report
+            finally:
+                session.close()
+        finally:
+            ctx.close()
+
+
+def replay(options: ReplayOptions, on_frame: Callable[[FrameResult], None] | None = None) -> ReplayReport:
+    import trio
+
+    use_driver(options.icd)
+    with Trace.open(options.trace) as trace:
+        return trio.run(lambda: replay_trace(trace, options, on_frame=on_frame))
+
+
+__all__ = ["DIVERGED", "ReplayOptions", "ReplayReport", "FrameResult", "replay", "replay_trace", "rebuild_scenario"]
