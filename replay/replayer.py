@@ -209,7 +209,7 @@ def restore_state(session: Session, trace: Trace, checkpoint: int) -> None:
 
 
 async def replay_trace(trace: Trace, options: ReplayOptions, *, on_frame: Callable[[FrameResult], None] | None = None,
-                       workdir: Path | None = None) -> ReplayReport:
+                       workdir: Path | None = None, comparer_type: type[Comparer] = Comparer) -> ReplayReport:
     """Replay ``options.first..last`` of an open trace; see the module docstring."""
     targets = target_frames(trace, options.first, options.last)
     first = min(targets)
@@ -223,7 +223,7 @@ async def replay_trace(trace: Trace, options: ReplayOptions, *, on_frame: Callab
             session = Session(ctx, plan, SessionOptions())
             try:
                 restore_state(session, trace, checkpoint)
-                comparer = Comparer(trace, plan, targets, options, on_frame)
+                comparer = comparer_type(trace, plan, targets, options, on_frame)
                 report = ReplayReport(trace.path, ctx.fingerprint(), trace.fingerprint, started_from_checkpoint=checkpoint)
                 report.executed = await execute(
                     session, consumer=comparer, seqs=range(checkpoint + 1, max(targets) + 1),

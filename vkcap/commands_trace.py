@@ -54,6 +54,23 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     add_common(rep)
     rep.set_defaults(handler=cmd_replay)
 
+    dif = sub.add_parser("diff", help="compare two recordings of the same scenario")
+    dif.add_argument("trace", type=Path, metavar="A.vkt")
+    dif.add_argument("other", type=Path, metavar="B.vkt")
+    add_compare_flags(dif)
+    add_common(dif)
+    dif.set_defaults(handler=cmd_diff)
+
+    bis = sub.add_parser("bisect", help="find the first divergent frame, then the first divergent dispatch")
+    bis.add_argument("trace", type=Path)
+    add_compare_flags(bis)
+    bis.add_argument("--replace-shader", action="append", default=[], metavar="UID=FILE", help="bisect with another shader")
+    bis.add_argument("--timeout", type=float, metavar="SECONDS", help="give up on a frame that runs longer than this")
+    add_device(bis)
+    bis.add_argument("--icd", type=Path, metavar="FILE.json", help="the driver under test (sets VK_DRIVER_FILES)")
+    add_common(bis)
+    bis.set_defaults(handler=cmd_bisect)
+
 
 def add_compare_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--atol", type=float, help="absolute tolerance")
@@ -321,4 +338,93 @@ def cmd_replay(args: argparse.Namespace) -> int:
     bad = [c for c in first.comparisons if c.diverged] + [c for _, c in first.dispatches if c.diverged]
     log.warning("first divergence at frame %d (frame_id %d): %s", first.seq, first.frame_id, comparison_line(bad[0]))
     log.warning("%d of %d frame(s) diverged", sum(f.diverged for f in report.frames), compared)
+    return 1
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    import logging
+
+    from capture.trace import Trace
+    from replay.diff import diff_traces
+    from replay.report import comparison_line, frames_document, print_frames
+
+    log = logging.getLogger("vkcap")
+    if args.tolerance == "auto":
+        raise UsageError("--tolerance auto needs a replay; diff compares two recordings as they are")
+    policy = tolerance_policy(args)
+    with Trace.open(args.trace) as a, Trace.open(args.other) as b:
+        report = diff_traces(a, b, policy)
+    for key, (va, vb) in report.fingerprint_changes.items():
+        log.info("fingerprint %s: %s -> %s", key, va, vb)
+    for name in report.file_changes:
+        log.info("embedded file differs: %s", name)
+    print_frames(report.frames)
+    document = {
+        "a": str(args.trace), "b": str(args.other), "diverged": report.diverged,
+        "fingerprint_changes": {k: list(v) for k, v in report.fingerprint_changes.items()},
+        "file_changes": report.file_changes, "only_in_a": report.only_in_a, "only_in_b": report.only_in_b,
+        "frames": frames_document(report.frames),
+    }
+    report_outputs(args, "diff", document, report.frames)
+    if report.only_in_a or report.only_in_b:
+        log.warning("frames only in A: %s; only in B: %s", report.only_in_a or "none", report.only_in_b or "none")
+    first = next((f for f in report.frames if f.diverged), None)
+    if first is None and not report.diverged:
+        log.info("%d frame(s) compared: all within tolerance", len(report.frames))
+        return 0
+    if first is not None:
+        bad = next(c for c in first.comparisons if c.diverged)
+        log.warning("first divergence at frame %d: %s", first.seq, comparison_line(bad))
+    return 1
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    import json as _json
+    import logging
+
+    import trio
+
+    from capture.trace import Trace
+    from replay.bisect import bisect_trace, dispatch_name
+    from replay.replayer import use_driver
+    from replay.report import comparison_line
+
+    log = logging.getLogger("vkcap")
+    args.frame = args.frames = None
+    options = replay_options(args)
+    if args.tolerance == "auto":
+        from replay.auto import auto_tolerances
+
+        options = auto_tolerances(options, log)
+    use_driver(options.icd)
+    with Trace.open(args.trace) as trace:
+        def on_probe(seg, diverged):  # type: ignore[no-untyped-def]
+            log.info("segment %d (frames %d-%d): %s", seg.index, seg.first, seg.last, "DIVERGED" if diverged else "ok")
+
+        result = trio.run(lambda: bisect_trace(trace, options, on_probe=on_probe))
+        document: dict[str, Any] = {
+            "trace": str(args.trace), "segments": result.segments, "replays": result.replays,
+            "probes": [{"segment": k, "diverged": d} for k, d in result.probes], "fallback_scan": result.fallback_scan,
+        }
+        if result.frame is None:
+            log.info("no divergence found in %d segment replay(s)", result.replays)
+            document["diverged"] = False
+            report_outputs(args, "bisect", document, [])
+            return 0
+        name = dispatch_name(_json.loads(trace.portable_json), result.command) if result.command is not None else None
+    document.update({
+        "diverged": True, "frame": result.frame.seq, "frame_id": result.frame.frame_id,
+        "command": result.command, "dispatch": name,
+        "resource": result.resource.as_dict() if result.resource else None,
+    })
+    report_outputs(args, "bisect", document, [result.frame])
+    print(f"first divergent frame: {result.frame.seq} (frame_id {result.frame.frame_id})")
+    if result.command is not None:
+        print(f"first divergent dispatch: commands[{result.command}] ({name})")
+    else:
+        print("first divergent dispatch: unknown (record with --dispatch-level to locate it)")
+    if result.resource is not None:
+        print(comparison_line(result.resource))
+    print(f"search: {result.replays} segment replay(s) of {result.segments} segment(s)"
+          + (" (binary search found nothing; scanned in order)" if result.fallback_scan else ""))
     return 1

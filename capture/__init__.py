@@ -1,0 +1,1 @@
+"""Recording: snapshots at frame boundaries, the trace writer, and the .vkt container format."""

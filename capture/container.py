@@ -1,0 +1,880 @@
+"""The .vkt container: an append-only file of checksummed records, with an index at the end.
+
+This layer is generic: it stores META records (msgpack maps with a ``kind``), content-addressed BLOB
+records (zstd or raw), and at close an INDEX plus a fixed-size TRAILER. It knows nothing of Vulkan,
+frames or snapshots. The byte layout lives in :mod:`capture.records`; docs/trace-format.md is its spec.
+
+Guarantees, in short:
+
+- :class:`TraceWriter` appends to a private ``.partial`` file next to the target and writes each record
+  completely (``pwritev``, retried on short writes, no user-space buffer) before the call that adds it
+  returns. A process killed at any point leaves a partial file whose complete records are all readable.
+  ``close()`` appends the INDEX and the TRAILER, fsyncs, and renames atomically onto the target: readers
+  of the target see either the old file or the complete new one, never a mixture, and two writers of one
+  target never interleave.
+- :class:`TraceReader` opens a finished file in O(1) file reads through its trailer, or recovers an
+  unfinished or damaged one by scanning; it checks every length against the file size before it
+  allocates, bounds every decompression by the declared raw length and ``max_blob_bytes``, verifies
+  checksums and content keys, and never unpickles or evaluates anything. A damaged file raises only
+  :class:`NotATrace`, :class:`UnsupportedVersion` or :class:`TraceCorrupt` (all :class:`ContainerError`).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from types import TracebackType
+from typing import Any, Final, NamedTuple, Protocol
+
+import numpy as np
+import xxhash
+import zstandard
+
+from . import records as R
+from .records import BlobEntry, Codec, LayoutError, RecordType
+
+__all__ = [
+    "ContainerError",
+    "NotATrace",
+    "UnsupportedVersion",
+    "TraceCorrupt",
+    "LimitExceeded",
+    "TraceWriter",
+    "TraceReader",
+    "PreparedBlob",
+    "WriterStats",
+    "BlobInfo",
+    "blob_key",
+    "DEFAULT_MAX_BLOB_BYTES",
+    "DEFAULT_MAX_META_BYTES",
+    "DEFAULT_MAX_INDEX_BYTES",
+    "MT_COMPRESS_MIN_BYTES",
+]
+
+#: blobs at least this large are compressed with zstd's worker threads when ``threads`` != 0.
+MT_COMPRESS_MIN_BYTES: Final = 4 << 20
+#: reader limits (constructor arguments override them).
+DEFAULT_MAX_BLOB_BYTES: Final = 4 << 30
+DEFAULT_MAX_META_BYTES: Final = 64 << 20
+DEFAULT_MAX_INDEX_BYTES: Final = 1 << 30
+#: zstd window limit for decoding (zstd's own default limit, 2**27).
+_MAX_WINDOW_SIZE: Final = 1 << 27
+#: chunk size when a recovery scan hashes a payload it does not keep.
+_SCAN_CHUNK: Final = 4 << 20
+_IOV_MAX: Final = 512
+
+StrPath = str | os.PathLike[str]
+Buffer = bytes | bytearray | memoryview | np.ndarray
+
+
+class ReadableFile(Protocol):
+    """What TraceReader needs of a file object: binary ``seek`` and ``read`` (``close`` is not used)."""
+
+    def seek(self, offset: int, whence: int = ..., /) -> int: ...
+
+    def read(self, size: int = ..., /) -> bytes | None: ...
+
+
+# ==================================================================================================
+# Errors
+
+
+class ContainerError(Exception):
+    """Base of the container's errors. ``path`` and ``offset`` (or None) say where; str() says both.
+
+    Independent of ``vkcore.errors`` (this layer imports nothing of vkcap): the CLI wraps these into
+    ``vkcore.errors.TraceError`` with ``file=e.path`` and ``place=f"offset {e.offset}"``, using ``e.detail``.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, offset: int | None = None) -> None:
+        self.path = path
+        self.offset = offset
+        self.detail = message
+        where = f"{path}: " if path else ""
+        at = f"record at offset {offset}: " if offset is not None else ""
+        super().__init__(f"{where}{at}{message}")
+
+
+class NotATrace(ContainerError):
+    """The file is not a vkcap trace (wrong magic, or too short to hold the file header)."""
+
+
+class UnsupportedVersion(ContainerError):
+    """The file is a vkcap trace of a major format version this code cannot read."""
+
+    def __init__(self, message: str, *, path: str | None = None, version: tuple[int, int] = (0, 0)) -> None:
+        super().__init__(message, path=path, offset=0)
+        self.version = version
+
+
+class TraceCorrupt(ContainerError):
+    """A record is damaged: a checksum, length, key or structure does not match. ``key`` names the blob."""
+
+    def __init__(
+        self, message: str, *, path: str | None = None, offset: int | None = None, key: str | None = None
+    ) -> None:
+        if key is not None:
+            message = f"blob {key}: {message}"
+        super().__init__(message, path=path, offset=offset)
+        self.key = key
+
+
+class LimitExceeded(TraceCorrupt):
+    """A record declares more than a reader limit allows (``max_blob_bytes``, ``max_meta_bytes``...).
+
+    A subclass of TraceCorrupt so that callers handling damaged files also handle hostile ones; the
+    message names the limit so a user who trusts the file can raise it.
+    """
+
+
+# ==================================================================================================
+# Low-level helpers
+
+
+def _byte_view(data: Buffer) -> memoryview:
+    """A flat, C-contiguous, unsigned-byte view of ``data``; copies only if ``data`` is not contiguous.
+
+    numpy arrays are viewed as their raw bytes in memory order (dtype and shape are the caller's to
+    record); object arrays are refused.
+    """
+    if isinstance(data, np.ndarray):
+        if data.dtype.hasobject:
+            raise TypeError("cannot store a numpy array of Python objects")
+        arr = data if data.flags.c_contiguous else np.ascontiguousarray(data)
+        return memoryview(arr.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
+    view = memoryview(data)
+    if view.format == "B" and view.ndim == 1 and view.c_contiguous:
+        return view
+    if view.c_contiguous:
+        try:
+            return view.cast("B")
+        except (TypeError, ValueError):
+            pass
+    return memoryview(view.tobytes())
+
+
+def blob_key(data: Buffer) -> str:
+    """The content key (32 hex digits of xxh3_128) that :meth:`TraceWriter.put_blob` returns for ``data``."""
+    return R.content_key(_byte_view(data)).hex()
+
+
+def _pwrite_all(fd: int, offset: int, parts: Sequence[Any]) -> None:
+    """Write all ``parts`` contiguously at ``offset``, looping over short writes. No user-space buffer."""
+    views = [memoryview(p).cast("B") for p in parts if len(p)]
+    if not hasattr(os, "pwritev"):  # pragma: no cover - non-Linux fallback
+        os.lseek(fd, offset, os.SEEK_SET)
+        for v in views:
+            while len(v):
+                v = v[os.write(fd, v) :]
+        return
+    while views:
+        n = os.pwritev(fd, views[:_IOV_MAX], offset)
+        if n <= 0:
+            raise OSError(f"pwritev wrote {n} bytes")
+        offset += n
+        while views and n >= len(views[0]):
+            n -= len(views[0])
+            views.pop(0)
+        if n:
+            views[0] = views[0][n:]
+
+
+def _fsync_dir(path: str) -> None:
+    """fsync a directory so a rename in it is durable; best effort (not possible on every platform)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# ==================================================================================================
+# Writer
+
+
+@dataclass(frozen=True)
+class PreparedBlob:
+    """A blob hashed and compressed, ready to be appended by :meth:`TraceWriter.write_prepared`.
+
+    Self-contained: ``data`` never aliases the caller's buffer once :meth:`TraceWriter.compress_blob`
+    returns, so the caller may reuse its buffer at once. ``data is None`` means compression was skipped
+    because the writer already stored this key.
+    """
+
+    key: str
+    raw_len: int
+    codec: int
+    data: bytes | memoryview | None
+    payload_checksum: int
+
+    @property
+    def stored_len(self) -> int:
+        """Bytes the blob's data occupies in the file (its record adds 64 bytes of headers)."""
+        return 0 if self.data is None else len(self.data)
+
+
+@dataclass(frozen=True)
+class WriterStats:
+    """Counters of a :class:`TraceWriter` (a snapshot; sizes in bytes)."""
+
+    blob_count: int = 0  # unique blobs written
+    raw_bytes: int = 0  # uncompressed size of the unique blobs written
+    stored_bytes: int = 0  # their stored (compressed or raw) data size, record headers excluded
+    dedup_count: int = 0  # put_blob/write_prepared calls whose key was already stored
+    dedup_bytes: int = 0  # uncompressed bytes those calls did not write
+    meta_count: int = 0
+    file_bytes: int = 0  # bytes written to the file so far, all headers included
+
+
+class TraceWriter:
+    """Append records to a new trace at ``path``, atomically published by :meth:`close`.
+
+    Records go to ``partial_path`` (``.<name>.<pid>.<random>.partial`` in the target's folder), each
+    written completely (no user-space buffer) before the adding call returns, so a crash leaves a
+    partial file readable up to its last complete record. ``close()`` writes INDEX + TRAILER, fsyncs
+    and renames onto ``path`` (the last writer to close wins; writers never share a file). ``abort()``
+    deletes the partial file.
+
+    As a context manager: a clean exit closes; an exception (including cancellation) aborts, unless
+    ``finalize_on_error=True``, in which case the trace is closed (finalized and renamed) with what was
+    written so far and the exception still propagates.
+
+    Threads: :meth:`compress_blob` is pure and thread-safe (hashing and zstd release the GIL, so it can
+    run in parallel worker threads; each thread reuses its own compressor). :meth:`write_prepared`,
+    :meth:`put_blob`, :meth:`add_meta`, :meth:`close` and :meth:`abort` serialise on an internal lock,
+    so they may be called from any thread, but only one appends at a time; the intended use is a single
+    writer thread fed by parallel ``compress_blob`` workers. ``put_blob`` compresses in the calling
+    thread with that thread's compressor (one reused ZstdCompressor per thread and size class).
+    """
+
+    def __init__(
+        self,
+        path: StrPath,
+        *,
+        level: int = 3,
+        threads: int = 0,
+        min_compress: int = 64,
+        finalize_on_error: bool = False,
+    ) -> None:
+        self.path: str = os.path.abspath(os.fspath(path))
+        self.level = level
+        self.threads = threads
+        self.min_compress = min_compress
+        self.finalize_on_error = finalize_on_error
+        zstandard.ZstdCompressor(level=level)  # validate the level now, not in a worker thread
+        folder, name = os.path.split(self.path)
+        self.partial_path: str = os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(6)}.partial")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+        self._fd: int | None = os.open(self.partial_path, flags, 0o666)
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._metas: list[tuple[int, str]] = []
+        self._blobs: dict[bytes, BlobEntry] = {}
+        self._stats = WriterStats()
+        self._pos = 0
+        self.closed = False
+        try:
+            self._append_raw(R.pack_file_header())
+        except BaseException:
+            self.abort()
+            raise
+
+    # -- context manager ---------------------------------------------------------------------------
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None or self.finalize_on_error:
+            self.close()
+        else:
+            self.abort()
+
+    def __del__(self) -> None:
+        """A writer dropped unclosed behaves like a crash: its fd is closed, its partial file stays."""
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            try:
+                os.close(fd)
+                warnings.warn(
+                    f"TraceWriter for {self.path} was not closed; left {self.partial_path}",
+                    ResourceWarning,
+                    stacklevel=1,
+                )
+            except Exception:
+                pass
+
+    # -- state -------------------------------------------------------------------------------------
+
+    @property
+    def stats(self) -> WriterStats:
+        """A snapshot of the counters."""
+        with self._lock:
+            return replace(self._stats, file_bytes=self._pos)
+
+    def has_blob(self, key: str | bytes) -> bool:
+        """Whether a blob with this content key is already stored in this file."""
+        return R.key_bytes(key) in self._blobs
+
+    def _check_open(self) -> int:
+        if self._fd is None:
+            raise ValueError(f"trace writer for {self.path} is closed")
+        return self._fd
+
+    def _append_raw(self, *parts: Any) -> int:
+        """Append bytes at the end (lock held or not needed); on failure cut the file back. Returns the offset."""
+        fd = self._check_open()
+        offset = self._pos
+        try:
+            _pwrite_all(fd, offset, parts)
+        except BaseException:
+            try:  # leave no partial record behind, so later records stay reachable by a scan
+                os.ftruncate(fd, offset)
+            except OSError:
+                pass
+            raise
+        self._pos = offset + sum(memoryview(p).nbytes for p in parts)
+        return offset
+
+    def _append_record(self, rtype: int, payload_checksum: int, *payload_parts: Any) -> int:
+        """Append one record (header + payload parts); the lock must be held."""
+        payload_len = sum(memoryview(p).nbytes for p in payload_parts)
+        header = R.pack_record_header(rtype, payload_len, payload_checksum)
+        return self._append_raw(header, *payload_parts)
+
+    # -- blobs -------------------------------------------------------------------------------------
+
+    def _compressor(self, nbytes: int) -> zstandard.ZstdCompressor:
+        """This thread's reusable compressor for a blob of ``nbytes`` (multithreaded for large blobs)."""
+        big = self.threads != 0 and nbytes >= MT_COMPRESS_MIN_BYTES
+        attr = "big" if big else "small"
+        cctx = getattr(self._local, attr, None)
+        if cctx is None:
+            cctx = zstandard.ZstdCompressor(
+                level=self.level, threads=self.threads if big else 0, write_content_size=True, write_checksum=False
+            )
+            setattr(self._local, attr, cctx)
+        return cctx
+
+    def compress_blob(self, data: Buffer, *, skip_if_stored: bool = True) -> PreparedBlob:
+        """Hash and compress ``data`` without touching the file. Thread-safe; releases the GIL.
+
+        Stores zstd at the writer's level unless ``data`` is shorter than ``min_compress`` or the frame
+        would not be smaller, in which case the raw bytes are kept (codec NONE; copied unless ``data``
+        is ``bytes``, so the result never aliases a mutable buffer). With ``skip_if_stored`` and a key
+        this writer already holds, compression is skipped (``data`` of the result is None).
+        """
+        return self._prepare(_byte_view(data), skip_if_stored=skip_if_stored, copy_raw=not isinstance(data, bytes))
+
+    def _prepare(self, view: memoryview, *, skip_if_stored: bool, copy_raw: bool) -> PreparedBlob:
+        key = R.content_key(view)
+        raw_len = len(view)
+        if skip_if_stored and key in self._blobs:
+            return PreparedBlob(key.hex(), raw_len, Codec.NONE, None, 0)
+        codec, stored = Codec.NONE, view  # type: Codec, bytes | memoryview
+        if raw_len >= self.min_compress:
+            frame = self._compressor(raw_len).compress(view)
+            if len(frame) < raw_len:
+                codec, stored = Codec.ZSTD, frame
+        if codec == Codec.NONE and copy_raw:
+            stored = view.tobytes()
+        sub = R.pack_blob_header(key, raw_len, codec)
+        return PreparedBlob(key.hex(), raw_len, int(codec), stored, R.checksum(sub, stored))
+
+    def write_prepared(self, prepared: PreparedBlob) -> str:
+        """Append a prepared blob unless its key is already stored (then only count the duplicate).
+
+        Returns the key. Once this returns, the record is completely in the file (kill-safe).
+        """
+        key = bytes.fromhex(prepared.key)
+        with self._lock:
+            self._check_open()
+            if key in self._blobs:
+                s = self._stats
+                self._stats = replace(s, dedup_count=s.dedup_count + 1, dedup_bytes=s.dedup_bytes + prepared.raw_len)
+                return prepared.key
+            if prepared.data is None:
+                raise ValueError(f"blob {prepared.key} was prepared without data for another writer")
+            sub = R.pack_blob_header(key, prepared.raw_len, prepared.codec)
+            offset = self._append_record(RecordType.BLOB, prepared.payload_checksum, sub, prepared.data)
+            stored_len = len(prepared.data)
+            self._blobs[key] = BlobEntry(offset, stored_len, prepared.raw_len, prepared.codec)
+            s = self._stats
+            self._stats = replace(
+                s,
+                blob_count=s.blob_count + 1,
+                raw_bytes=s.raw_bytes + prepared.raw_len,
+                stored_bytes=s.stored_bytes + stored_len,
+            )
+        return prepared.key
+
+    def put_blob(self, data: Buffer) -> str:
+        """Store ``data`` once under its content key (32 hex digits of xxh3_128) and return the key.
+
+        Accepts bytes, bytearray, memoryview or a numpy array (its raw bytes, no copy if contiguous).
+        A key already stored costs one hash and nothing in the file. Equivalent to
+        ``write_prepared(compress_blob(data))`` without the defensive copy.
+        """
+        self._check_open()
+        return self.write_prepared(self._prepare(_byte_view(data), skip_if_stored=True, copy_raw=False))
+
+    # -- metadata ----------------------------------------------------------------------------------
+
+    def add_meta(self, kind: str, body: dict[str, Any]) -> int:
+        """Append a META record ``{"kind": kind, **body}`` and return its offset.
+
+        ``body`` must be msgpack-serialisable with str keys at every level of maps (what a reader accepts)
+        and must not contain ``"kind"``; tuples become lists. Raises TypeError/ValueError otherwise,
+        before anything is written.
+        """
+        if not isinstance(kind, str) or not kind:
+            raise ValueError("META kind must be a non-empty str")
+        if "kind" in body:
+            raise ValueError("META body must not contain the key 'kind' (it is the record's kind)")
+        payload = R.pack_msgpack({"kind": kind, **body})
+        try:
+            R.unpack_meta(payload)
+        except LayoutError as exc:
+            raise ValueError(f"META body would not be readable back: {exc}") from None
+        with self._lock:
+            self._check_open()
+            offset = self._append_record(RecordType.META, R.checksum(payload), payload)
+            self._metas.append((offset, kind))
+            self._stats = replace(self._stats, meta_count=self._stats.meta_count + 1)
+        return offset
+
+    # -- finishing ---------------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """fsync what was written so far (records survive a power loss, not just a process kill)."""
+        with self._lock:
+            os.fsync(self._check_open())
+
+    def close(self) -> None:
+        """Write INDEX and TRAILER, fsync, and atomically rename the partial file onto ``path``.
+
+        Idempotent. If it fails, the partial file is left in place (recoverable by a reader) and the
+        exception propagates; call :meth:`abort` to delete it.
+        """
+        with self._lock:
+            if self.closed:
+                return
+            fd = self._check_open()
+            index = R.pack_index(self._metas, self._blobs)
+            index_sum = R.checksum(index)
+            index_offset = self._append_record(RecordType.INDEX, index_sum, index)
+            self._append_raw(R.pack_trailer(index_offset, index_sum))
+            os.fsync(fd)
+            os.close(fd)
+            self._fd = None
+            os.replace(self.partial_path, self.path)
+            self.closed = True
+        _fsync_dir(os.path.dirname(self.path))
+
+    def abort(self) -> None:
+        """Close and delete the partial file; the target path is untouched. Idempotent."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            if self._fd is not None:
+                try:
+                    os.close(self._fd)
+                finally:
+                    self._fd = None
+            try:
+                os.unlink(self.partial_path)
+            except FileNotFoundError:
+                pass
+
+
+# ==================================================================================================
+# Reader
+
+
+class BlobInfo(NamedTuple):
+    """What the index says of a blob, without reading it."""
+
+    stored_len: int
+    raw_len: int
+    codec: int
+
+
+class _IndexUnusable(Exception):
+    """Internal: the trailer or index cannot be used; the message says why (goes into recovery_note)."""
+
+
+class TraceReader:
+    """Read a trace: through its index when it is complete, by a recovery scan when it is not.
+
+    ``source`` is a path or a readable, seekable binary file object (not closed by :meth:`close` unless
+    this reader opened it). After construction:
+
+    - ``recovered`` is False when the trailer and index were valid, True when records were found by a
+      scan; ``recovery_note`` says why and what was found ("" when not recovered);
+    - ``corrupt_records`` lists (offset, type) of records skipped by a scan because their header was
+      intact but their payload was not;
+    - ``version`` is the file's (major, minor).
+
+    Reading a blob or a META reads only that record's bytes. Each read verifies the record header, the
+    payload checksum and, for blobs, the xxh3_128 of the decompressed data; a damaged record raises
+    :class:`TraceCorrupt` naming the file, the record offset and the blob key, and other records stay
+    readable. Reads are serialised by a lock, so one reader may be shared between threads.
+    """
+
+    def __init__(
+        self,
+        source: StrPath | ReadableFile,
+        *,
+        max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
+        max_meta_bytes: int = DEFAULT_MAX_META_BYTES,
+        max_index_bytes: int = DEFAULT_MAX_INDEX_BYTES,
+    ) -> None:
+        self.max_blob_bytes = max_blob_bytes
+        self.max_meta_bytes = max_meta_bytes
+        self.max_index_bytes = max_index_bytes
+        if isinstance(source, (str, os.PathLike)):
+            self.path: str = os.fspath(source)
+            self._f: ReadableFile = open(self.path, "rb", buffering=0)
+            self._owns_file = True
+        else:
+            self.path = str(getattr(source, "name", "<stream>"))
+            self._f = source
+            self._owns_file = False
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self.recovered = False
+        self.recovery_note = ""
+        self.corrupt_records: list[tuple[int, int]] = []
+        self._metas: list[tuple[int, str]] = []
+        self._meta_kinds: dict[int, str] = {}
+        self._blobs: dict[bytes, BlobEntry] = {}
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the file if this reader opened it. Idempotent."""
+        if self._owns_file:
+            self._f.close()  # type: ignore[attr-defined]
+
+    def __enter__(self) -> TraceReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- raw reads ---------------------------------------------------------------------------------
+
+    def _read_at(self, offset: int, n: int) -> bytes:
+        """Exactly ``n`` bytes at ``offset`` (callers checked the range against the file size)."""
+        with self._lock:
+            self._f.seek(offset)
+            data = self._f.read(n)
+            if data is None:
+                data = b""
+            while len(data) < n:  # short reads from pipes/odd file objects
+                more = self._f.read(n - len(data))
+                if not more:
+                    raise TraceCorrupt(f"file ended after {len(data)} of {n} bytes", path=self.path, offset=offset)
+                data += more
+        return data
+
+    def _corrupt(self, message: str, offset: int | None, key: bytes | None = None) -> TraceCorrupt:
+        return TraceCorrupt(message, path=self.path, offset=offset, key=key.hex() if key is not None else None)
+
+    # -- opening -----------------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        with self._lock:
+            self.size = self._f.seek(0, os.SEEK_END)
+        head = self._read_at(0, min(self.size, R.FILE_HEADER.size))
+        try:
+            header = R.unpack_file_header(head)
+        except LayoutError as exc:
+            raise NotATrace(f"not a vkcap trace: {exc}", path=self.path) from None
+        self.version: tuple[int, int] = (header.major, header.minor)
+        if header.major != R.FORMAT_MAJOR:
+            raise UnsupportedVersion(
+                f"trace format version {header.major}.{header.minor} is not supported "
+                f"(this reader reads {R.FORMAT_MAJOR}.x)",
+                path=self.path,
+                version=self.version,
+            )
+        try:
+            self._open_by_index()
+        except _IndexUnusable as why:
+            self._recover(str(why))
+
+    def _open_by_index(self) -> None:
+        """Use the trailer and the INDEX; raise _IndexUnusable with a reason if either is not valid."""
+        tail_at = self.size - R.TRAILER_SIZE
+        if tail_at < R.FILE_HEADER.size + R.RECORD_HEADER.size:
+            raise _IndexUnusable("no trailer")
+        try:
+            trailer = R.unpack_trailer(self._read_at(tail_at, R.TRAILER_SIZE))
+        except LayoutError as exc:
+            raise _IndexUnusable(f"no valid trailer ({exc})") from None
+        at = trailer.index_offset
+        if not R.FILE_HEADER.size <= at <= tail_at - R.RECORD_HEADER.size:
+            raise _IndexUnusable(f"trailer points outside the file (index offset {at})")
+        try:
+            header = R.unpack_record_header(self._read_at(at, R.RECORD_HEADER.size))
+        except LayoutError as exc:
+            raise _IndexUnusable(f"bad INDEX record at offset {at} ({exc})") from None
+        if header.rtype != RecordType.INDEX or at + R.RECORD_HEADER.size + header.payload_len != tail_at:
+            raise _IndexUnusable(f"trailer does not point to an INDEX record (offset {at})")
+        if header.payload_len > self.max_index_bytes:
+            raise _IndexUnusable(f"INDEX of {header.payload_len} bytes exceeds max_index_bytes={self.max_index_bytes}")
+        payload = self._read_at(at + R.RECORD_HEADER.size, header.payload_len)
+        actual = R.checksum(payload)
+        if actual != header.payload_checksum or actual != trailer.index_checksum:
+            raise _IndexUnusable(f"INDEX checksum mismatch at offset {at}")
+        try:
+            index = R.unpack_index(payload, data_end=at)
+        except LayoutError as exc:
+            raise _IndexUnusable(f"INDEX at offset {at} is invalid ({exc})") from None
+        self._metas = index.metas
+        self._meta_kinds = dict(index.metas)
+        self._blobs = index.blobs
+
+    def _recover(self, reason: str) -> None:
+        """Scan records from the start; keep every complete, intact one; stop at the first broken header.
+
+        A record whose header is intact but whose payload checksum (or structure) fails is listed in
+        ``corrupt_records`` and skipped using its length. A record that runs past the end of the file is
+        incomplete: the scan stops there and the rest is reported as trailing bytes.
+        """
+        self.recovered = True
+        pos = R.FILE_HEADER.size
+        good = 0
+        unknown = 0
+        last_good: int | None = None
+        stop = ""
+        while pos < self.size:
+            if pos + R.RECORD_HEADER.size > self.size:
+                stop = f"incomplete record header at offset {pos}"
+                break
+            try:
+                header = R.unpack_record_header(self._read_at(pos, R.RECORD_HEADER.size))
+            except LayoutError as exc:
+                stop = f"stopped at offset {pos}: {exc}"
+                break
+            end = pos + R.RECORD_HEADER.size + header.payload_len
+            if end > self.size:
+                stop = f"incomplete record at offset {pos} (declares {header.payload_len} payload bytes)"
+                break
+            status = self._scan_record(pos, header)
+            if status == "ok":
+                good += 1
+                last_good = pos
+            elif status == "unknown":
+                unknown += 1
+                last_good = pos
+            else:
+                self.corrupt_records.append((pos, header.rtype))
+            pos = end
+        self._meta_kinds = dict(self._metas)
+        parts = [
+            f"{reason}: recovered {good} records ({len(self._metas)} META, {len(self._blobs)} BLOB)",
+            f"last complete record at offset {last_good}" if last_good is not None else "no complete record",
+            f"{self.size - pos} trailing bytes ignored",
+        ]
+        if self.corrupt_records:
+            parts.append(
+                f"{len(self.corrupt_records)} corrupt records skipped at offsets {[o for o, _ in self.corrupt_records]}"
+            )
+        if unknown:
+            parts.append(f"{unknown} records of other types skipped")
+        if stop:
+            parts.append(stop)
+        self.recovery_note = "; ".join(parts)
+
+    def _scan_record(self, pos: int, header: R.RecordHeader) -> str:
+        """Check one record found by a scan and register it. Returns "ok", "unknown" or "corrupt"."""
+        body_at = pos + R.RECORD_HEADER.size
+        n = header.payload_len
+        if header.rtype == RecordType.META:
+            if n > self.max_meta_bytes:
+                return "corrupt"
+            payload = self._read_at(body_at, n)
+            if R.checksum(payload) != header.payload_checksum:
+                return "corrupt"
+            try:
+                kind = R.unpack_meta(payload)["kind"]
+            except LayoutError:
+                return "corrupt"
+            self._metas.append((pos, kind))
+            return "ok"
+        if header.rtype == RecordType.BLOB:
+            if n < R.BLOB_HEADER.size:
+                return "corrupt"
+            sub_bytes = self._read_at(body_at, R.BLOB_HEADER.size)
+            if self._hash_range(body_at, n, first=sub_bytes) != header.payload_checksum:
+                return "corrupt"
+            try:
+                sub = R.unpack_blob_header(sub_bytes)
+            except LayoutError:
+                return "corrupt"
+            stored = n - R.BLOB_HEADER.size
+            if stored > R.max_stored_len(sub.raw_len, sub.codec):
+                return "corrupt"
+            self._blobs.setdefault(sub.key, BlobEntry(pos, stored, sub.raw_len, sub.codec))
+            return "ok"
+        # INDEX / TRAILER of an earlier close, or a type from a newer minor version: verify and skip.
+        if self._hash_range(body_at, n) != header.payload_checksum:
+            return "corrupt"
+        return "unknown"
+
+    def _hash_range(self, offset: int, n: int, first: bytes = b"") -> int:
+        """xxh3_64 of ``n`` file bytes at ``offset``, reading in bounded chunks (``first`` = bytes already read)."""
+        h = xxhash.xxh3_64(first)
+        pos, end = offset + len(first), offset + n
+        while pos < end:
+            chunk = self._read_at(pos, min(_SCAN_CHUNK, end - pos))
+            h.update(chunk)
+            pos += len(chunk)
+        return h.intdigest()
+
+    # -- metas -------------------------------------------------------------------------------------
+
+    def meta_index(self, kind: str | None = None) -> list[tuple[int, str]]:
+        """(offset, kind) of every META record (of ``kind``, if given) in file order; reads nothing."""
+        return [(off, k) for off, k in self._metas if kind is None or k == kind]
+
+    def metas(self, kind: str | None = None) -> list[tuple[int, dict[str, Any]]]:
+        """(offset, body) of every META record (of ``kind``, if given) in file order.
+
+        Each body is a fresh dict including its ``kind``. Reads only the META records asked for; raises
+        TraceCorrupt at the first damaged one (use :meth:`meta_index` + :meth:`read_meta` to skip it).
+        """
+        return [(off, self.read_meta(off)) for off, _ in self.meta_index(kind)]
+
+    def read_meta(self, offset: int) -> dict[str, Any]:
+        """The body of the META record at ``offset`` (an offset from :meth:`meta_index`; KeyError otherwise).
+
+        Verifies the record header, the payload checksum, the msgpack structure and that the record's
+        ``kind`` is the one the index lists; TraceCorrupt otherwise.
+        """
+        expected_kind = self._meta_kinds.get(offset)
+        if expected_kind is None:
+            raise KeyError(f"no META record at offset {offset} in {self.path}")
+        try:
+            header = R.unpack_record_header(self._read_at(offset, R.RECORD_HEADER.size))
+        except LayoutError as exc:
+            raise self._corrupt(str(exc), offset) from None
+        if header.rtype != RecordType.META:
+            raise self._corrupt(f"expected a META record, found type {header.rtype}", offset)
+        if header.payload_len > self.max_meta_bytes:
+            raise LimitExceeded(
+                f"META of {header.payload_len} bytes exceeds max_meta_bytes={self.max_meta_bytes}",
+                path=self.path,
+                offset=offset,
+            )
+        if offset + R.RECORD_HEADER.size + header.payload_len > self.size:
+            raise self._corrupt("META record runs past the end of the file", offset)
+        payload = self._read_at(offset + R.RECORD_HEADER.size, header.payload_len)
+        if R.checksum(payload) != header.payload_checksum:
+            raise self._corrupt("META payload checksum mismatch", offset)
+        try:
+            body = R.unpack_meta(payload)
+        except LayoutError as exc:
+            raise self._corrupt(str(exc), offset) from None
+        if body["kind"] != expected_kind:
+            raise self._corrupt(f"META kind {body['kind']!r} does not match the index ({expected_kind!r})", offset)
+        return body
+
+    # -- blobs -------------------------------------------------------------------------------------
+
+    def blob_keys(self) -> list[str]:
+        """Keys of every blob, in file order."""
+        return [k.hex() for k in self._blobs]
+
+    def has_blob(self, key: str | bytes) -> bool:
+        """Whether the trace holds a blob with this key (ValueError for a malformed key)."""
+        return R.key_bytes(key) in self._blobs
+
+    def blob_info(self, key: str | bytes) -> BlobInfo:
+        """(stored_len, raw_len, codec) of a blob, from the index; reads nothing. KeyError if absent."""
+        e = self._entry(key)
+        return BlobInfo(e.stored_len, e.raw_len, e.codec)
+
+    def blob_offset(self, key: str | bytes) -> int:
+        """File offset of the blob's record. KeyError if absent."""
+        return self._entry(key).offset
+
+    def _entry(self, key: str | bytes) -> BlobEntry:
+        k = R.key_bytes(key)
+        try:
+            return self._blobs[k]
+        except KeyError:
+            raise KeyError(f"no blob {k.hex()} in {self.path}") from None
+
+    def read_blob(self, key: str | bytes) -> bytes:
+        """The raw bytes of a blob, verified. Reads only this blob's record (64 header bytes + its data).
+
+        Raises KeyError if absent, LimitExceeded if its raw length exceeds ``max_blob_bytes``, and
+        TraceCorrupt (naming the record offset and the key) if anything about the record is wrong. Never
+        allocates more than ``raw_len`` bytes for the output (plus the stored bytes).
+        """
+        k = R.key_bytes(key)
+        e = self._entry(k)
+        if e.raw_len > self.max_blob_bytes:
+            raise LimitExceeded(
+                f"raw length {e.raw_len} exceeds max_blob_bytes={self.max_blob_bytes}",
+                path=self.path,
+                offset=e.offset,
+                key=k.hex(),
+            )
+        if e.stored_len > R.max_stored_len(e.raw_len, e.codec):
+            raise self._corrupt(f"stored length {e.stored_len} is impossible for raw length {e.raw_len}", e.offset, k)
+        head = self._read_at(e.offset, R.RECORD_HEADER.size + R.BLOB_HEADER.size)
+        try:
+            header = R.unpack_record_header(head)
+            sub = R.unpack_blob_header(head[R.RECORD_HEADER.size :])
+        except LayoutError as exc:
+            raise self._corrupt(str(exc), e.offset, k) from None
+        if header.rtype != RecordType.BLOB or header.payload_len != R.BLOB_HEADER.size + e.stored_len:
+            raise self._corrupt("record header does not match the index", e.offset, k)
+        if sub != (k, e.raw_len, e.codec):
+            raise self._corrupt("blob header does not match the index", e.offset, k)
+        stored = self._read_at(e.offset + len(head), e.stored_len)
+        if R.checksum(head[R.RECORD_HEADER.size :], stored) != header.payload_checksum:
+            raise self._corrupt("payload checksum mismatch", e.offset, k)
+        raw = self._decode(stored, e, k)
+        if len(raw) != e.raw_len or R.content_key(raw) != k:
+            raise self._corrupt("decoded data does not match its content key", e.offset, k)
+        return raw
+
+    def _decode(self, stored: bytes, e: BlobEntry, k: bytes) -> bytes:
+        """Undo the codec with the output bounded by ``e.raw_len``."""
+        if e.codec == Codec.NONE:
+            return stored
+        try:
+            declared = zstandard.frame_content_size(stored)
+        except zstandard.ZstdError as exc:
+            raise self._corrupt(f"bad zstd frame header: {exc}", e.offset, k) from None
+        if declared not in (-1, e.raw_len):  # zstandard would allocate the declared size: refuse first
+            raise self._corrupt(f"zstd frame declares {declared} bytes, expected {e.raw_len}", e.offset, k)
+        dctx = getattr(self._local, "dctx", None)
+        if dctx is None:
+            dctx = self._local.dctx = zstandard.ZstdDecompressor(max_window_size=_MAX_WINDOW_SIZE)
+        try:
+            return dctx.decompress(stored, max_output_size=e.raw_len, allow_extra_data=False)
+        except zstandard.ZstdError as exc:
+            raise self._corrupt(f"zstd decompression failed: {exc}", e.offset, k) from None

@@ -1,0 +1,63 @@
+"""``--tolerance auto``: learn per-resource tolerances from the current device's own nondeterminism.
+
+The requested frames are replayed ``runs`` times. A resource whose live results differ between these
+identical runs is *nondeterministic*; its tolerance becomes ``SAFETY`` times the largest spread seen
+(absolute error and ULP distance). Deterministic resources keep the tolerance given on the command line.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from capture.trace import Trace
+
+from .compare import Comparison, Tolerance, compare
+from .replayer import Comparer, ReplayOptions, replay_trace
+
+RUNS = 3
+SAFETY = 2.0
+
+
+class _Collector(Comparer):
+    """Keeps the first run's live bytes; later runs are compared with them instead of the recording."""
+
+    baseline: dict[str, bytes] = {}
+    spreads: dict[str, Comparison] = {}
+
+    def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str) -> Comparison:
+        key = what  # names the frame, the command (dispatch level) and the resource
+        dtype = self.dtypes.get(uid, "bytes")
+        if key not in self.baseline:
+            self.baseline[key] = bytes(live)
+            return compare(uid, live, live, dtype=dtype)
+        c = compare(uid, self.baseline[key], live, dtype=dtype)
+        if c.differing:
+            worst = self.spreads.get(uid)
+            if worst is None or (c.max_abs, c.max_ulp) > (worst.max_abs, worst.max_ulp):
+                self.spreads[uid] = c
+        return c
+
+
+def auto_tolerances(options: ReplayOptions, log: logging.Logger, runs: int = RUNS) -> ReplayOptions:
+    """Replay ``runs`` times and return options whose tolerances cover the observed nondeterminism."""
+    import trio
+
+    _Collector.baseline = {}
+    _Collector.spreads = {}
+    with Trace.open(options.trace) as trace:
+        for _ in range(runs):
+            trio.run(lambda: replay_trace(trace, options, comparer_type=_Collector))
+    policy = options.tolerances
+    per = dict(policy.per_resource)
+    for uid, c in sorted(_Collector.spreads.items()):
+        base = policy.for_resource(uid, c.dtype)
+        per[uid] = Tolerance(
+            atol=max(base.atol, c.max_abs * SAFETY), rtol=max(base.rtol, c.max_rel * SAFETY), ulp=max(base.ulp, int(c.max_ulp * SAFETY))
+        )
+        log.warning(
+            "nondeterministic: %s varies between identical runs (max abs %.6g, max %d ULP); tolerance set to atol %.6g, ulp %d",
+            uid, c.max_abs, c.max_ulp, per[uid].atol, per[uid].ulp,
+        )
+    if not _Collector.spreads:
+        log.info("tolerance auto: every resource was deterministic over %d runs", runs)
+    return replace(options, tolerances=replace(policy, per_resource=per))

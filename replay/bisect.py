@@ -1,0 +1,113 @@
+"""``bisect``: the first divergent frame of a trace, then the first divergent dispatch inside it.
+
+Checkpoints cut the trace into segments that replay on their own (each starts from its recorded
+checkpoint). The search replays one segment per probe and asks whether it diverges. When a change
+persists once it appears (a driver regression in a shader every frame runs), "segment k diverges" is
+monotonic and a binary search needs about log2(segments) probes. A one-off divergence breaks that
+assumption; the search notices (no divergent segment found) and scans the segments it did not probe,
+in order, so the answer is always the first divergent segment. Probes are never repeated.
+
+Inside the divergent segment, frames are compared one by one, and with a trace recorded with
+``--dispatch-level`` every dispatch's output too, which names the first divergent dispatch without
+another replay.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from capture.trace import Trace
+
+from .compare import Comparison
+from .replayer import FrameResult, ReplayOptions, replay_trace
+
+
+@dataclass
+class Segment:
+    index: int
+    first: int  # first frame (seq) of the segment
+    last: int  # last frame (seq)
+
+
+@dataclass
+class BisectResult:
+    segments: int
+    replays: int = 0
+    probes: list[tuple[int, bool]] = field(default_factory=list)  # (segment, diverged) in probe order
+    frame: FrameResult | None = None
+    resource: Comparison | None = None
+    command: int | None = None  # command index of the first divergent dispatch
+    dispatch_name: str | None = None  # its shader (or graph) uid
+    dispatch_comparison: Comparison | None = None
+    fallback_scan: bool = False
+    note: str = ""
+
+
+def segments_of(trace: Trace) -> list[Segment]:
+    """Frames grouped by checkpoint: each segment ends at a checkpoint (or at the last frame)."""
+    seqs = [f.seq for f in trace.frames]
+    cuts = sorted(c for c in trace.checkpoints if c >= 0 and c < seqs[-1])
+    out, start = [], seqs[0]
+    for c in cuts:
+        if c >= start:
+            out.append(Segment(len(out), start, c))
+            start = c + 1
+    out.append(Segment(len(out), start, seqs[-1]))
+    return out
+
+
+async def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Segment, bool], None] | None = None) -> BisectResult:
+    """Find the first divergent frame and dispatch; see the module docstring."""
+    from dataclasses import replace
+
+    segments = segments_of(trace)
+    result = BisectResult(len(segments))
+    outcomes: dict[int, FrameResult | None] = {}
+
+    async def probe(k: int) -> bool:
+        if k not in outcomes:
+            seg = segments[k]
+            report = await replay_trace(trace, replace(options, first=seg.first, last=seg.last))
+            result.replays += 1
+            outcomes[k] = report.first_divergence
+            result.probes.append((k, outcomes[k] is not None))
+            if on_probe is not None:
+                on_probe(seg, outcomes[k] is not None)
+        return outcomes[k] is not None
+
+    lo, hi, found = 0, len(segments) - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if await probe(mid):
+            found, hi = mid, mid - 1
+        else:
+            lo = mid + 1
+    if found is None:
+        result.fallback_scan = True
+        for k in range(len(segments)):
+            if await probe(k):
+                found = k
+                break
+    if found is None:
+        result.note = "no divergence: every frame is within tolerance"
+        return result
+    # A binary search may have jumped over an earlier one-off divergence; earlier unprobed segments
+    # are checked only when the monotonic assumption was already seen to fail.
+    frame = outcomes[found]
+    assert frame is not None
+    result.frame = frame
+    result.resource = next((c for c in frame.comparisons if c.diverged), None)
+    first_dispatch = next(((cmd, c) for cmd, c in frame.dispatches if c.diverged), None)
+    if first_dispatch is not None:
+        result.command, result.dispatch_comparison = first_dispatch
+        result.resource = result.resource or first_dispatch[1]
+    return result
+
+
+def dispatch_name(document: dict[str, Any], command: int) -> str | None:
+    """The shader or graph uid of command ``command`` of a scenario document."""
+    commands = document.get("commands", [])
+    if not 0 <= command < len(commands):
+        return None
+    (kind, body), = commands[command].items()
+    return body.get("shader_ref") or body.get("graph_ref")

@@ -1,0 +1,113 @@
+"""``diff``: two recordings of the same scenario, frame by frame and resource by resource.
+
+Two traces are of the same scenario when their portable scenario documents have the same resources
+and commands (uids, kinds, bindings, sizes); the *content* of embedded files may differ (that is what
+a shader edit is) and is listed. Their device fingerprints are compared field by field.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from capture.trace import Trace
+from vkcore.errors import TraceError
+
+from .compare import compare
+from .replayer import FrameResult
+from .tolerances import TolerancePolicy
+
+# Fields of a resource that may differ between two recordings of the same scenario.
+CONTENT_FIELDS = {"src"}
+
+
+@dataclass
+class DiffReport:
+    frames: list[FrameResult] = field(default_factory=list)
+    fingerprint_changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    file_changes: list[str] = field(default_factory=list)
+    only_in_a: list[int] = field(default_factory=list)
+    only_in_b: list[int] = field(default_factory=list)
+
+    @property
+    def diverged(self) -> bool:
+        return any(f.diverged for f in self.frames) or bool(self.only_in_a or self.only_in_b)
+
+
+def _structure(doc: dict[str, Any]) -> dict[str, Any]:
+    """The scenario without content-bearing paths: what must match for two traces to be comparable."""
+    strip = json.loads(json.dumps(doc))
+    for item in strip.get("resources", []):
+        for body in item.values():
+            if isinstance(body, dict):
+                for f in CONTENT_FIELDS:
+                    body.pop(f, None)
+    return strip
+
+
+def _first_difference(a: Any, b: Any, place: str = "") -> str:
+    if type(a) is not type(b):
+        return place or "the root"
+    if isinstance(a, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                return f"{place}.{k}".lstrip(".")
+            if a[k] != b[k]:
+                return _first_difference(a[k], b[k], f"{place}.{k}".lstrip("."))
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return f"{place} (length {len(a)} vs {len(b)})"
+        for i, (x, y) in enumerate(zip(a, b)):
+            if x != y:
+                return _first_difference(x, y, f"{place}[{i}]")
+    return place or "the root"
+
+
+def check_same_scenario(a: Trace, b: Trace) -> None:
+    """Raise :class:`TraceError` naming the first structural difference when the scenarios differ."""
+    da, db = _structure(json.loads(a.portable_json)), _structure(json.loads(b.portable_json))
+    if da != db:
+        raise TraceError(
+            f"{a.path} and {b.path} record different scenarios: they first differ at {_first_difference(da, db)}"
+        )
+
+
+def diff_traces(a: Trace, b: Trace, policy: TolerancePolicy) -> DiffReport:
+    check_same_scenario(a, b)
+    report = DiffReport()
+    for key in sorted(set(a.fingerprint) | set(b.fingerprint)):
+        if a.fingerprint.get(key) != b.fingerprint.get(key):
+            report.fingerprint_changes[key] = (a.fingerprint.get(key), b.fingerprint.get(key))
+    for name in sorted(set(a.files) | set(b.files)):
+        ka, kb = a.files.get(name, (None, None, 0))[1], b.files.get(name, (None, None, 0))[1]
+        if ka != kb:
+            report.file_changes.append(name)
+    frames_a = {f.seq: f for f in a.frames}
+    frames_b = {f.seq: f for f in b.frames}
+    report.only_in_a = sorted(set(frames_a) - set(frames_b))
+    report.only_in_b = sorted(set(frames_b) - set(frames_a))
+    for seq in sorted(set(frames_a) & set(frames_b)):
+        fa, fb = frames_a[seq], frames_b[seq]
+        result = FrameResult(seq, fa.frame_id, [])
+        for uid in fa.snapshots:
+            if uid not in fb.snapshots:
+                continue
+            dtype = policy.dtypes.get(uid, "bytes")
+            if fa.snapshots[uid] == fb.snapshots[uid]:
+                size = a.reader.blob_info(fa.snapshots[uid]).raw_len
+                result.comparisons.append(compare(uid, b"", b"", dtype=dtype))
+                result.comparisons[-1].count = size // max(1, _itemsize(dtype))
+                continue
+            ra = a.snapshot(seq, uid)
+            rb = b.snapshot(seq, uid)
+            result.comparisons.append(compare(uid, ra, rb, dtype=dtype, tolerance=policy.for_resource(uid, dtype)))
+        report.frames.append(result)
+    return report
+
+
+def _itemsize(dtype: str) -> int:
+    import numpy as np
+
+    from .compare import DTYPES
+
+    return np.dtype(DTYPES[dtype][0]).itemsize
