@@ -26,8 +26,9 @@ $(VENV)/.installed: pyproject.toml
 
 demo: setup
 	$(VENV)/bin/vkcap run examples/add/scenario.json --output build/demo
-	$(VENV)/bin/vkcap record examples/add/scenario.json -o build/demo/add.vkt
+	$(VENV)/bin/vkcap record examples/add/scenario.json --output build/demo -o build/demo/add.vkt
 	$(VENV)/bin/vkcap info build/demo/add.vkt
+	$(VENV)/bin/vkcap replay build/demo/add.vkt --dtype out=float32
 
 test: setup
 	$(VENV)/bin/python -m pytest -q -n 2 tests
