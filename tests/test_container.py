@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -372,7 +373,8 @@ def test_flipped_byte_in_index_falls_back_to_recovery(sample: dict[str, Any]) ->
 
 @pytest.mark.parametrize(
     "content",
-    [b"", b"VKCAP", b"hello world, this is not a trace at all", os.urandom(4096), b"VKCAPEND" * 20],
+    [b"", b"VKCAP", b"hello world, this is not a trace at all", random.Random(4).randbytes(4096), b"VKCAPEND" * 20],
+    ids=["empty", "magic-prefix", "text", "random-4k", "trailer-magic-only"],
 )
 def test_not_a_trace(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "x.vkt"

@@ -15,6 +15,7 @@ import vulkan as vk
 
 from . import memory
 from .device import VulkanContext
+from .errors import ScenarioError
 from .npyio import read_header
 from .scenario import Buffer as BufferSpec
 
@@ -82,16 +83,23 @@ class BufferSet:
         handles = [(spec, *create_buffer_handle(self.ctx, spec.size)) for spec in members]
         type_bits = ~0
         size = 0
-        for _, _, req in handles:
+        for spec, handle, req in handles:
+            if spec.memory_offset % req.alignment:
+                for _, h, _ in handles:
+                    vk.vkDestroyBuffer(self.ctx.device, h, None)
+                raise ScenarioError(
+                    f"offset {spec.memory_offset} is not a multiple of this device's buffer alignment {req.alignment}",
+                    place=f"{spec.place}.memory_group.offset",
+                )
             type_bits &= req.memoryTypeBits
-            size = max(size, req.size)
+            size = max(size, spec.memory_offset + req.size)
         req = vk.VkMemoryRequirements(size=size, alignment=1, memoryTypeBits=type_bits & 0xFFFFFFFF)
         what = members[0].uid if len(members) == 1 else f"memory group '{members[0].memory_group}'"
         alloc = memory.allocate(self.ctx, req, size, host_access=True, what=what)
         self._allocations.append(alloc)
         for spec, handle, _ in handles:
-            vk.vkBindBufferMemory(self.ctx.device, handle, alloc.memory, 0)
-            self.buffers[spec.uid] = DeviceBuffer(spec.uid, handle, spec.size, alloc)
+            vk.vkBindBufferMemory(self.ctx.device, handle, alloc.memory, spec.memory_offset)
+            self.buffers[spec.uid] = DeviceBuffer(spec.uid, handle, spec.size, alloc, spec.memory_offset)
 
     def __getitem__(self, uid: str) -> DeviceBuffer:
         return self.buffers[uid]

@@ -16,6 +16,7 @@ from .executor import DispatchTimed, Event, FrameConsumer, StopRequest, execute
 from .npyio import write_flat_int8
 from .pipelines import cache_file_for
 from .plan import Plan, make_plan
+from .errors import ScenarioError
 from .scenario import Graph, Scenario, Tensor, load_scenario
 from .session import HostTimer, Session, SessionOptions
 from .sync import uses_graph_sync
@@ -105,7 +106,11 @@ async def run_async(
     ctx = open_context(scenario, options)
     try:
         result.device_name = ctx.info.name
-        session = Session(ctx, plan, session_options(options), timer)
+        try:
+            session = Session(ctx, plan, session_options(options), timer)
+        except ScenarioError as exc:
+            exc.file = exc.file or str(scenario.path)  # device-dependent checks name the scenario too
+            raise
         try:
             result.pipeline_cache_hits = session.cache.hits
             result.pipeline_cache_misses = session.cache.misses

@@ -64,6 +64,7 @@ class Buffer(Resource):
     src: str = ""
     dst: str = ""
     memory_group: str = ""
+    memory_offset: int = 0  # the reference runner's memory_group.offset, in bytes
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class Image(Resource):
     border_color: str = "FLOAT_TRANSPARENT_BLACK"
     custom_border_color: tuple[int | float, ...] = ()
     memory_group: str = ""
+    memory_offset: int = 0
     tiling: str = "OPTIMAL"
 
 
@@ -95,6 +97,7 @@ class Tensor(Resource):
     dst: str = ""
     alias_target: str = ""
     memory_group: str = ""
+    memory_offset: int = 0
     tiling: str = "LINEAR"
 
 
@@ -131,8 +134,8 @@ class Barrier(Resource):
 
     src_access: str = ""
     dst_access: str = ""
-    src_stage: tuple[str, ...] = ()
-    dst_stage: tuple[str, ...] = ()
+    src_stage: tuple[str, ...] = ("ALL",)  # the reference runner's default when omitted
+    dst_stage: tuple[str, ...] = ("ALL",)
 
 
 @dataclass(frozen=True)
@@ -286,6 +289,9 @@ def _convert(name: str, value: Any) -> Any:
 def _build(cls: type, index: int, body: dict[str, Any]) -> Any:
     known = {f.name for f in fields(cls)}
     kwargs = {k: _convert(k, v) for k, v in body.items() if k in known and k != "index"}
+    group = body.get("memory_group")
+    if "memory_offset" in known and isinstance(group, dict):
+        kwargs["memory_offset"] = int(group.get("offset", 0))
     return cls(index=index, **kwargs)
 
 
@@ -345,6 +351,8 @@ def parse_json(text: str | bytes, path: Path) -> dict[str, Any]:
         raise ScenarioError(f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", file=path) from None
     except UnicodeDecodeError as exc:
         raise ScenarioError(f"invalid JSON: not UTF-8 text ({exc.reason})", file=path) from None
+    except RecursionError:
+        raise ScenarioError("invalid JSON: nested too deeply", file=path) from None
     if not isinstance(doc, dict):
         raise ScenarioError("the root must be a JSON object with 'resources' and 'commands'", file=path)
     return doc

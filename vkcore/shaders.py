@@ -44,11 +44,13 @@ class SpirvModule:
 
 def tensor_glslc() -> Path | None:
     """The tensor-capable ``glslc`` from the reference runner package, if installed."""
-    try:
-        import scenario_runner  # type: ignore[import-not-found]
-    except ImportError:
+    import importlib.util
+
+    # Located without importing the package: its __init__ loads a CPython 3.11-only extension.
+    spec = importlib.util.find_spec("scenario_runner")
+    if spec is None or not spec.submodule_search_locations:
         return None
-    p = Path(scenario_runner.__file__).parent / "binaries" / "bin" / "glslc"
+    p = Path(list(spec.submodule_search_locations)[0]) / "binaries" / "bin" / "glslc"
     return p if p.is_file() else None
 
 
