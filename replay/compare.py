@@ -76,6 +76,7 @@ class Comparison:
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "extras"}
+        d.update(self.extras)
         d["share"] = self.share
         d["first_index"] = list(self.first_index) if self.first_index is not None else None
         for k in ("first_recorded", "first_live"):

@@ -45,6 +45,8 @@ class ReplayOptions:
     tolerances: TolerancePolicy = field(default_factory=TolerancePolicy)
     frame_timeout_s: float | None = None
     dispatch_level: bool = True  # compare dispatch-level snapshots when the trace has them
+    shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # uid -> shape, for raw buffers
+    heatmap_dir: Path | None = None
 
 
 @dataclass
@@ -166,13 +168,29 @@ class Comparer:
         if self.on_frame is not None:
             self.on_frame(result)
 
+    def shape_of(self, uid: str) -> tuple[int, ...] | None:
+        shapes = dict(self.options.shapes)
+        if uid in shapes:
+            return shapes[uid]
+        dims = self.trace.resources.get(uid, {}).get("dims")
+        return tuple(int(d) for d in dims) if isinstance(dims, list) and dims else None
+
     def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str) -> Comparison:
         recorded = self.trace.blob(recorded_key, what=what)
         dtype = self.dtypes.get(uid, "bytes")
-        return compare(uid, recorded, live, dtype=dtype, tolerance=self.options.tolerances.for_resource(uid, dtype))
+        shape = self.shape_of(uid)
+        result = compare(uid, recorded, live, dtype=dtype, tolerance=self.options.tolerances.for_resource(uid, dtype), shape=shape)
+        if result.diverged and self.options.heatmap_dir is not None and shape and len(shape) >= 2 and not result.size_mismatch:
+            from .heatmap import error_map, heatmap_name, write_heatmap
+
+            name = heatmap_name(self._seq, uid if "command" not in what else f"{uid}-{what.split('command ')[1].split(',')[0]}")
+            path = write_heatmap(self.options.heatmap_dir / name, error_map(recorded, bytes(live), dtype, shape), what)
+            result.extras["heatmap"] = str(path)
+        return result
 
     def _compare_frame(self, snapshot: FrameSnapshot) -> FrameResult:
         record = self.targets[snapshot.seq]
+        self._seq = snapshot.seq
         by_dispatch = {(c, u): k for c, u, k in record.dispatches}
         result = FrameResult(snapshot.seq, record.frame_id, [])
         for item in snapshot.layout.items:

@@ -30,6 +30,8 @@ def comparison_line(c: Comparison) -> str:
     if c.first_index is not None:
         idx = ", ".join(map(str, c.first_index))
         parts.append(f"first at [{idx}]: recorded {c.first_recorded!r}, live {c.first_live!r}")
+    if c.extras.get("heatmap"):
+        parts.append(f"heatmap {c.extras['heatmap']}")
     return "; ".join(parts)
 
 

@@ -49,6 +49,7 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     rep.add_argument("--replace-shader", action="append", default=[], metavar="UID=FILE",
                      help="replay with another shader (.spv as SPIR-V, else GLSL); repeatable")
     rep.add_argument("--timeout", type=float, metavar="SECONDS", help="give up on a frame that runs longer than this")
+    rep.add_argument("--heatmap", type=Path, metavar="DIR", help="write a PNG of |error| for each diverged 2-d+ resource")
     add_device(rep)
     rep.add_argument("--icd", type=Path, metavar="FILE.json", help="replay on this Vulkan driver (sets VK_DRIVER_FILES)")
     add_common(rep)
@@ -78,6 +79,7 @@ def add_compare_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ulp", type=int, help="tolerance in units in the last place (floats)")
     p.add_argument("--tolerance", metavar="FILE.toml|auto", help="per-resource tolerances (TOML), or 'auto'")
     p.add_argument("--dtype", action="append", default=[], metavar="UID=TYPE", help="read a buffer as TYPE (e.g. float32)")
+    p.add_argument("--shape", action="append", default=[], metavar="UID=HxW", help="the shape of a raw buffer (for indices and heatmaps)")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     p.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
 
@@ -293,8 +295,20 @@ def replay_options(args: argparse.Namespace, **extra: Any):  # -> ReplayOptions
         dtypes=tuple(policy.dtypes.items()),
         tolerances=policy,
         frame_timeout_s=getattr(args, "timeout", None),
+        shapes=tuple(shapes(args)),
+        heatmap_dir=getattr(args, "heatmap", None),
         **extra,
     )
+
+
+def shapes(args: argparse.Namespace) -> list[tuple[str, tuple[int, ...]]]:
+    out = []
+    for uid, text in _pairs(getattr(args, "shape", []), "--shape"):
+        parts = text.lower().split("x")
+        if not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise UsageError(f"--shape {uid}={text}: expected positive sizes like 64x64 or 1x32x32x4")
+        out.append((uid, tuple(int(p) for p in parts)))
+    return out
 
 
 def report_outputs(args: argparse.Namespace, kind: str, document: dict[str, Any], frames: list[Any]) -> None:
