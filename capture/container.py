@@ -482,6 +482,17 @@ class TraceWriter:
             self.closed = True
         _fsync_dir(os.path.dirname(self.path))
 
+    def release(self) -> None:
+        """Close the file but keep the partial file, for a reader to recover (after a failed
+        :meth:`close`, e.g. on a full disk). Idempotent."""
+        with self._lock:
+            self.closed = True
+            if self._fd is not None:
+                try:
+                    os.close(self._fd)
+                finally:
+                    self._fd = None
+
     def abort(self) -> None:
         """Close and delete the partial file; the target path is untouched. Idempotent."""
         with self._lock:

@@ -8,6 +8,7 @@ the trace are described in ``docs/trace-format.md``.
 from __future__ import annotations
 
 import datetime
+import sys
 import json
 import platform
 import signal
@@ -16,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Hashable
 
-from vkcore.errors import VkcapError
-from vkcore.executor import FrameSnapshot, StopRequest
+import logging
+
+from vkcore.errors import EXIT_FAILURE, VkcapError
+from vkcore.executor import FrameSnapshot, StopRequest, raise_single
 from vkcore.plan import Frame, Plan, written_resources
 from vkcore.runner import RunOptions, RunResult, run_async
 from vkcore.scenario import Buffer, DispatchCompute, Scenario, load_scenario
@@ -28,7 +31,17 @@ from . import kinds
 from .container import PreparedBlob, TraceWriter
 from .embed import portable_scenario
 
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
 TRACE_SCHEMA = 1  # version of the META record layout described in docs/trace-format.md
+log = logging.getLogger("vkcap")
+
+
+class TraceWriteFailed(VkcapError):
+    """Writing the trace failed (a full disk, a vanished folder); what was complete is kept."""
+
+    exit_code = EXIT_FAILURE
 
 
 @dataclass(frozen=True)
@@ -132,6 +145,15 @@ class TraceRecorder:
         return [self.writer.compress_blob(v) for v in views]
 
     def _write_frame(self, snapshot: FrameSnapshot, prepared: list[PreparedBlob]) -> None:
+        try:
+            self._append_frame(snapshot, prepared)
+        except OSError as exc:
+            raise TraceWriteFailed(
+                f"cannot write the trace ({exc.strerror or exc}) at frame {snapshot.seq}; "
+                f"frames 0-{snapshot.seq - 1} were complete", file=self.options.trace,
+            ) from None
+
+    def _append_frame(self, snapshot: FrameSnapshot, prepared: list[PreparedBlob]) -> None:
         for p in prepared:
             self.writer.write_prepared(p)
         frame = snapshot.frame
@@ -250,12 +272,15 @@ async def record_async(options: RecordOptions, argv: list[str]) -> RecordResult:
     result: RunResult | None = None
     status, error = "complete", ""
     try:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(_watch_interrupts, stop)
-            try:
-                result = await run_async(options.run, consumer=_Consumer(), on_session=on_session, stop=stop, scenario=scenario)
-            finally:
-                nursery.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(_watch_interrupts, stop)
+                try:
+                    result = await run_async(options.run, consumer=_Consumer(), on_session=on_session, stop=stop, scenario=scenario)
+                finally:
+                    nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            raise_single(group)
         if result is not None and result.interrupted:
             status = "interrupted"
     except VkcapError as exc:
@@ -271,10 +296,7 @@ async def record_async(options: RecordOptions, argv: list[str]) -> RecordResult:
             if status == "failed" and recorder.frames_written == 0:
                 writer.abort()  # nothing worth keeping: leave whatever was at the path before
             else:
-                try:
-                    writer.add_meta(kinds.END, {"status": status, "frames": recorder.frames_written, "error": error})
-                finally:
-                    writer.close()
+                _finish(writer, {"status": status, "frames": recorder.frames_written, "error": error})
     assert result is not None
     writer = state["writer"]
     stats = writer.stats
@@ -287,6 +309,20 @@ async def record_async(options: RecordOptions, argv: list[str]) -> RecordResult:
         dedup_bytes=stats.dedup_bytes,
         file_bytes=stats.file_bytes,
     )
+
+
+def _finish(writer: TraceWriter, end: dict[str, Any]) -> None:
+    """Write the end record and publish the trace; when even that fails (a full disk), keep the
+    partial file, which readers recover up to its last complete frame, and say where it is."""
+    try:
+        writer.add_meta(kinds.END, end)
+        writer.close()
+    except OSError as exc:
+        log.error(
+            "could not finish the trace (%s); %d complete frame(s) are in %s (vkcap info reads it)",
+            exc.strerror or exc, end["frames"], writer.partial_path,
+        )
+        writer.release()
 
 
 def record(options: RecordOptions, argv: list[str]) -> RecordResult:

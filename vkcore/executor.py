@@ -10,11 +10,15 @@ bounded however many frames there are.
 """
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from typing import Callable, Hashable, Protocol, Union
 
 from .plan import Frame
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
 from .session import Session
 from .staging import CaptureLayout, StagingSlot
 
@@ -152,7 +156,28 @@ async def execute(
                 free_slots.release()
 
     send, receive = trio.open_memory_channel(slots)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(completer, receive)
-        nursery.start_soon(submitter, send)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(completer, receive)
+            nursery.start_soon(submitter, send)
+    except BaseExceptionGroup as group:
+        raise_single(group)
     return completed
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The non-group exceptions inside ``exc`` (itself when it is not a group)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+    return [exc]
+
+
+def raise_single(group: BaseExceptionGroup) -> None:
+    """Re-raise the one real error of a nursery's group (tasks cancelled because of it do not count),
+    so callers see ``DeviceError`` or ``KeyboardInterrupt`` rather than a group; else the group."""
+    import trio
+
+    real = [e for e in leaves(group) if not isinstance(e, trio.Cancelled)]
+    if len(real) == 1:
+        raise real[0] from None
+    raise group
