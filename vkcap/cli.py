@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
@@ -193,5 +194,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
 
 
+def entry() -> None:
+    """The console script: ``main``, then exit without interpreter teardown.
+
+    Everything is finished when ``main`` returns: outputs renamed into place, traces closed, the Vulkan
+    device destroyed. Skipping the teardown of modules and driver threads saves tens of milliseconds
+    on every run, which matters for small scenarios.
+    """
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

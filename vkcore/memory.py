@@ -6,6 +6,7 @@ into it and outputs written from it, with no intermediate copy.
 """
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,12 @@ class Allocation:
     type_index: int
     flags: int
     view: memoryview | None = None  # the whole mapping when host-visible
+    address: int = 0  # host address of the mapping
+
+    def zero(self, offset: int, size: int) -> None:
+        """Fill ``size`` bytes of the mapping from ``offset`` with zeros."""
+        assert self.view is not None and 0 <= offset and offset + size <= self.size
+        ctypes.memset(self.address + offset, 0, size)
 
     @property
     def host_visible(self) -> bool:
@@ -66,18 +73,18 @@ def allocate(ctx: VulkanContext, requirements: Any, size: int, *, host_access: b
                 continue
             alloc = Allocation(memory, size, i, flags)
             if host_access:
-                alloc.view = map_whole(ctx, memory, size)
+                alloc.view, alloc.address = map_whole(ctx, memory, size)
             return alloc
     raise DeviceError(f"cannot allocate {size} bytes of {'host-visible ' if host_access else ''}memory for {what}")
 
 
-def map_whole(ctx: VulkanContext, memory: Any, size: int) -> memoryview:
-    """Map ``memory`` and return a writable byte view of it (valid until the memory is freed)."""
+def map_whole(ctx: VulkanContext, memory: Any, size: int) -> tuple[memoryview, int]:
+    """Map ``memory``; return a writable byte view of it (valid until the memory is freed) and its address."""
     pp = vk.ffi.new("void **")
     result = vk.lib.vkMapMemory(ctx.device, memory, 0, size, 0, pp)
     if result != vk.VK_SUCCESS:
         raise DeviceError(f"vkMapMemory failed ({result})")
-    return memoryview(vk.ffi.buffer(pp[0], size)).cast("B")
+    return memoryview(vk.ffi.buffer(pp[0], size)).cast("B"), int(vk.ffi.cast("uintptr_t", pp[0]))
 
 
 def free(ctx: VulkanContext, alloc: Allocation) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import struct
 import tempfile
 from dataclasses import dataclass
@@ -16,6 +17,9 @@ from pathlib import Path
 from typing import Iterable
 
 MAGIC = b"\x93NUMPY"
+# Plain dtype strings ("<f4", "|u1", "<U8"): byte order, kind, size. Others go through numpy.
+SIMPLE_DESCR = re.compile(r"^[<>|=]?([biufcmMSUV?])(\d+)$")
+BYTES_PER_UNIT = {"U": 4}  # "<U8" is 8 characters of 4 bytes
 MAX_HEADER = 1 << 20  # a header larger than this is not a real .npy file
 
 
@@ -35,9 +39,7 @@ class NpyHeader:
 
     @property
     def itemsize(self) -> int:
-        import numpy as np
-
-        return np.dtype(self.descr).itemsize
+        return descr_itemsize(self.descr)
 
     @property
     def count(self) -> int:
@@ -58,8 +60,6 @@ def read_header(path: str | Path) -> NpyHeader:
     (non-object) numpy dtype, and the file is at least as long as the payload the header declares.
     Raises :class:`NpyFormatError` with a reason otherwise.
     """
-    import numpy as np
-
     with open(path, "rb") as f:
         lead = f.read(10)
         if len(lead) < 10 or lead[:6] != MAGIC:
@@ -85,19 +85,40 @@ def read_header(path: str | Path) -> NpyHeader:
     try:
         meta = ast.literal_eval(raw.decode("latin1" if major < 3 else "utf8"))
         descr, fortran, shape = meta["descr"], bool(meta["fortran_order"]), tuple(int(d) for d in meta["shape"])
-        dtype = np.dtype(descr)
+        if not (isinstance(descr, str) and SIMPLE_DESCR.match(descr)):
+            descr = _numpy_descr(descr)
+    except NpyFormatError:
+        raise
     except Exception as exc:  # literal_eval/dtype raise many kinds; all mean "bad header"
         raise NpyFormatError(f"unreadable .npy header ({exc})") from None
-    if dtype.hasobject:
-        raise NpyFormatError("object arrays are not allowed in .npy inputs")
     if any(d < 0 for d in shape):
         raise NpyFormatError("negative dimension in .npy header")
-    header = NpyHeader(dtype.str if not isinstance(descr, str) else descr, fortran, shape, start + hlen, size)
+    header = NpyHeader(descr, fortran, shape, start + hlen, size)
     if size - header.data_offset < header.nbytes:
         raise NpyFormatError(
             f"truncated .npy payload: header declares {header.nbytes} bytes, file holds {size - header.data_offset}"
         )
     return header
+
+
+def descr_itemsize(descr: str) -> int:
+    """Bytes per element of a dtype string, without importing numpy for the plain ones."""
+    m = SIMPLE_DESCR.match(descr)
+    if m:
+        return int(m.group(2)) * BYTES_PER_UNIT.get(m.group(1), 1)
+    import numpy as np
+
+    return np.dtype(descr).itemsize
+
+
+def _numpy_descr(descr: object) -> str:
+    """Validate a non-plain (e.g. structured) descr with numpy; refuse object dtypes."""
+    import numpy as np
+
+    dtype = np.dtype(descr)  # type: ignore[call-overload]
+    if dtype.hasobject:
+        raise NpyFormatError("object arrays are not allowed in .npy inputs")
+    return dtype.str if dtype.names is None else str(dtype.descr)
 
 
 def reference_header(descr: str, shape: Iterable[int]) -> bytes:

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Hashable
 
-import numpy as np
 import vulkan as vk
 
 from .buffers import BufferSet, fill_from_npy
@@ -331,14 +330,14 @@ class Session:
             if spec.src:
                 sourced.append(spec)
             elif id(buf.allocation) not in seen_alloc:
-                np.frombuffer(buf.allocation.view, dtype=np.uint8)[:] = 0
+                buf.allocation.zero(0, buf.allocation.size)
             seen_alloc.add(id(buf.allocation))
         for spec in sourced:
             with self.timer.measure("Scenario Setup", f"Load Resource: {spec.uid}"):
                 buf = self.buffers[spec.uid]
                 n = fill_from_npy(buf.view, self.scenario.src_path(spec.src))
                 if n < buf.size:
-                    np.frombuffer(buf.view, dtype=np.uint8)[n:] = 0
+                    buf.allocation.zero(buf.offset + n, buf.size - n)
 
     def submit(self, frame: Frame, cb: Any, slot: int) -> None:
         """Submit ``cb`` (a frame) signalling the fence of ``slot``, which must be idle."""
