@@ -143,12 +143,9 @@ def make_frames(folder: Path, name: str = "frames", frames: int = 100, size: int
 
 
 def reference_binary() -> Path | None:
-    try:
-        import scenario_runner
-    except ImportError:
-        return None
-    path = Path(scenario_runner.__file__).parent / "binaries" / "bin" / "scenario-runner"
-    return path if path.is_file() else None
+    from tests.reference import reference_runner  # found without importing the 3.11-only package
+
+    return reference_runner()
 
 
 @dataclass

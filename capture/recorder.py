@@ -15,7 +15,7 @@ import signal
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Hashable
+from typing import Any
 
 import logging
 
@@ -127,9 +127,8 @@ class TraceRecorder:
         variants = (False, True) if self.options.checkpoint_every > 0 else (False,)
         return max((self._layout(f, c).size for f in self.plan.frames for c in variants), default=0)
 
-    def layout(self, frame: Frame, seq: int) -> tuple[Hashable, CaptureLayout]:
-        checkpoint = self.is_checkpoint(seq)
-        return checkpoint, self._layout(frame, checkpoint)
+    def layout(self, frame: Frame, seq: int) -> CaptureLayout:
+        return self._layout(frame, self.is_checkpoint(seq))
 
     async def consume(self, snapshot: FrameSnapshot) -> None:
         import trio
@@ -263,7 +262,7 @@ async def record_async(options: RecordOptions, argv: list[str]) -> RecordResult:
         def slot_size(self, session: Session) -> int:
             return state["recorder"].slot_size(session)
 
-        def layout(self, frame: Frame, seq: int) -> tuple[Hashable, CaptureLayout]:
+        def layout(self, frame: Frame, seq: int) -> CaptureLayout:
             return state["recorder"].layout(frame, seq)
 
         async def consume(self, snapshot: FrameSnapshot) -> None:

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Hashable
+from typing import Any, Callable
 
 from capture.embed import safe_join
 from capture.trace import FrameRecord, Trace
@@ -152,11 +152,8 @@ class Comparer:
     def slot_size(self, session: Session) -> int:
         return max((self._layout(s).size for s in self.targets), default=0)
 
-    def layout(self, frame: Frame, seq: int) -> tuple[Hashable, CaptureLayout]:
-        if seq not in self.targets:
-            return None, NOTHING
-        layout = self._layout(seq)
-        return layout.items, layout
+    def layout(self, frame: Frame, seq: int) -> CaptureLayout:
+        return self._layout(seq) if seq in self.targets else NOTHING
 
     async def consume(self, snapshot: FrameSnapshot) -> None:
         import trio

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, Hashable, Protocol, Union
+from typing import Callable, Protocol, Union
 
 from .plan import Frame
 
@@ -75,8 +75,8 @@ class FrameConsumer(Protocol):
     def slot_size(self, session: Session) -> int:
         """Bytes one staging slot needs: the largest layout this consumer will ask for."""
 
-    def layout(self, frame: Frame, seq: int) -> tuple[Hashable, CaptureLayout]:
-        """What to copy for this execution of ``frame``: a variant key (equal keys, equal layouts)."""
+    def layout(self, frame: Frame, seq: int) -> CaptureLayout:
+        """What to copy for this execution of ``frame``."""
 
     async def consume(self, snapshot: FrameSnapshot) -> None:
         """Read the snapshot (in worker threads as needed); return when done with its slot."""
@@ -136,8 +136,8 @@ async def execute(
                     return
                 await free_slots.acquire()
                 slot = n % slots
-                variant, layout = consumer.layout(frame, seq) if consumer else (None, NO_CAPTURE)
-                cb = session.command_buffer(frame, variant, layout, slot)
+                layout = consumer.layout(frame, seq) if consumer else NO_CAPTURE
+                cb = session.command_buffer(frame, layout, slot)
                 emit(FrameStarted(pass_index, frame, total))
                 session.submit(frame, cb, slot)
                 await send.send((pass_index, seq, frame, slot, layout, time.perf_counter()))

@@ -8,6 +8,7 @@ anything but the GPU.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +99,11 @@ class _Span:
         self.timer.add(self.phase, self.name, time.perf_counter() - self.t0)
 
 
+def command_key(cmd: Any) -> Hashable:
+    """A command without its position in the scenario: equal keys record equal GPU work."""
+    return dataclasses.replace(cmd, index=-1)
+
+
 def refuse_unsupported(plan: Plan) -> None:
     """Raise "not supported yet: <kind> (resources[i])" for kinds whose execution is not implemented."""
     for r in plan.scenario.resources:
@@ -167,6 +173,8 @@ class Session:
         computes = [c for c in self.scenario.commands if isinstance(c, DispatchCompute)]
         counts: dict[int, int] = {}
         total_sets = 0
+        if not self.options.profiling:  # identical dispatches share one prepared dispatch (and its sets)
+            computes = list({command_key(c): c for c in reversed(computes)}.values())[::-1]
         for cmd in computes:
             sets = {b.set for b in cmd.bindings}
             total_sets += len(sets) if sets else 0
@@ -199,6 +207,11 @@ class Session:
                 prepared.query_base = self.query_count
                 self.query_count += 2
             self.dispatches[cmd.index] = prepared
+        if not self.options.profiling:
+            by_key = {command_key(d.command): d for d in self.dispatches.values()}
+            for c in self.scenario.commands:
+                if isinstance(c, DispatchCompute):
+                    self.dispatches[c.index] = by_key[command_key(c)]
         if self.query_count:
             info = vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=self.query_count)
             self.query_pool = vk.vkCreateQueryPool(self.ctx.device, info, None)
@@ -262,10 +275,20 @@ class Session:
         self.ring = StagingRing.create(self.ctx, slots, slot_size)
         self.fences = [vk.vkCreateFence(self.ctx.device, vk.VkFenceCreateInfo(flags=vk.VK_FENCE_CREATE_SIGNALED_BIT), None) for _ in range(slots)]
 
-    def command_buffer(self, frame: Frame, variant: Hashable, layout: CaptureLayout, slot: int) -> Any:
-        """The command buffer of ``frame`` copying ``layout`` into staging ``slot``; recorded once per
-        (frame, variant, slot) and reused (``--repeat``)."""
-        key = (frame.index, variant, slot)
+    def _frame_key(self, frame: Frame, layout: CaptureLayout, slot: int) -> Hashable:
+        """Frames with the same commands (up to their positions in the scenario) and the same copies
+        share a command buffer; with timestamp queries each frame has its own."""
+        if self.query_pool is not None:
+            return (frame.index, layout.items, slot)
+        position = {c.index: n for n, c in enumerate(frame.commands)}
+        copies = tuple((i.uid, i.offset, i.size, position.get(i.after_command, -1) if i.after_command is not None else None)
+                       for i in layout.items)
+        return (tuple(command_key(c) for c in frame.commands), copies, slot)
+
+    def command_buffer(self, frame: Frame, layout: CaptureLayout, slot: int) -> Any:
+        """The command buffer of ``frame`` copying ``layout`` into staging ``slot``: recorded on first
+        use, then reused for every frame with the same commands and copies (``--repeat`` included)."""
+        key = self._frame_key(frame, layout, slot)
         cb = self._command_buffers.get(key)
         if cb is None:
             info = vk.VkCommandBufferAllocateInfo(commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1)
