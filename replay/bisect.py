@@ -3,9 +3,12 @@
 Checkpoints cut the trace into segments that replay on their own (each starts from its recorded
 checkpoint). The search replays one segment per probe and asks whether it diverges. When a change
 persists once it appears (a driver regression in a shader every frame runs), "segment k diverges" is
-monotonic and a binary search needs about log2(segments) probes. A one-off divergence breaks that
-assumption; the search notices (no divergent segment found) and scans the segments it did not probe,
-in order, so the answer is always the first divergent segment. Probes are never repeated.
+monotonic and a binary search needs about log2(segments) probes: that is the default, and its answer
+is the first divergent segment *under that assumption*. When the search finds no divergent segment,
+it scans the segments it did not probe, in order, so a lone one-off divergence is still found. With
+``exhaustive=True`` every unprobed segment before the one found is probed too, which guarantees the
+first divergent segment even when several one-off divergences exist, at the cost of more replays.
+Probes are never repeated.
 
 Inside the divergent segment, frames are compared one by one, and with a trace recorded with
 ``--dispatch-level`` every dispatch's output too, which names the first divergent dispatch without
@@ -40,6 +43,7 @@ class BisectResult:
     dispatch_name: str | None = None  # its shader (or graph) uid
     dispatch_comparison: Comparison | None = None
     fallback_scan: bool = False
+    exhaustive: bool = False
     note: str = ""
 
 
@@ -56,12 +60,13 @@ def segments_of(trace: Trace) -> list[Segment]:
     return out
 
 
-async def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Segment, bool], None] | None = None) -> BisectResult:
+async def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Segment, bool], None] | None = None,
+                       exhaustive: bool = False) -> BisectResult:
     """Find the first divergent frame and dispatch; see the module docstring."""
     from dataclasses import replace
 
     segments = segments_of(trace)
-    result = BisectResult(len(segments))
+    result = BisectResult(len(segments), exhaustive=exhaustive)
     outcomes: dict[int, FrameResult | None] = {}
 
     async def probe(k: int) -> bool:
@@ -91,8 +96,11 @@ async def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callab
     if found is None:
         result.note = "no divergence: every frame is within tolerance"
         return result
-    # A binary search may have jumped over an earlier one-off divergence; earlier unprobed segments
-    # are checked only when the monotonic assumption was already seen to fail.
+    if exhaustive:
+        for k in range(found):
+            if await probe(k):
+                found = k
+                break
     frame = outcomes[found]
     assert frame is not None
     result.frame = frame

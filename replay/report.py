@@ -55,12 +55,14 @@ def write_json(path: Path, document: dict[str, Any]) -> None:
 
 
 def write_junit(path: Path, suite: str, frames: Iterable[Any]) -> None:
-    """One test case per (frame, resource); a diverged one is a failure with the comparison line."""
+    """One test case per (frame, resource) and per dispatch-level snapshot; a diverged one is a
+    failure carrying the comparison line."""
     root = ET.Element("testsuites")
     cases = []
     for f in frames:
-        for c in f.comparisons:
-            case = ET.Element("testcase", classname=f"{suite}.frame{f.seq}", name=c.uid)
+        rows = [(c.uid, c) for c in f.comparisons] + [(f"{c.uid}@commands[{cmd}]", c) for cmd, c in f.dispatches]
+        for name, c in rows:
+            case = ET.Element("testcase", classname=f"{suite}.frame{f.seq}", name=name)
             if c.status == DIVERGED:
                 failure = ET.SubElement(case, "failure", message=comparison_line(c))
                 failure.text = json.dumps(c.as_dict(), default=str)

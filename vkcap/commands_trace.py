@@ -66,6 +66,8 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     bis.add_argument("trace", type=Path)
     add_compare_flags(bis)
     bis.add_argument("--replace-shader", action="append", default=[], metavar="UID=FILE", help="bisect with another shader")
+    bis.add_argument("--exhaustive", action="store_true",
+                     help="also replay every segment before the one found: exact even for one-off divergences")
     bis.add_argument("--timeout", type=float, metavar="SECONDS", help="give up on a frame that runs longer than this")
     add_device(bis)
     bis.add_argument("--icd", type=Path, metavar="FILE.json", help="the driver under test (sets VK_DRIVER_FILES)")
@@ -415,10 +417,11 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         def on_probe(seg, diverged):  # type: ignore[no-untyped-def]
             log.info("segment %d (frames %d-%d): %s", seg.index, seg.first, seg.last, "DIVERGED" if diverged else "ok")
 
-        result = trio.run(lambda: bisect_trace(trace, options, on_probe=on_probe))
+        result = trio.run(lambda: bisect_trace(trace, options, on_probe=on_probe, exhaustive=args.exhaustive))
         document: dict[str, Any] = {
             "trace": str(args.trace), "segments": result.segments, "replays": result.replays,
             "probes": [{"segment": k, "diverged": d} for k, d in result.probes], "fallback_scan": result.fallback_scan,
+            "exhaustive": result.exhaustive,
         }
         if result.frame is None:
             log.info("no divergence found in %d segment replay(s)", result.replays)
@@ -439,6 +442,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         print("first divergent dispatch: unknown (record with --dispatch-level to locate it)")
     if result.resource is not None:
         print(comparison_line(result.resource))
-    print(f"search: {result.replays} segment replay(s) of {result.segments} segment(s)"
-          + (" (binary search found nothing; scanned in order)" if result.fallback_scan else ""))
+    how = ("binary search found nothing; scanned in order" if result.fallback_scan
+           else "every earlier segment checked" if result.exhaustive
+           else "binary search, assuming the divergence persists; --exhaustive checks every earlier segment")
+    print(f"search: {result.replays} segment replay(s) of {result.segments} segment(s) ({how})")
     return 1
