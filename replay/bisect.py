@@ -12,11 +12,14 @@ Probes are never repeated.
 
 Inside the divergent segment, frames are compared one by one, and with a trace recorded with
 ``--dispatch-level`` every dispatch's output too, which names the first divergent dispatch without
-another replay.
+another replay. Without dispatch-level snapshots and with a reference driver, the divergent frame is
+run dispatch by dispatch on both drivers and the first dispatch whose outputs differ is named
+(:mod:`replay.probe`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from capture.trace import Trace
@@ -44,6 +47,7 @@ class BisectResult:
     dispatch_comparison: Comparison | None = None
     fallback_scan: bool = False
     exhaustive: bool = False
+    side_by_side: bool = False  # the dispatch was found by running the frame on both drivers
     note: str = ""
 
 
@@ -61,7 +65,7 @@ def segments_of(trace: Trace) -> list[Segment]:
 
 
 async def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Segment, bool], None] | None = None,
-                       exhaustive: bool = False) -> BisectResult:
+                       exhaustive: bool = False, reference_icd: Path | None = None) -> BisectResult:
     """Find the first divergent frame and dispatch; see the module docstring."""
     from dataclasses import replace
 
@@ -106,6 +110,14 @@ async def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callab
     result.frame = frame
     result.resource = next((c for c in frame.comparisons if c.diverged), None)
     first_dispatch = next(((cmd, c) for cmd, c in frame.dispatches if c.diverged), None)
+    if first_dispatch is None and reference_icd is not None and not frame.dispatches:
+        from .probe import capture_dispatches, capture_on_driver, first_divergent_dispatch
+
+        live = await capture_dispatches(trace, options, frame.seq)
+        reference = capture_on_driver(trace.path, frame.seq, reference_icd, options.device)
+        result.replays += 2
+        result.side_by_side = True
+        first_dispatch = first_divergent_dispatch(live, reference, dict(options.dtypes))
     if first_dispatch is not None:
         result.command, result.dispatch_comparison = first_dispatch
         result.resource = result.resource or first_dispatch[1]

@@ -224,9 +224,11 @@ def restore_state(session: Session, trace: Trace, checkpoint: int) -> None:
 
 
 async def replay_trace(trace: Trace, options: ReplayOptions, *, on_frame: Callable[[FrameResult], None] | None = None,
-                       workdir: Path | None = None, comparer_type: type[Comparer] = Comparer) -> ReplayReport:
-    """Replay ``options.first..last`` of an open trace; see the module docstring."""
-    targets = target_frames(trace, options.first, options.last)
+                       workdir: Path | None = None, comparer_type: type[Comparer] = Comparer,
+                       targets: dict[int, FrameRecord] | None = None) -> ReplayReport:
+    """Replay ``options.first..last`` of an open trace (or the frames ``targets`` describe: what to
+    capture and compare in each); see the module docstring."""
+    targets = targets or target_frames(trace, options.first, options.last)
     first = min(targets)
     checkpoint = trace.nearest_checkpoint(first)
     with tempfile.TemporaryDirectory(prefix="vkcap-replay-") as tmp:

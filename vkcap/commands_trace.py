@@ -71,6 +71,9 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     bis.add_argument("--timeout", type=float, metavar="SECONDS", help="give up on a frame that runs longer than this")
     add_device(bis)
     bis.add_argument("--icd", type=Path, metavar="FILE.json", help="the driver under test (sets VK_DRIVER_FILES)")
+    bis.add_argument("--reference-icd", type=Path, metavar="FILE.json",
+                     help="a known-good driver: without dispatch-level snapshots, the divergent frame is run "
+                          "dispatch by dispatch on both drivers to name the dispatch")
     add_common(bis)
     bis.set_defaults(handler=cmd_bisect)
 
@@ -417,7 +420,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         def on_probe(seg, diverged):  # type: ignore[no-untyped-def]
             log.info("segment %d (frames %d-%d): %s", seg.index, seg.first, seg.last, "DIVERGED" if diverged else "ok")
 
-        result = trio.run(lambda: bisect_trace(trace, options, on_probe=on_probe, exhaustive=args.exhaustive))
+        if args.reference_icd is not None and not args.reference_icd.is_file():
+            raise UsageError(f"--reference-icd {args.reference_icd}: no such driver manifest")
+        result = trio.run(lambda: bisect_trace(trace, options, on_probe=on_probe, exhaustive=args.exhaustive,
+                                               reference_icd=args.reference_icd))
         document: dict[str, Any] = {
             "trace": str(args.trace), "segments": result.segments, "replays": result.replays,
             "probes": [{"segment": k, "diverged": d} for k, d in result.probes], "fallback_scan": result.fallback_scan,
@@ -437,9 +443,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     report_outputs(args, "bisect", document, [result.frame])
     print(f"first divergent frame: {result.frame.seq} (frame_id {result.frame.frame_id})")
     if result.command is not None:
-        print(f"first divergent dispatch: commands[{result.command}] ({name})")
+        via = " (found by running the frame on both drivers)" if result.side_by_side else ""
+        print(f"first divergent dispatch: commands[{result.command}] ({name}){via}")
     else:
-        print("first divergent dispatch: unknown (record with --dispatch-level to locate it)")
+        print("first divergent dispatch: unknown (record with --dispatch-level, or give --reference-icd, to locate it)")
     if result.resource is not None:
         print(comparison_line(result.resource))
     how = ("binary search found nothing; scanned in order" if result.fallback_scan
