@@ -83,15 +83,57 @@ def _compiler_for(source: bytes) -> tuple[str, Path]:
     return "glslang", Path(found)
 
 
+def _merged_include_dir(folders: list[Path], target: Path) -> Path:
+    """One folder of symlinks to every file of ``folders`` (the first folder wins a name clash, as in
+    include search order): ARM's ``glslc`` wrapper takes a single include folder."""
+    target.mkdir()
+    for folder in folders:
+        for item in sorted(folder.rglob("*")):
+            if item.is_file():
+                link = target / item.relative_to(folder)
+                if not link.exists():
+                    link.parent.mkdir(parents=True, exist_ok=True)
+                    link.symlink_to(item)
+    return target
+
+
+INCLUDE_RE = re.compile(rb'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.MULTILINE)
+
+
+def scan_includes(source: Path, folders: list[Path], seen: set[Path] | None = None) -> list[Path]:
+    """Files reached through ``#include`` from ``source`` (for compilers that write no depfile)."""
+    seen = set() if seen is None else seen
+    found: list[Path] = []
+    try:
+        text = source.read_bytes()
+    except OSError:
+        return found
+    for name in INCLUDE_RE.findall(text):
+        rel = name.decode("utf8", "replace")
+        for folder in [source.parent, *folders]:
+            candidate = (folder / rel).resolve()
+            if candidate.is_file():
+                if candidate not in seen:
+                    seen.add(candidate)
+                    found.append(candidate)
+                    found += scan_includes(candidate, folders, seen)
+                break
+    return found
+
+
 def _command(kind: str, compiler: Path, spec: Shader, scenario: Scenario, src: Path, out: Path, dep: Path) -> list[str]:
     includes = [str(scenario.src_path(d)) for d in spec.include_dirs]
     options = shlex.split(spec.build_options)
     if kind == "glslc":
-        cmd = [str(compiler), "-fshader-stage=compute", "--target-env=vulkan1.3", "-MD", "-MF", str(dep)]
-        cmd += [f"-I{d}" for d in includes] + options
-        if spec.entry != "main":
-            cmd += [f"-fentry-point={spec.entry}"]
-        return cmd + ["-o", str(out), str(src)]
+        # ARM's wrapper: its own flags, the options as one string (a leading space keeps its argument
+        # parser from reading "-D..." as a flag), one include folder, no depfile.
+        cmd = [str(compiler), "--stage", "compute", "--input", str(src), "--output", str(out)]
+        if spec.build_options.strip():
+            cmd += ["--build-opts", " " + spec.build_options.strip()]
+        if includes:
+            merged = _merged_include_dir([Path(d) for d in includes], dep.parent / "include")
+            cmd += ["--include", str(merged)]
+        return cmd
     cmd = [str(compiler), "-V", "-S", "comp", "--target-env", "vulkan1.3", "--quiet", "--depfile", str(dep)]
     cmd += [f"-I{d}" for d in includes] + options
     if spec.entry != "main":
@@ -143,7 +185,10 @@ def compile_glsl(scenario: Scenario, spec: Shader, path: Path) -> SpirvModule:
             message = _compiler_message(proc.stdout + proc.stderr, path)
             raise ScenarioError(f"shader compilation failed: {message}", file=scenario.path, place=f"{spec.place}.src")
         code = out.read_bytes()
-        deps = _parse_depfile(dep.read_text()) if dep.is_file() else []
+        if dep.is_file():
+            deps = _parse_depfile(dep.read_text())
+        else:
+            deps = [str(p) for p in scan_includes(path, [scenario.src_path(d) for d in spec.include_dirs])]
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
         tmp_spv = cached.with_suffix(f".{os.getpid()}.tmp")
