@@ -30,7 +30,6 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Final, NamedTuple, Protocol
 
-import numpy as np
 import xxhash
 import zstandard
 
@@ -68,7 +67,7 @@ _SCAN_CHUNK: Final = 4 << 20
 _IOV_MAX: Final = 512
 
 StrPath = str | os.PathLike[str]
-Buffer = bytes | bytearray | memoryview | np.ndarray
+Buffer = Any  # bytes, bytearray, memoryview or a numpy array (numpy is imported only when one is given)
 
 
 class ReadableFile(Protocol):
@@ -141,7 +140,9 @@ def _byte_view(data: Buffer) -> memoryview:
     numpy arrays are viewed as their raw bytes in memory order (dtype and shape are the caller's to
     record); object arrays are refused.
     """
-    if isinstance(data, np.ndarray):
+    if type(data).__module__ == "numpy" and hasattr(data, "dtype"):
+        import numpy as np
+
         if data.dtype.hasobject:
             raise TypeError("cannot store a numpy array of Python objects")
         arr = data if data.flags.c_contiguous else np.ascontiguousarray(data)

@@ -100,7 +100,7 @@ def check_trace_name(name: str) -> str:
     if not isinstance(name, str) or not name or "\\" in name or "\0" in name:
         raise TraceError(f"unsafe file name in trace: {name!r}")
     p = PurePosixPath(name)
-    if p.is_absolute() or any(part == ".." for part in p.parts) or posixpath.normpath(name) != name:
+    if p.is_absolute() or any(part == ".." for part in p.parts) or posixpath.normpath(name) != name or name == ".":
         raise TraceError(f"unsafe file name in trace (escapes its folder): {name!r}")
     return name
 

@@ -1,27 +1,36 @@
 """``record``: run a scenario through the executor and write every frame boundary into a trace.
 
-The recorder is the executor's frame consumer. For each finished frame it hashes and compresses the
-captured bytes in a worker thread (zstd and xxhash release the GIL) while the GPU runs the next frame,
-appends the blobs (stored once per content) and then one ``frame`` record naming them. The records of
-the trace are described in ``docs/trace-format.md``.
+The recording is a three-stage pipeline, all in one trio nursery:
+
+1. the executor runs frames on the GPU and copies each frame's captures into a staging slot;
+2. the recorder's ``consume`` hashes and compresses the slot's blobs in worker threads, in parallel
+   (zstd and xxhash release the GIL), and frees the slot as soon as that is done;
+3. a writer task appends the compressed blobs (each content stored once) and the frame's records, in
+   frame order, in a worker thread.
+
+So the GPU runs frame N+2 while frame N+1 is compressed and frame N is written. Bounded channels keep
+the memory in flight to a few frames however long the recording. The records of the trace are
+described in ``docs/trace-format.md``.
 """
 from __future__ import annotations
 
 import datetime
-import sys
 import json
+import logging
+import os
 import platform
 import signal
 import socket
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import logging
+from typing import Any, Callable
 
 from vkcore.errors import EXIT_FAILURE, VkcapError
-from vkcore.executor import FrameSnapshot, StopRequest, raise_single
-from vkcore.plan import Frame, Plan, written_resources
+from vkcore.executor import Event, FrameSnapshot, StopRequest, raise_single
+from vkcore.npyio import NpyFormatError, read_header
+from vkcore.plan import Frame, Plan
 from vkcore.runner import RunOptions, RunResult, run_async
 from vkcore.scenario import Buffer, DispatchCompute, Scenario, load_scenario
 from vkcore.session import Session
@@ -29,12 +38,13 @@ from vkcore.staging import CaptureLayout, build_layout
 
 from . import kinds
 from .container import PreparedBlob, TraceWriter
-from .embed import portable_scenario
+from .embed import EmbeddedFile, portable_scenario
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 TRACE_SCHEMA = 1  # version of the META record layout described in docs/trace-format.md
+WRITE_QUEUE = 2  # compressed frames waiting for the writer (bounds memory in flight)
 log = logging.getLogger("vkcap")
 
 
@@ -51,7 +61,8 @@ class RecordOptions:
     checkpoint_every: int = 8
     dispatch_level: bool = False
     level: int = 3
-    threads: int = 0
+    threads: int = 0  # zstd worker threads per large blob (0: none)
+    compress_workers: int = max(1, os.cpu_count() or 1)  # blobs of one frame compressed in parallel
 
 
 @dataclass
@@ -86,8 +97,19 @@ def dispatch_writes(scenario: Scenario, cmd: DispatchCompute) -> list[str]:
     return out
 
 
+@dataclass
+class CompressedFrame:
+    """A frame whose blobs are compressed and ready to append (the staging slot is already free)."""
+
+    seq: int
+    pass_index: int
+    frame: Frame
+    layout: CaptureLayout
+    prepared: list[PreparedBlob]
+
+
 class TraceRecorder:
-    """The executor's frame consumer that writes snapshots into a :class:`TraceWriter`."""
+    """The executor's frame consumer, feeding a :class:`TraceWriter` through a writer task."""
 
     def __init__(self, writer: TraceWriter, plan: Plan, options: RecordOptions) -> None:
         self.writer = writer
@@ -101,6 +123,11 @@ class TraceRecorder:
         # A checkpoint stores every resource a dispatch binds: the declared access is advice, not a promise.
         self.checkpoint_set = tuple(r.uid for r in self.scenario.of_kind(Buffer) if r.uid in bound)
         self._layouts: dict[tuple[int, bool], CaptureLayout] = {}
+        self._pool = ThreadPoolExecutor(max_workers=options.compress_workers, thread_name_prefix="vkcap-compress")
+        self.queue: Any = None  # the send side of the writer channel, set by record_async
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
 
     # -- FrameConsumer --------------------------------------------------------------------------
 
@@ -131,56 +158,70 @@ class TraceRecorder:
         return self._layout(frame, self.is_checkpoint(seq))
 
     async def consume(self, snapshot: FrameSnapshot) -> None:
+        """Compress the slot's blobs (in parallel) and queue them for the writer; the slot is free after."""
         import trio
 
-        items = snapshot.layout.items
-        views = [snapshot.slot.view(i) for i in items]
-        prepared: list[PreparedBlob] = await trio.to_thread.run_sync(self._compress_all, views)
-        await trio.to_thread.run_sync(self._write_frame, snapshot, prepared)
+        views = [snapshot.slot.view(i) for i in snapshot.layout.items]
+        prepared = await trio.to_thread.run_sync(self.compress_all, views)
+        await self.queue.send(CompressedFrame(snapshot.seq, snapshot.pass_index, snapshot.frame, snapshot.layout, prepared))
 
-    # -- work done in worker threads -------------------------------------------------------------
+    def compress_all(self, views: list[Any]) -> list[PreparedBlob]:
+        """Hash and compress every view; the results never alias the views (safe to reuse them)."""
+        if len(views) <= 1:
+            return [self.writer.compress_blob(v) for v in views]
+        return list(self._pool.map(self.writer.compress_blob, views))
 
-    def _compress_all(self, views: list[memoryview]) -> list[PreparedBlob]:
-        return [self.writer.compress_blob(v) for v in views]
+    # -- the writer stage ------------------------------------------------------------------------
 
-    def _write_frame(self, snapshot: FrameSnapshot, prepared: list[PreparedBlob]) -> None:
+    async def writer_loop(self, receive: Any) -> None:
+        """Append queued frames in order, in a worker thread, until the channel closes."""
+        import trio
+
+        async with receive:
+            async for compressed in receive:
+                await trio.to_thread.run_sync(self.write_frame, compressed)
+
+    def write_frame(self, compressed: CompressedFrame) -> None:
         try:
-            self._append_frame(snapshot, prepared)
+            self._append_frame(compressed)
         except OSError as exc:
             raise TraceWriteFailed(
-                f"cannot write the trace ({exc.strerror or exc}) at frame {snapshot.seq}; "
-                f"frames 0-{snapshot.seq - 1} were complete", file=self.options.trace,
+                f"cannot write the trace ({exc.strerror or exc}) at frame {compressed.seq}; "
+                f"frames 0-{compressed.seq - 1} were complete", file=self.options.trace,
             ) from None
 
-    def _append_frame(self, snapshot: FrameSnapshot, prepared: list[PreparedBlob]) -> None:
-        for p in prepared:
+    def _append_frame(self, c: CompressedFrame) -> None:
+        for p in c.prepared:
             self.writer.write_prepared(p)
-        frame = snapshot.frame
-        boundary = {i.uid: p.key for i, p in zip(snapshot.layout.items, prepared) if i.after_command is None}
+        boundary = {i.uid: p.key for i, p in zip(c.layout.items, c.prepared) if i.after_command is None}
         body: dict[str, Any] = {
-            "seq": snapshot.seq,
-            "pass": snapshot.pass_index,
-            "index": frame.index,
-            "frame_id": frame.frame_id,
-            "snapshots": {uid: boundary[uid] for uid in frame.capture},
+            "seq": c.seq,
+            "pass": c.pass_index,
+            "index": c.frame.index,
+            "frame_id": c.frame.frame_id,
+            "snapshots": {uid: boundary[uid] for uid in c.frame.capture},
         }
         dispatch_level = [
             {"command": i.after_command, "uid": i.uid, "blob": p.key}
-            for i, p in zip(snapshot.layout.items, prepared)
+            for i, p in zip(c.layout.items, c.prepared)
             if i.after_command is not None
         ]
         if dispatch_level:
             body["dispatches"] = dispatch_level
-        if self.is_checkpoint(snapshot.seq):
-            self.writer.add_meta(kinds.CHECKPOINT, {"seq": snapshot.seq, "state": {u: boundary[u] for u in self.checkpoint_set}})
+        if self.is_checkpoint(c.seq):
+            self.writer.add_meta(kinds.CHECKPOINT, {"seq": c.seq, "state": {u: boundary[u] for u in self.checkpoint_set}})
         self.writer.add_meta(kinds.FRAME, body)
         self.frames_written += 1
 
     # -- the start of a trace --------------------------------------------------------------------
 
+    def _put_all(self, payloads: list[Any]) -> list[str]:
+        """Store several blobs: compressed in parallel, appended in order; returns their keys."""
+        return [self.writer.write_prepared(p) for p in self.compress_all(payloads)]
+
     def write_preamble(self, session: Session, argv: list[str]) -> None:
         """Header, scenario (original and portable), embedded files, fingerprint, resources, and the
-        initial state as checkpoint -1. Runs before the first frame."""
+        initial state as checkpoint -1. Runs in a worker thread before the first frame."""
         scenario = self.scenario
         deps = {uid: m.dependencies for uid, m in session.modules.items()}
         portable, files = portable_scenario(scenario, deps)
@@ -205,16 +246,35 @@ class TraceRecorder:
             kinds.SCENARIO,
             {"name": scenario.path.name, "original": original.decode("utf8", "replace"), "portable": json.dumps(portable, indent=1)},
         )
-        for f in files:
-            key = self.writer.put_blob(f.source.read_bytes())
-            self.writer.add_meta(kinds.FILE, {"name": f.name, "role": f.role, "blob": key, "size": f.source.stat().st_size})
-        for uid, module in session.modules.items():
-            self.writer.add_meta(kinds.SPIRV, {"shader": uid, "blob": self.writer.put_blob(module.code)})
-        self.writer.add_meta(kinds.FINGERPRINT, session.ctx.fingerprint())
         uids = [r.uid for r in scenario.of_kind(Buffer)]
+        parts = [_file_parts(f) for f in files]
+        # Initial state and .npy payloads are usually the same bytes: one blob serves both.
+        keys = self._put_all([payload for _, payload in parts] + [session.resource_bytes(u) for u in uids])
+        for f, (header, _), key in zip(files, parts, keys):
+            body: dict[str, Any] = {"name": f.name, "role": f.role, "blob": key, "size": f.source.stat().st_size}
+            if header is not None:
+                body["npy_header"] = header
+            self.writer.add_meta(kinds.FILE, body)
+        spirv_keys = self._put_all([m.code for m in session.modules.values()])
+        for uid, key in zip(session.modules, spirv_keys):
+            self.writer.add_meta(kinds.SPIRV, {"shader": uid, "blob": key})
+        self.writer.add_meta(kinds.FINGERPRINT, session.ctx.fingerprint())
         self.writer.add_meta(kinds.RESOURCES, {"resources": {u: describe_resource(scenario, u) for u in uids}})
-        state = {u: self.writer.put_blob(session.resource_bytes(u)) for u in uids}
-        self.writer.add_meta(kinds.CHECKPOINT, {"seq": -1, "state": state})
+        self.writer.add_meta(kinds.CHECKPOINT, {"seq": -1, "state": dict(zip(uids, keys[len(files):]))})
+
+
+def _file_parts(f: EmbeddedFile) -> tuple[bytes | None, bytes]:
+    """(npy header, payload) for a ``.npy`` input whose payload fills the rest of the file, so the
+    payload is stored as a blob shared with the resource's initial state; else (None, whole file)."""
+    data = f.source.read_bytes()
+    if f.role == "input" and f.source.suffix.lower() == ".npy":
+        try:
+            header = read_header(f.source)
+        except (NpyFormatError, OSError):
+            return None, data
+        if header.data_offset + header.nbytes == len(data):
+            return data[: header.data_offset], data[header.data_offset :]
+    return None, data
 
 
 def _version() -> str:
@@ -231,53 +291,75 @@ async def _watch_interrupts(stop: StopRequest, task_status: Any) -> None:
     """First Ctrl-C: stop submitting, finish the frames in flight, close the trace. Second: abort."""
     import trio
 
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        task_status.started()
-        async for _ in signals:
-            if stop.requested:
-                raise KeyboardInterrupt
-            stop.set()
+    with trio.CancelScope() as scope:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            task_status.started(scope)
+            async for _ in signals:
+                if stop.requested:
+                    raise KeyboardInterrupt
+                stop.set()
 
 
-async def record_async(options: RecordOptions, argv: list[str]) -> RecordResult:
+@dataclass
+class _Recording:
+    """What ``record_async`` builds once the session exists."""
+
+    writer: TraceWriter | None = None
+    recorder: TraceRecorder | None = None
+
+
+class _Consumer:
+    """Forwards to the recorder, which exists only once the session is built."""
+
+    def __init__(self, state: _Recording) -> None:
+        self.state = state
+
+    def _recorder(self) -> TraceRecorder:
+        assert self.state.recorder is not None
+        return self.state.recorder
+
+    def slot_size(self, session: Session) -> int:
+        return self._recorder().slot_size(session)
+
+    def layout(self, frame: Frame, seq: int) -> CaptureLayout:
+        return self._recorder().layout(frame, seq)
+
+    async def consume(self, snapshot: FrameSnapshot) -> None:
+        await self._recorder().consume(snapshot)
+
+
+async def record_async(options: RecordOptions, argv: list[str], on_event: Callable[[Event], None] | None = None) -> RecordResult:
     """Record a trace. Nothing is written before the scenario is validated and the session built;
     the trace appears at its path only once complete (or, after Ctrl-C, closed with what was done)."""
     import trio
 
     scenario = load_scenario(options.run.scenario)
     stop = StopRequest()
-    state: dict[str, Any] = {}
+    state = _Recording()
+    send, receive = trio.open_memory_channel(WRITE_QUEUE)
+
+    nursery: Any = None
 
     async def on_session(session: Session) -> None:
         options.trace.parent.mkdir(parents=True, exist_ok=True)
-        writer = TraceWriter(options.trace, level=options.level, threads=options.threads)
-        state["writer"] = writer
-        recorder = TraceRecorder(writer, session.plan, options)
-        state["recorder"] = recorder
-        recorder.write_preamble(session, argv)
-
-    class _Consumer:
-        """Forwards to the recorder created in ``on_session``."""
-
-        def slot_size(self, session: Session) -> int:
-            return state["recorder"].slot_size(session)
-
-        def layout(self, frame: Frame, seq: int) -> CaptureLayout:
-            return state["recorder"].layout(frame, seq)
-
-        async def consume(self, snapshot: FrameSnapshot) -> None:
-            await state["recorder"].consume(snapshot)
+        state.writer = TraceWriter(options.trace, level=options.level, threads=options.threads)
+        state.recorder = TraceRecorder(state.writer, session.plan, options)
+        state.recorder.queue = send
+        await trio.to_thread.run_sync(state.recorder.write_preamble, session, argv)
+        nursery.start_soon(state.recorder.writer_loop, receive)
 
     result: RunResult | None = None
     status, error = "complete", ""
     try:
         try:
             async with trio.open_nursery() as nursery:
-                await nursery.start(_watch_interrupts, stop)
+                watcher = await nursery.start(_watch_interrupts, stop)
                 try:
-                    result = await run_async(options.run, consumer=_Consumer(), on_session=on_session, stop=stop, scenario=scenario)
+                    async with send:
+                        result = await run_async(options.run, consumer=_Consumer(state), on_session=on_session, stop=stop,
+                                                 scenario=scenario, on_event=on_event)
                 finally:
-                    nursery.cancel_scope.cancel()
+                    watcher.cancel()
         except BaseExceptionGroup as group:
             raise_single(group)
         if result is not None and result.interrupted:
@@ -289,25 +371,42 @@ async def record_async(options: RecordOptions, argv: list[str]) -> RecordResult:
         status, error = "failed", f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        writer: TraceWriter | None = state.get("writer")
+        if state.recorder is not None:
+            state.recorder.close()
+        writer = state.writer
         if writer is not None and not writer.closed:
-            recorder: TraceRecorder = state["recorder"]
-            if status == "failed" and recorder.frames_written == 0:
-                writer.abort()  # nothing worth keeping: leave whatever was at the path before
-            else:
-                _finish(writer, {"status": status, "frames": recorder.frames_written, "error": error})
-    assert result is not None
-    writer = state["writer"]
-    stats = writer.stats
+            frames = state.recorder.frames_written if state.recorder else 0
+            with _sigint_ignored():
+                if status == "failed" and frames == 0:
+                    writer.abort()  # nothing worth keeping: leave whatever was at the path before
+                else:
+                    _finish(writer, {"status": status, "frames": frames, "error": error})
+    assert result is not None and state.writer is not None and state.recorder is not None
+    stats = state.writer.stats
     return RecordResult(
         run=result,
         trace=options.trace,
-        frames=state["recorder"].frames_written,
+        frames=state.recorder.frames_written,
         raw_bytes=stats.raw_bytes + stats.dedup_bytes,
         stored_bytes=stats.stored_bytes,
         dedup_bytes=stats.dedup_bytes,
         file_bytes=stats.file_bytes,
     )
+
+
+class _sigint_ignored:
+    """Finishing a trace takes milliseconds and must not be cut short by a second Ctrl-C."""
+
+    def __enter__(self) -> None:
+        self.saved: Any = None
+        try:
+            self.saved = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:  # not the main thread
+            self.saved = None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.saved is not None:
+            signal.signal(signal.SIGINT, self.saved)
 
 
 def _finish(writer: TraceWriter, end: dict[str, Any]) -> None:
@@ -324,7 +423,7 @@ def _finish(writer: TraceWriter, end: dict[str, Any]) -> None:
         writer.release()
 
 
-def record(options: RecordOptions, argv: list[str]) -> RecordResult:
+def record(options: RecordOptions, argv: list[str], on_event: Callable[[Event], None] | None = None) -> RecordResult:
     import trio
 
-    return trio.run(record_async, options, argv)
+    return trio.run(record_async, options, argv, on_event)

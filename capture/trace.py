@@ -40,6 +40,7 @@ class Trace:
     original_json: str = ""
     portable_json: str = ""
     files: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # name -> (role, blob, size)
+    npy_headers: dict[str, bytes] = field(default_factory=dict)  # name -> .npy header stored apart from its payload blob
     spirv: dict[str, str] = field(default_factory=dict)  # shader uid -> blob
     fingerprint: dict[str, Any] = field(default_factory=dict)
     resources: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -118,6 +119,11 @@ class Trace:
     def _on_file(self, body: dict[str, Any], offset: int) -> None:
         name = check_trace_name(_str(body["name"]))
         self.files[name] = (_str(body["role"]), _key(body["blob"]), _int(body["size"]))
+        header = body.get("npy_header")
+        if header is not None:
+            if not isinstance(header, bytes) or len(header) > 1 << 20:
+                raise ValueError
+            self.npy_headers[name] = header
 
     def _on_spirv(self, body: dict[str, Any], offset: int) -> None:
         self.spirv[_str(body["shader"])] = _key(body["blob"])
@@ -167,6 +173,14 @@ class Trace:
                 return f
         last = self.frames[-1].seq if self.frames else None
         raise TraceError(f"no frame {seq} in this trace (frames: {'0-' + str(last) if last is not None else 'none'})", file=self.path)
+
+    def file_bytes(self, name: str) -> bytes:
+        """The content of embedded file ``name`` (a .npy input is its stored header + payload blob)."""
+        _, key, size = self.files[name]
+        data = self.npy_headers.get(name, b"") + self.blob(key, what=f"embedded file '{name}'")
+        if len(data) != size:
+            raise TraceError(f"embedded file '{name}' is {len(data)} bytes, the trace says {size}", file=self.path)
+        return data
 
     def blob(self, key: str, *, what: str) -> bytes:
         """The bytes of blob ``key``; a damaged blob raises :class:`TraceError` naming ``what``."""

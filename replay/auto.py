@@ -7,6 +7,7 @@ identical runs is *nondeterministic*; its tolerance becomes ``SAFETY`` times the
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import replace
 
 from capture.trace import Trace
@@ -51,12 +52,13 @@ def auto_tolerances(options: ReplayOptions, log: logging.Logger, runs: int = RUN
     per = dict(policy.per_resource)
     for uid, c in sorted(_Collector.spreads.items()):
         base = policy.for_resource(uid, c.dtype)
-        per[uid] = Tolerance(
-            atol=max(base.atol, c.max_abs * SAFETY), rtol=max(base.rtol, c.max_rel * SAFETY), ulp=max(base.ulp, int(c.max_ulp * SAFETY))
-        )
+        # A relative error is infinite where one run had 0: that says nothing about scale, and an
+        # infinite rtol would accept anything. atol covers those elements.
+        rel = c.max_rel * SAFETY if math.isfinite(c.max_rel) else 0.0
+        per[uid] = Tolerance(atol=max(base.atol, c.max_abs * SAFETY), rtol=max(base.rtol, rel), ulp=max(base.ulp, int(c.max_ulp * SAFETY)))
         log.warning(
-            "nondeterministic: %s varies between identical runs (max abs %.6g, max %d ULP); tolerance set to atol %.6g, ulp %d",
-            uid, c.max_abs, c.max_ulp, per[uid].atol, per[uid].ulp,
+            "nondeterministic: %s varies between identical runs (max abs %.6g, max %d ULP); tolerance set to atol %.6g, rtol %.3g, ulp %d",
+            uid, c.max_abs, c.max_ulp, per[uid].atol, per[uid].rtol, per[uid].ulp,
         )
     if not _Collector.spreads:
         log.info("tolerance auto: every resource was deterministic over %d runs", runs)

@@ -94,10 +94,10 @@ def rebuild_scenario(trace: Trace, folder: Path, replace_shaders: tuple[tuple[st
 
     ``replace_shaders`` swaps shader sources (``.spv`` as SPIR-V, anything else as GLSL) by uid.
     """
-    for name, (_, key, _) in trace.files.items():
+    for name in trace.files:
         target = safe_join(folder, name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(trace.blob(key, what=f"embedded file '{name}'"))
+        target.write_bytes(trace.file_bytes(name))
     try:
         document = json.loads(trace.portable_json)
     except ValueError:

@@ -172,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), format="vkcap: %(message)s", stream=sys.stderr)
     try:
         args = build_parser().parse_args(argv)
+        args.argv = ["vkcap", *argv]  # what a trace stores as its command line
         handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
         if handler is None:
             build_parser().print_help(sys.stderr)

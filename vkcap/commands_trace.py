@@ -109,7 +109,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     from .progress import FrameProgress
 
     with FrameProgress.for_terminal() as progress:
-        result = record(options, sys.argv)
+        result = record(options, getattr(args, "argv", sys.argv), progress.on_event)
     log = logging.getLogger("vkcap")
     ratio = result.raw_bytes / result.file_bytes if result.file_bytes else 0.0
     log.info(
