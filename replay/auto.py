@@ -27,7 +27,7 @@ class _Collector(Comparer):
 
     def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str) -> Comparison:
         key = what  # names the frame, the command (dispatch level) and the resource
-        dtype = self.dtypes.get(uid, "bytes")
+        dtype = self.dtype_for(uid)
         if key not in self.baseline:
             self.baseline[key] = bytes(live)
             return compare(uid, live, live, dtype=dtype)

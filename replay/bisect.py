@@ -25,7 +25,7 @@ from typing import Any, Callable
 from capture.trace import Trace
 
 from .compare import Comparison
-from .replayer import FrameResult, ReplayOptions, replay_trace
+from .replayer import FrameResult, ReplayOptions, ReplaySession, target_frames
 
 
 @dataclass
@@ -67,16 +67,21 @@ def segments_of(trace: Trace) -> list[Segment]:
 async def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Segment, bool], None] | None = None,
                        exhaustive: bool = False, reference_icd: Path | None = None) -> BisectResult:
     """Find the first divergent frame and dispatch; see the module docstring."""
-    from dataclasses import replace
-
     segments = segments_of(trace)
     result = BisectResult(len(segments), exhaustive=exhaustive)
     outcomes: dict[int, FrameResult | None] = {}
+    with ReplaySession(trace, options) as replay_session:
+        return await _search(trace, options, replay_session, segments, result, outcomes, on_probe, exhaustive, reference_icd)
 
+
+async def _search(trace: Trace, options: ReplayOptions, replay_session: ReplaySession, segments: list[Segment],
+                  result: BisectResult, outcomes: dict[int, FrameResult | None],
+                  on_probe: Callable[[Segment, bool], None] | None, exhaustive: bool, reference_icd: Path | None) -> BisectResult:
     async def probe(k: int) -> bool:
         if k not in outcomes:
             seg = segments[k]
-            report = await replay_trace(trace, replace(options, first=seg.first, last=seg.last))
+            targets = target_frames(trace, seg.first, seg.last)
+            report = await replay_session.run(targets, stop_at_first_divergence=True)
             result.replays += 1
             outcomes[k] = report.first_divergence
             result.probes.append((k, outcomes[k] is not None))

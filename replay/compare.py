@@ -7,6 +7,7 @@ without a declared type) compare byte by byte.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,13 +101,25 @@ def _widen(a: np.ndarray, dtype: str) -> np.ndarray:
     return a
 
 
-def _ordinal(bits: np.ndarray) -> np.ndarray:
-    """Map float bit patterns to integers whose difference is the ULP distance (-0 and +0 coincide)."""
-    signed = bits.astype(np.int64)
+def _ordered(bits: np.ndarray) -> np.ndarray:
+    """Map float bit patterns (unsigned) to unsigned integers in the floats' order, -0 and +0 equal.
+
+    Non-negative floats get the sign bit set; negative ones have every bit flipped, plus one (so the
+    smallest negative float sits right below +0). Adjacent floats map to adjacent integers and the
+    difference of two results is their ULP distance, without overflow.
+    """
+    u = bits.astype(np.uint64)
     width = bits.dtype.itemsize * 8
-    sign = np.int64(1) << (width - 1)
-    magnitude = signed & (sign - 1)
-    return np.where(signed & sign, -magnitude, magnitude)
+    sign = np.uint64(1) << np.uint64(width - 1)
+    mask = np.uint64((1 << width) - 1)
+    u = np.where(u == sign, np.uint64(0), u)  # -0.0 is +0.0
+    return np.where(u & sign, ((~u) & mask) + np.uint64(1), u | sign)
+
+
+def ulp_distance(a_bits: np.ndarray, b_bits: np.ndarray) -> np.ndarray:
+    """Elementwise ULP distance of two arrays of float bit patterns (uint64)."""
+    oa, ob = _ordered(a_bits), _ordered(b_bits)
+    return np.where(oa >= ob, oa - ob, ob - oa)
 
 
 def _bits(a: np.ndarray, dtype: str) -> np.ndarray:
@@ -122,6 +135,10 @@ def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *,
         raise ValueError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
     a = _as_array(recorded, dtype)
     b = _as_array(live, dtype)
+    tail = len(recorded) - a.nbytes
+    if tail and len(recorded) == len(live) and bytes(recorded[-tail:]) != bytes(live[-tail:]):
+        return Comparison(uid, dtype, DIVERGED, a.size, 0,
+                          size_mismatch=f"the last {tail} byte(s), which do not fill a {dtype} element, differ")
     if len(recorded) != len(live):
         return Comparison(uid, dtype, DIVERGED, max(a.size, b.size), max(a.size, b.size),
                           size_mismatch=f"recorded {len(recorded)} bytes, live {len(live)} bytes")
@@ -141,11 +158,11 @@ def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *,
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             abs_err = np.where(finite, np.abs(fa - fb), 0.0)
             rel_err = np.where(finite & (fa != 0), abs_err / np.abs(fa), np.where(abs_err > 0, np.inf, 0.0))
-        ulp = np.where(finite, np.abs(_ordinal(_bits(a, dtype)) - _ordinal(_bits(b, dtype))), 0)
+        ulp = np.where(finite, ulp_distance(_bits(a, dtype), _bits(b, dtype)), np.uint64(0))
         differs = (abs_err > 0) | nan_bad | inf_bad
         ok_value = (abs_err <= tolerance.atol + tolerance.rtol * np.abs(np.where(finite, fa, 0.0)))
         if tolerance.ulp:
-            ok_value |= ulp <= tolerance.ulp
+            ok_value |= ulp <= np.uint64(tolerance.ulp)
         failing = (differs & finite & ~ok_value) | nan_bad | inf_bad
         result.nan_mismatches = int(nan_bad.sum())
         result.inf_mismatches = int(inf_bad.sum())
@@ -153,15 +170,22 @@ def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *,
         result.max_rel = float(rel_err.max(initial=0.0))
         result.max_ulp = int(ulp.max(initial=0))
     else:
-        ia, ib = a.astype(np.int64) if a.dtype.kind != "u" or a.itemsize < 8 else a, b.astype(np.int64) if b.dtype.kind != "u" or b.itemsize < 8 else b
-        diff = ia != ib
-        abs_err = np.abs(ia.astype(np.float64) - ib.astype(np.float64))
-        differs = diff
-        failing = diff & (abs_err > tolerance.atol)
-        result.max_abs = float(abs_err.max(initial=0.0))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rel = np.where(ia != 0, abs_err / np.abs(ia.astype(np.float64)), np.where(abs_err > 0, np.inf, 0.0))
-        result.max_rel = float(rel.max(initial=0.0))
+        differs = a != b  # exact, in the native type (no float64 rounding of 64-bit values)
+        idx = np.flatnonzero(differs)
+        ra, rb = a[idx], b[idx]
+        if a.itemsize < 8:  # exact in int64
+            gap = np.abs(ra.astype(np.int64) - rb.astype(np.int64)).astype(np.float64)
+            base = np.abs(ra.astype(np.int64)).astype(np.float64)
+        else:  # 64-bit: exact Python integers for the differing elements only
+            gap = np.array([abs(int(x) - int(y)) for x, y in zip(ra.tolist(), rb.tolist())], dtype=object)
+            base = np.array([abs(int(x)) for x in ra.tolist()], dtype=object)
+        within = np.zeros(a.size, dtype=bool)
+        if tolerance.atol and idx.size:
+            within[idx] = np.array([g <= tolerance.atol for g in gap], dtype=bool) if gap.dtype == object else gap <= tolerance.atol
+        failing = differs & ~within
+        result.max_abs = float(max(gap.tolist(), default=0))
+        rels = [g / m if m else (math.inf if g else 0.0) for g, m in zip(gap.tolist(), base.tolist())]
+        result.max_rel = float(max(rels, default=0.0))
     result.differing = int(differs.sum())
     if result.differing:
         flat = int(np.flatnonzero(failing)[0]) if failing.any() else int(np.flatnonzero(differs)[0])

@@ -92,7 +92,7 @@ def diff_traces(a: Trace, b: Trace, policy: TolerancePolicy) -> DiffReport:
         for uid in fa.snapshots:
             if uid not in fb.snapshots:
                 continue
-            dtype = policy.dtypes.get(uid, "bytes")
+            dtype = policy.dtypes.get(uid) or _format_dtype(a, uid) or policy.default_dtype
             if fa.snapshots[uid] == fb.snapshots[uid]:
                 size = a.reader.blob_info(fa.snapshots[uid]).raw_len
                 result.comparisons.append(compare(uid, b"", b"", dtype=dtype))
@@ -103,6 +103,18 @@ def diff_traces(a: Trace, b: Trace, policy: TolerancePolicy) -> DiffReport:
             result.comparisons.append(compare(uid, ra, rb, dtype=dtype, tolerance=policy.for_resource(uid, dtype)))
         report.frames.append(result)
     return report
+
+
+def _format_dtype(trace: Trace, uid: str) -> str | None:
+    fmt = trace.resources.get(uid, {}).get("format")
+    if not isinstance(fmt, str):
+        return None
+    from vkcore.formats import format_info
+
+    try:
+        return format_info(fmt).compare_dtype
+    except KeyError:
+        return None
 
 
 def _itemsize(dtype: str) -> int:

@@ -19,7 +19,7 @@ from capture.embed import safe_join
 from capture.trace import FrameRecord, Trace
 from vkcore.device import VulkanContext
 from vkcore.errors import ScenarioError, TraceError, UsageError
-from vkcore.executor import FrameSnapshot, execute
+from vkcore.executor import FrameSnapshot, StopRequest, execute
 from vkcore.plan import Frame, Plan, make_plan
 from vkcore.runner import scenario_needs
 from vkcore.scenario import Scenario, load_scenario
@@ -103,6 +103,19 @@ def rebuild_scenario(trace: Trace, folder: Path, replace_shaders: tuple[tuple[st
     except ValueError:
         raise TraceError("the trace's scenario is not valid JSON", file=trace.path) from None
     shaders = {item["shader"]["uid"]: item["shader"] for item in document.get("resources", []) if isinstance(item, dict) and "shader" in item}
+    # The SPIR-V that ran is in the trace: replay it as is (no compiler needed, nothing recompiled);
+    # only replaced shaders are compiled again.
+    replaced = {uid for uid, _ in replace_shaders}
+    for n, (uid, key) in enumerate(sorted(trace.spirv.items())):
+        if uid in shaders and uid not in replaced:
+            name = f"spirv/{n}.spv"
+            target = safe_join(folder, name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(trace.blob(key, what=f"SPIR-V of shader '{uid}'"))
+            body = shaders[uid]
+            body["src"], body["type"] = name, "SPIR-V"
+            body.pop("build_options", None)
+            body.pop("include_dirs", None)
     for uid, path in replace_shaders:
         if uid not in shaders:
             raise UsageError(f"--replace-shader {uid}={path}: the trace has no shader '{uid}' (it has: {', '.join(sorted(shaders)) or 'none'})")
@@ -165,6 +178,9 @@ class Comparer:
         if self.on_frame is not None:
             self.on_frame(result)
 
+    def dtype_for(self, uid: str) -> str:
+        return resource_dtype(self.trace, uid, self.options)
+
     def shape_of(self, uid: str) -> tuple[int, ...] | None:
         shapes = dict(self.options.shapes)
         if uid in shapes:
@@ -174,7 +190,7 @@ class Comparer:
 
     def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str) -> Comparison:
         recorded = self.trace.blob(recorded_key, what=what)
-        dtype = self.dtypes.get(uid, "bytes")
+        dtype = self.dtype_for(uid)
         shape = self.shape_of(uid)
         result = compare(uid, recorded, live, dtype=dtype, tolerance=self.options.tolerances.for_resource(uid, dtype), shape=shape)
         if result.diverged and self.options.heatmap_dir is not None and shape and len(shape) >= 2 and not result.size_mismatch:
@@ -202,6 +218,22 @@ class Comparer:
         return result
 
 
+def resource_dtype(trace: Trace, uid: str, options: ReplayOptions) -> str:
+    """How to read a snapshot: ``--dtype`` / the tolerance file, else the resource's format, else bytes."""
+    explicit = dict(options.dtypes)
+    if uid in explicit:
+        return explicit[uid]
+    fmt = trace.resources.get(uid, {}).get("format")
+    if isinstance(fmt, str):
+        from vkcore.formats import format_info
+
+        try:
+            return format_info(fmt).compare_dtype
+        except KeyError:
+            pass
+    return options.tolerances.dtype_of(uid)
+
+
 def target_frames(trace: Trace, first: int | None, last: int | None) -> dict[int, FrameRecord]:
     if not trace.frames:
         raise TraceError("the trace holds no complete frame", file=trace.path)
@@ -223,35 +255,79 @@ def restore_state(session: Session, trace: Trace, checkpoint: int) -> None:
             session.restore(uid, trace.blob(key, what=f"checkpoint {checkpoint}, resource '{uid}'"))
 
 
+class ReplaySession:
+    """A trace's scenario rebuilt, with its device and Vulkan session, ready to replay frame ranges.
+
+    One session serves many replays (bisection probes): each restores the state of its checkpoint
+    first, so runs are independent; pipelines, command buffers and descriptors are built once.
+    Use as a context manager.
+    """
+
+    def __init__(self, trace: Trace, options: ReplayOptions, workdir: Path | None = None) -> None:
+        self.trace = trace
+        self.options = options
+        self._tmp = tempfile.TemporaryDirectory(prefix="vkcap-replay-")
+        self.ctx: VulkanContext | None = None
+        self.session: Session | None = None
+        try:
+            scenario = rebuild_scenario(trace, Path(workdir or self._tmp.name), options.replace_shaders)
+            self.plan = make_plan(scenario, capture_all=bool(trace.header.get("capture_all")))
+            need_tensors, need_graphs = scenario_needs(scenario)
+            self.ctx = VulkanContext(device=options.device, need_tensors=need_tensors, need_graphs=need_graphs,
+                                     emulation=options.emulation)  # type: ignore[arg-type]
+            self.session = Session(self.ctx, self.plan, SessionOptions())
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> "ReplaySession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+        if self.ctx is not None:
+            self.ctx.close()
+            self.ctx = None
+        self._tmp.cleanup()
+
+    async def run(self, targets: dict[int, FrameRecord], *, on_frame: Callable[[FrameResult], None] | None = None,
+                  comparer_type: type[Comparer] = Comparer, stop_at_first_divergence: bool = False) -> ReplayReport:
+        """Restore the checkpoint before the first target, execute to the last, compare the targets.
+        With ``stop_at_first_divergence`` no frame is submitted after a divergent one is seen."""
+        assert self.session is not None and self.ctx is not None
+        checkpoint = self.trace.nearest_checkpoint(min(targets))
+        restore_state(self.session, self.trace, checkpoint)
+        stop = StopRequest()
+
+        def seen(result: FrameResult) -> None:
+            if stop_at_first_divergence and result.diverged:
+                stop.set()
+            if on_frame is not None:
+                on_frame(result)
+
+        comparer = comparer_type(self.trace, self.plan, targets, self.options, seen)
+        report = ReplayReport(self.trace.path, self.ctx.fingerprint(), self.trace.fingerprint, started_from_checkpoint=checkpoint)
+        report.executed = await execute(
+            self.session, consumer=comparer, seqs=range(checkpoint + 1, max(targets) + 1),
+            frame_timeout_s=self.options.frame_timeout_s, stop=stop,
+        )
+        report.frames = sorted(comparer.results, key=lambda r: r.seq)
+        return report
+
+
 async def replay_trace(trace: Trace, options: ReplayOptions, *, on_frame: Callable[[FrameResult], None] | None = None,
                        workdir: Path | None = None, comparer_type: type[Comparer] = Comparer,
                        targets: dict[int, FrameRecord] | None = None) -> ReplayReport:
     """Replay ``options.first..last`` of an open trace (or the frames ``targets`` describe: what to
-    capture and compare in each); see the module docstring."""
+    capture and compare in each) in a session of its own; see the module docstring."""
     targets = targets or target_frames(trace, options.first, options.last)
-    first = min(targets)
-    checkpoint = trace.nearest_checkpoint(first)
-    with tempfile.TemporaryDirectory(prefix="vkcap-replay-") as tmp:
-        scenario = rebuild_scenario(trace, Path(workdir or tmp), options.replace_shaders)
-        plan = make_plan(scenario, capture_all=bool(trace.header.get("capture_all")))
-        need_tensors, need_graphs = scenario_needs(scenario)
-        ctx = VulkanContext(device=options.device, need_tensors=need_tensors, need_graphs=need_graphs, emulation=options.emulation)  # type: ignore[arg-type]
-        try:
-            session = Session(ctx, plan, SessionOptions())
-            try:
-                restore_state(session, trace, checkpoint)
-                comparer = comparer_type(trace, plan, targets, options, on_frame)
-                report = ReplayReport(trace.path, ctx.fingerprint(), trace.fingerprint, started_from_checkpoint=checkpoint)
-                report.executed = await execute(
-                    session, consumer=comparer, seqs=range(checkpoint + 1, max(targets) + 1),
-                    frame_timeout_s=options.frame_timeout_s,
-                )
-                report.frames = sorted(comparer.results, key=lambda r: r.seq)
-                return report
-            finally:
-                session.close()
-        finally:
-            ctx.close()
+    with ReplaySession(trace, options, workdir) as replay_session:
+        return await replay_session.run(targets, on_frame=on_frame, comparer_type=comparer_type)
 
 
 def replay(options: ReplayOptions, on_frame: Callable[[FrameResult], None] | None = None) -> ReplayReport:

@@ -271,7 +271,21 @@ class Session:
     # -- command buffers ----------------------------------------------------------------------
 
     def prepare_ring(self, slots: int, slot_size: int) -> None:
-        """Create ``slots`` fences (and staging slots of ``slot_size`` bytes) for pipelined frames."""
+        """Create ``slots`` fences (and staging slots of ``slot_size`` bytes) for pipelined frames.
+
+        A session can run several times (bisection probes): an existing ring that fits is kept;
+        otherwise it is replaced, and the command buffers recorded against it are dropped.
+        """
+        if self.fences and len(self.fences) == slots and all(s.size >= slot_size for s in self.ring.slots):
+            return
+        if self.fences:
+            vk.vkDeviceWaitIdle(self.ctx.device)
+            for fence in self.fences:
+                vk.vkDestroyFence(self.ctx.device, fence, None)
+            self.ring.destroy()
+            if self._command_buffers:
+                vk.vkFreeCommandBuffers(self.ctx.device, self.pool, len(self._command_buffers), list(self._command_buffers.values()))
+            self._command_buffers.clear()
         self.ring = StagingRing.create(self.ctx, slots, slot_size)
         self.fences = [vk.vkCreateFence(self.ctx.device, vk.VkFenceCreateInfo(flags=vk.VK_FENCE_CREATE_SIGNALED_BIT), None) for _ in range(slots)]
 
