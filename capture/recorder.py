@@ -61,7 +61,7 @@ class RecordOptions:
     checkpoint_every: int = 8
     dispatch_level: bool = False
     level: int = 3
-    threads: int = 0  # zstd worker threads per large blob (0: none)
+    threads: int = -1  # zstd worker threads for a large blob (-1: one per core, 0: none)
     compress_workers: int = max(1, os.cpu_count() or 1)  # blobs of one frame compressed in parallel
 
 
@@ -125,6 +125,10 @@ class TraceRecorder:
         self._layouts: dict[tuple[int, bool], CaptureLayout] = {}
         self._pool = ThreadPoolExecutor(max_workers=options.compress_workers, thread_name_prefix="vkcap-compress")
         self.queue: Any = None  # the send side of the writer channel, set by record_async
+        self._turns: dict[int, Any] = {}  # seq -> trio.Event set when that frame may be queued
+        self._next_seq = 0  # a recording always starts at frame 0
+        # Staging slots: one frame on the GPU while the others are compressed in parallel.
+        self.slots = 1 + min(4, max(2, os.cpu_count() or 1))
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -158,12 +162,20 @@ class TraceRecorder:
         return self._layout(frame, self.is_checkpoint(seq))
 
     async def consume(self, snapshot: FrameSnapshot) -> None:
-        """Compress the slot's blobs (in parallel) and queue them for the writer; the slot is free after."""
+        """Compress the slot's blobs (in parallel) and queue them for the writer, in frame order.
+
+        Frames are consumed concurrently; the one with the next sequence number is queued first.
+        The slot is free when this returns."""
         import trio
 
         views = [snapshot.slot.view(i) for i in snapshot.layout.items]
         prepared = await trio.to_thread.run_sync(self.compress_all, views)
+        if snapshot.seq != self._next_seq:
+            await self._turns.setdefault(snapshot.seq, trio.Event()).wait()
         await self.queue.send(CompressedFrame(snapshot.seq, snapshot.pass_index, snapshot.frame, snapshot.layout, prepared))
+        self._next_seq = snapshot.seq + 1
+        self._turns.pop(snapshot.seq, None)
+        self._turns.setdefault(self._next_seq, trio.Event()).set()
 
     def compress_all(self, views: list[Any]) -> list[PreparedBlob]:
         """Hash and compress every view; the results never alias the views (safe to reuse them)."""
@@ -320,6 +332,10 @@ class _Consumer:
 
     def slot_size(self, session: Session) -> int:
         return self._recorder().slot_size(session)
+
+    @property
+    def slots(self) -> int:
+        return self._recorder().slots
 
     def layout(self, frame: Frame, seq: int) -> CaptureLayout:
         return self._recorder().layout(frame, seq)

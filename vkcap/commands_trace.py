@@ -22,7 +22,9 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     rec.add_argument("--checkpoint-every", type=int, default=8, metavar="K",
                      help="store the full state every K frames so replay can start near any frame (0: never; default 8)")
     rec.add_argument("--dispatch-level", action="store_true", help="also snapshot what each dispatch writes, after it")
-    rec.add_argument("--compression-level", type=int, default=3, metavar="L", help="zstd level (default 3)")
+    rec.add_argument("--compression-level", type=int, default=3, metavar="L", help="zstd level (default 3; 1 or negative: faster, larger)")
+    rec.add_argument("--compression-threads", type=int, default=-1, metavar="N",
+                     help="zstd worker threads for large snapshots (default -1: one per core; 0: none)")
     add_common(rec)
     rec.set_defaults(handler=cmd_record)
 
@@ -105,6 +107,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         checkpoint_every=args.checkpoint_every,
         dispatch_level=args.dispatch_level,
         level=args.compression_level,
+        threads=args.compression_threads,
     )
     from .progress import FrameProgress
 

@@ -79,7 +79,10 @@ class FrameConsumer(Protocol):
         """What to copy for this execution of ``frame``."""
 
     async def consume(self, snapshot: FrameSnapshot) -> None:
-        """Read the snapshot (in worker threads as needed); return when done with its slot."""
+        """Read the snapshot (in worker threads as needed); return when done with its slot.
+
+        Several frames may be consumed at once (one task each, up to the number of slots); a
+        consumer that needs frame order restores it itself (``snapshot.seq``)."""
 
 
 class StopRequest:
@@ -111,18 +114,22 @@ async def execute(
 
     Guarantees: frames execute in submission order, each ordered after the previous one by a full
     barrier; every submitted frame is waited for and consumed before this returns, also when ``stop``
-    ends the run early; a GPU failure or timeout raises ``DeviceError`` after the frames before it
-    were consumed.
+    ends the run early; consumers of different frames may run concurrently (``slots`` bounds them);
+    a GPU failure or timeout raises ``DeviceError``.
     """
     import trio
 
     emit = on_event or (lambda event: None)
     frames = session.plan.frames
+    slots = getattr(consumer, "slots", slots)  # a consumer may ask for more frames in flight
     if session.query_pool is not None:
         slots = max(1, min(slots, len(frames)))  # a frame's queries must not be reset while unread
     session.prepare_ring(slots, consumer.slot_size(session) if consumer else 0)
     timeout_ns = int(frame_timeout_s * 1e9) if frame_timeout_s else 2**63 - 1
-    free_slots = trio.Semaphore(slots)
+    # Free staging slots travel through a channel: consumers may finish out of order.
+    free_send, free_receive = trio.open_memory_channel(slots)
+    for i in range(slots):
+        free_send.send_nowait(i)
     completed = 0
     order = seqs if seqs is not None else range(repeat * len(frames))
     total = len(order)
@@ -134,15 +141,21 @@ async def execute(
                 frame = frames[index]
                 if stop is not None and stop.requested:
                     return
-                await free_slots.acquire()
-                slot = n % slots
+                slot = await free_receive.receive()
                 layout = consumer.layout(frame, seq) if consumer else NO_CAPTURE
                 cb = session.command_buffer(frame, layout, slot)
                 emit(FrameStarted(pass_index, frame, total))
                 session.submit(frame, cb, slot)
                 await send.send((pass_index, seq, frame, slot, layout, time.perf_counter()))
 
-    async def completer(receive: trio.MemoryReceiveChannel) -> None:
+    async def consume(snapshot: FrameSnapshot, slot: int) -> None:
+        nonlocal completed
+        assert consumer is not None
+        await consumer.consume(snapshot)
+        completed += 1
+        free_send.send_nowait(slot)
+
+    async def completer(receive: trio.MemoryReceiveChannel, consumers: trio.Nursery) -> None:
         nonlocal completed
         async with receive:
             async for pass_index, seq, frame, slot, layout, t0 in receive:
@@ -150,15 +163,16 @@ async def execute(
                 emit(FrameFinished(pass_index, seq, frame, time.perf_counter() - t0))
                 for d, begin, end in session.dispatch_timings(frame):
                     emit(DispatchTimed(pass_index, frame, d.pipeline.shader_uid, "ComputeDispatch", begin, end, session.ctx.timestamp_period))
-                if consumer is not None:
-                    await consumer.consume(FrameSnapshot(pass_index, seq, frame, layout, session.ring.slots[slot]))
-                completed += 1
-                free_slots.release()
+                if consumer is None:
+                    completed += 1
+                    free_send.send_nowait(slot)
+                else:  # frames are consumed concurrently; each frees its slot when done
+                    consumers.start_soon(consume, FrameSnapshot(pass_index, seq, frame, layout, session.ring.slots[slot]), slot)
 
     send, receive = trio.open_memory_channel(slots)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(completer, receive)
+            nursery.start_soon(completer, receive, nursery)
             nursery.start_soon(submitter, send)
     except BaseExceptionGroup as group:
         raise_single(group)
