@@ -45,6 +45,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
 
 TRACE_SCHEMA = 1  # version of the META record layout described in docs/trace-format.md
 WRITE_QUEUE = 2  # compressed frames waiting for the writer (bounds memory in flight)
+SYNC_EVERY = 64 << 20  # the writer flushes to disk every this many bytes, so closing does not wait long
 log = logging.getLogger("vkcap")
 
 
@@ -127,6 +128,7 @@ class TraceRecorder:
         self.queue: Any = None  # the send side of the writer channel, set by record_async
         self._turns: dict[int, Any] = {}  # seq -> trio.Event set when that frame may be queued
         self._next_seq = 0  # a recording always starts at frame 0
+        self._synced = 0
         # Staging slots: one frame on the GPU while the others are compressed in parallel.
         self.slots = 1 + min(4, max(2, os.cpu_count() or 1))
 
@@ -205,6 +207,10 @@ class TraceRecorder:
     def _append_frame(self, c: CompressedFrame) -> None:
         for p in c.prepared:
             self.writer.write_prepared(p)
+        written = self.writer.stats.file_bytes
+        if written - self._synced >= SYNC_EVERY:
+            self.writer.sync()  # in the writer's thread, while the GPU and the compressors go on
+            self._synced = written
         boundary = {i.uid: p.key for i, p in zip(c.layout.items, c.prepared) if i.after_command is None}
         body: dict[str, Any] = {
             "seq": c.seq,
