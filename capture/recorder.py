@@ -32,7 +32,8 @@ from vkcore.executor import Event, FrameSnapshot, StopRequest, raise_single
 from vkcore.npyio import NpyFormatError, read_header
 from vkcore.plan import Frame, Plan
 from vkcore.runner import RunOptions, RunResult, run_async
-from vkcore.scenario import Buffer, DispatchCompute, Scenario, load_scenario
+from vkcore.resource_set import ResourceSet
+from vkcore.scenario import DispatchCompute, Scenario, load_scenario
 from vkcore.session import Session
 from vkcore.staging import CaptureLayout, build_layout
 
@@ -77,17 +78,6 @@ class RecordResult:
     file_bytes: int = 0
 
 
-def describe_resource(scenario: Scenario, uid: str) -> dict[str, Any]:
-    """What a snapshot of ``uid`` is: kind, size, format, dims (generic over resource kinds)."""
-    r = scenario.by_uid[uid]
-    desc: dict[str, Any] = {"kind": r.KIND}
-    for name in ("size", "format", "dims", "mips", "tiling"):
-        value = getattr(r, name, None)
-        if value not in (None, "", ()):
-            desc[name] = list(value) if isinstance(value, tuple) else value
-    return desc
-
-
 def dispatch_writes(scenario: Scenario, cmd: DispatchCompute) -> list[str]:
     """Resources a dispatch may write: bound with an access other than ``readonly``."""
     out = []
@@ -112,17 +102,17 @@ class CompressedFrame:
 class TraceRecorder:
     """The executor's frame consumer, feeding a :class:`TraceWriter` through a writer task."""
 
-    def __init__(self, writer: TraceWriter, plan: Plan, options: RecordOptions) -> None:
+    def __init__(self, writer: TraceWriter, plan: Plan, options: RecordOptions, resources: ResourceSet) -> None:
         self.writer = writer
         self.plan = plan
         self.scenario = plan.scenario
         self.options = options
         self.frames_written = 0
-        sizes = {r.uid: r.size for r in self.scenario.of_kind(Buffer)}
-        self._size = sizes.__getitem__
+        self.resources = resources
+        self._size = lambda uid: resources[uid].snapshot_size
         bound = {b.resource_ref for c in self.scenario.commands if isinstance(c, DispatchCompute) for b in c.bindings}
         # A checkpoint stores every resource a dispatch binds: the declared access is advice, not a promise.
-        self.checkpoint_set = tuple(r.uid for r in self.scenario.of_kind(Buffer) if r.uid in bound)
+        self.checkpoint_set = tuple(uid for uid in resources.resources if uid in bound)
         self._layouts: dict[tuple[int, bool], CaptureLayout] = {}
         self._pool = ThreadPoolExecutor(max_workers=options.compress_workers, thread_name_prefix="vkcap-compress")
         self.queue: Any = None  # the send side of the writer channel, set by record_async
@@ -264,7 +254,7 @@ class TraceRecorder:
             kinds.SCENARIO,
             {"name": scenario.path.name, "original": original.decode("utf8", "replace"), "portable": json.dumps(portable, indent=1)},
         )
-        uids = [r.uid for r in scenario.of_kind(Buffer)]
+        uids = list(session.resources.resources)
         parts = [_file_parts(f) for f in files]
         # Initial state and .npy payloads are usually the same bytes: one blob serves both.
         keys = self._put_all([payload for _, payload in parts] + [session.resource_bytes(u) for u in uids])
@@ -277,7 +267,7 @@ class TraceRecorder:
         for uid, key in zip(session.modules, spirv_keys):
             self.writer.add_meta(kinds.SPIRV, {"shader": uid, "blob": key})
         self.writer.add_meta(kinds.FINGERPRINT, session.ctx.fingerprint())
-        self.writer.add_meta(kinds.RESOURCES, {"resources": {u: describe_resource(scenario, u) for u in uids}})
+        self.writer.add_meta(kinds.RESOURCES, {"resources": {u: session.resources[u].meta() for u in uids}})
         self.writer.add_meta(kinds.CHECKPOINT, {"seq": -1, "state": dict(zip(uids, keys[len(files):]))})
 
 
@@ -365,7 +355,7 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
     async def on_session(session: Session) -> None:
         options.trace.parent.mkdir(parents=True, exist_ok=True)
         state.writer = TraceWriter(options.trace, level=options.level, threads=options.threads)
-        state.recorder = TraceRecorder(state.writer, session.plan, options)
+        state.recorder = TraceRecorder(state.writer, session.plan, options, session.resources)
         state.recorder.queue = send
         await trio.to_thread.run_sync(state.recorder.write_preamble, session, argv)
         nursery.start_soon(state.recorder.writer_loop, receive)

@@ -251,7 +251,7 @@ def restore_state(session: Session, trace: Trace, checkpoint: int) -> None:
     if checkpoint >= 0:
         state.update(trace.checkpoints[checkpoint])
     for uid, key in state.items():
-        if uid in session.buffers:
+        if uid in session.resources:
             session.restore(uid, trace.blob(key, what=f"checkpoint {checkpoint}, resource '{uid}'"))
 
 

@@ -1,45 +1,29 @@
-"""Storage buffers and the memory groups that alias them on one allocation.
+"""Storage buffers: the ``buffer`` resource kind.
 
 Buffers live in host-visible, host-cached memory, mapped for their whole life: a ``src`` .npy payload
-is read from the file straight into the mapping, and ``dst`` is written from it. Buffers of one
-``memory_group`` are bound at offset 0 of a single allocation sized for the largest member, so they
-alias exactly as the reference runner's do.
+is read from the file straight into the mapping, and ``dst`` is written from it. Snapshots are GPU
+copies into the staging ring (see :mod:`vkcore.resources`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import vulkan as vk
 
 from . import memory
 from .device import VulkanContext
-from .errors import ScenarioError
-from .npyio import read_header
+from .npyio import read_header, write_flat_int8
+from .resources import DescriptorWrite, MemoryRequirements, OneTimeSubmit
 from .scenario import Buffer as BufferSpec
+from .sync import AFTER_COPY, BEFORE_COPY, BarrierBatch, memory_barrier
 
 BUFFER_USAGE = (
     vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT
     | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
     | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
 )
-
-
-@dataclass
-class DeviceBuffer:
-    """A ``VkBuffer`` bound to (part of) an allocation, with a byte view of its contents."""
-
-    uid: str
-    handle: Any
-    size: int
-    allocation: memory.Allocation
-    offset: int = 0
-
-    @property
-    def view(self) -> memoryview:
-        assert self.allocation.view is not None
-        return self.allocation.view[self.offset : self.offset + self.size]
 
 
 def create_buffer_handle(ctx: VulkanContext, size: int, usage: int = BUFFER_USAGE) -> tuple[Any, Any]:
@@ -66,51 +50,93 @@ def fill_from_npy(view: memoryview, path: Path) -> int:
     return n
 
 
-class BufferSet:
-    """All buffers of a scenario, created and bound, grouped by memory group."""
+def record_buffer_copy(cb: Any, src: Any, src_offset: int, dst: Any, dst_offset: int, size: int) -> None:
+    """A whole-range copy with the barriers that make it safe inside a frame: prior writes visible
+    to the transfer before, the copy visible to the host and to later commands after."""
+    BarrierBatch(memory=[memory_barrier(*BEFORE_COPY)]).record(cb)
+    vk.vkCmdCopyBuffer(cb, src, dst, 1, [vk.VkBufferCopy(srcOffset=src_offset, dstOffset=dst_offset, size=size)])
+    BarrierBatch(memory=[memory_barrier(*AFTER_COPY)]).record(cb)
 
-    def __init__(self, ctx: VulkanContext, specs: Iterable[BufferSpec]) -> None:
-        self.ctx = ctx
-        self.buffers: dict[str, DeviceBuffer] = {}
-        self._allocations: list[memory.Allocation] = []
-        groups: dict[str, list[BufferSpec]] = {}
-        for spec in specs:
-            groups.setdefault(spec.memory_group or f"\0{spec.uid}", []).append(spec)
-        for members in groups.values():
-            self._create_group(members)
 
-    def _create_group(self, members: list[BufferSpec]) -> None:
-        handles = [(spec, *create_buffer_handle(self.ctx, spec.size)) for spec in members]
-        type_bits = ~0
-        size = 0
-        for spec, handle, req in handles:
-            if spec.memory_offset % req.alignment:
-                for _, h, _ in handles:
-                    vk.vkDestroyBuffer(self.ctx.device, h, None)
-                raise ScenarioError(
-                    f"offset {spec.memory_offset} is not a multiple of this device's buffer alignment {req.alignment}",
-                    place=f"{spec.place}.memory_group.offset",
-                )
-            type_bits &= req.memoryTypeBits
-            size = max(size, spec.memory_offset + req.size)
-        req = vk.VkMemoryRequirements(size=size, alignment=1, memoryTypeBits=type_bits & 0xFFFFFFFF)
-        what = members[0].uid if len(members) == 1 else f"memory group '{members[0].memory_group}'"
-        alloc = memory.allocate(self.ctx, req, size, host_access=True, what=what)
-        self._allocations.append(alloc)
-        for spec, handle, _ in handles:
-            vk.vkBindBufferMemory(self.ctx.device, handle, alloc.memory, spec.memory_offset)
-            self.buffers[spec.uid] = DeviceBuffer(spec.uid, handle, spec.size, alloc, spec.memory_offset)
+@dataclass
+class DeviceBuffer:
+    """A ``VkBuffer`` bound to (part of) an allocation, with a byte view of its contents."""
 
-    def __getitem__(self, uid: str) -> DeviceBuffer:
-        return self.buffers[uid]
+    ctx: VulkanContext
+    spec: BufferSpec
+    handle: Any
+    memory_requirements: Any
+    allocation: memory.Allocation | None = None
+    offset: int = 0
+    kind: str = "buffer"
 
-    def __contains__(self, uid: str) -> bool:
-        return uid in self.buffers
+    @classmethod
+    def create(cls, ctx: VulkanContext, spec: BufferSpec) -> "DeviceBuffer":
+        handle, req = create_buffer_handle(ctx, spec.size)
+        return cls(ctx, spec, handle, req)
+
+    @property
+    def uid(self) -> str:
+        return self.spec.uid
+
+    @property
+    def size(self) -> int:
+        return self.spec.size
+
+    @property
+    def requirements(self) -> MemoryRequirements:
+        r = self.memory_requirements
+        return MemoryRequirements(r.size, r.alignment, r.memoryTypeBits)
+
+    @property
+    def host_access(self) -> bool:
+        return True
+
+    def bind(self, allocation: memory.Allocation, offset: int) -> None:
+        vk.vkBindBufferMemory(self.ctx.device, self.handle, allocation.memory, offset)
+        self.allocation, self.offset = allocation, offset
+
+    @property
+    def view(self) -> memoryview:
+        assert self.allocation is not None and self.allocation.view is not None
+        return self.allocation.view[self.offset : self.offset + self.size]
+
+    @property
+    def snapshot_size(self) -> int:
+        return self.size
+
+    def meta(self) -> dict[str, Any]:
+        return {"kind": "buffer", "size": self.size}
+
+    def descriptor_type(self, descriptor_type_override: str) -> int:
+        return vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+
+    def descriptor(self, dst_set: Any, binding: int, lod: int, descriptor_type: int) -> DescriptorWrite:
+        info = vk.VkDescriptorBufferInfo(buffer=self.handle, offset=0, range=self.size)
+        write = vk.VkWriteDescriptorSet(
+            dstSet=dst_set, dstBinding=binding, descriptorCount=1, descriptorType=descriptor_type, pBufferInfo=[info]
+        )
+        return DescriptorWrite(write, [info])
+
+    def record_snapshot(self, cb: Any, staging: Any, offset: int) -> None:
+        record_buffer_copy(cb, self.handle, 0, staging, offset, self.size)
+
+    def record_restore(self, cb: Any, staging: Any, offset: int) -> None:
+        record_buffer_copy(cb, staging, offset, self.handle, 0, self.size)
+
+    def restore(self, data: bytes | memoryview) -> None:
+        """Overwrite the content from the host (the mapping)."""
+        self.view[:] = data
+
+    def load_initial(self, src: Path | None, submit: OneTimeSubmit) -> None:
+        """Fill from ``src`` (straight into the mapping); zero what the file does not cover."""
+        assert self.allocation is not None
+        n = fill_from_npy(self.view, src) if src is not None else 0
+        if n < self.size:
+            self.allocation.zero(self.offset + n, self.size - n)
+
+    def write_dst(self, path: Path, submit: OneTimeSubmit) -> None:
+        write_flat_int8(path, self.view)
 
     def destroy(self) -> None:
-        for b in self.buffers.values():
-            vk.vkDestroyBuffer(self.ctx.device, b.handle, None)
-        for a in self._allocations:
-            memory.free(self.ctx, a)
-        self.buffers.clear()
-        self._allocations.clear()
+        vk.vkDestroyBuffer(self.ctx.device, self.handle, None)

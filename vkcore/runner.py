@@ -13,7 +13,6 @@ from typing import Any, Awaitable, Callable
 
 from .device import EmulationMode, VulkanContext
 from .executor import DispatchTimed, Event, FrameConsumer, StopRequest, execute
-from .npyio import write_flat_int8
 from .pipelines import cache_file_for
 from .plan import Plan, make_plan
 from .errors import ScenarioError
@@ -134,7 +133,7 @@ async def run_async(
             if stop is not None and stop.requested:
                 result.interrupted = True
                 return result
-            result.outputs = session.write_outputs(options.output, write_flat_int8)
+            result.outputs = session.write_outputs(options.output)
             result.seconds = time.perf_counter() - t_start
             if options.profiling_dump_path is not None:
                 from .reports import profiling_document, write_json

@@ -16,14 +16,14 @@ from typing import Any, Callable, Hashable
 
 import vulkan as vk
 
-from .buffers import BufferSet, fill_from_npy
+from .buffers import DeviceBuffer
 from .device import FRAME_BOUNDARY_EXT, VulkanContext
 from .errors import DeviceError, ScenarioError
 from .npyio import read_header
 from .pipelines import ComputePipeline, PipelineCache, PipelineFactory
 from .plan import Frame, Plan
 from .scenario import (
-    Buffer,
+    Binding,
     BufferBarrier,
     DispatchBarrier,
     DispatchCompute,
@@ -37,6 +37,8 @@ from .scenario import (
     Tensor,
     TensorBarrier,
 )
+from .resource_set import ResourceSet
+from .resources import free_staging, staging_buffer
 from .shaders import SpirvModule, load_shader
 from .staging import CaptureItem, CaptureLayout, StagingRing, StagingSlot
 from .sync import (
@@ -53,7 +55,6 @@ from .sync import (
 
 # Resource kinds whose execution lands in a later issue: parsed and validated, refused by ``run``.
 NOT_YET_SUPPORTED = (Image, Tensor, Graph, ImageBarrier, TensorBarrier)
-DESCRIPTOR_TYPE_FOR = {Buffer: vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER}
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ class Session:
         self.options = options
         self.timer = timer or HostTimer()
         self._objects_ready = False
-        self.buffers = BufferSet(ctx, self.scenario.of_kind(Buffer))
+        self.resources = ResourceSet(ctx, self.scenario)
         self.cache = PipelineCache(
             ctx,
             options.pipeline_cache_path,
@@ -166,8 +167,8 @@ class Session:
                 self.modules[spec.uid] = load_shader(self.scenario, spec)
         return self.modules[spec.uid]
 
-    def _descriptor_type(self, uid: str) -> int:
-        return DESCRIPTOR_TYPE_FOR[type(self.scenario.by_uid[uid])]
+    def _descriptor_type(self, binding: Binding) -> int:
+        return self.resources[binding.resource_ref].descriptor_type(binding.descriptor_type)
 
     def _prepare_dispatches(self) -> None:
         computes = [c for c in self.scenario.commands if isinstance(c, DispatchCompute)]
@@ -179,7 +180,7 @@ class Session:
             sets = {b.set for b in cmd.bindings}
             total_sets += len(sets) if sets else 0
             for b in cmd.bindings:
-                t = self._descriptor_type(b.resource_ref)
+                t = self._descriptor_type(b)
                 counts[t] = counts.get(t, 0) + 1
         if total_sets:
             sizes = [vk.VkDescriptorPoolSize(type=t, descriptorCount=n) for t, n in counts.items()]
@@ -219,7 +220,7 @@ class Session:
     def _signature(self, cmd: DispatchCompute) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...]:
         by_set: dict[int, list[tuple[int, int]]] = {}
         for b in cmd.bindings:
-            by_set.setdefault(b.set, []).append((b.id, self._descriptor_type(b.resource_ref)))
+            by_set.setdefault(b.set, []).append((b.id, self._descriptor_type(b)))
         return tuple(sorted((s, tuple(sorted(v))) for s, v in by_set.items()))
 
     def _allocate_sets(self, cmd: DispatchCompute, pipeline: ComputePipeline) -> dict[int, Any]:
@@ -231,20 +232,8 @@ class Session:
             self.ctx.device, vk.VkDescriptorSetAllocateInfo(descriptorPool=self.descriptor_pool, pSetLayouts=layouts)
         )
         sets = dict(zip(used, handles))
-        writes, infos = [], []
-        for b in cmd.bindings:
-            buf = self.buffers[b.resource_ref]
-            info = vk.VkDescriptorBufferInfo(buffer=buf.handle, offset=0, range=buf.size)
-            infos.append(info)
-            writes.append(
-                vk.VkWriteDescriptorSet(
-                    dstSet=sets[b.set],
-                    dstBinding=b.id,
-                    descriptorCount=1,
-                    descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                    pBufferInfo=[info],
-                )
-            )
+        parts = [self.resources[b.resource_ref].descriptor(sets[b.set], b.id, b.lod, self._descriptor_type(b)) for b in cmd.bindings]
+        writes = [p.write for p in parts]
         vk.vkUpdateDescriptorSets(self.ctx.device, len(writes), writes, 0, None)
         return sets
 
@@ -259,7 +248,8 @@ class Session:
         for uid in cmd.buffer_barrier_refs:
             b = self.scenario.by_uid[uid]
             assert isinstance(b, BufferBarrier)
-            buf = self.buffers[b.buffer_resource]
+            buf = self.resources[b.buffer_resource]
+            assert isinstance(buf, DeviceBuffer)
             batch.buffer.append(
                 buffer_barrier(
                     buf.handle, b.offset, b.size,
@@ -331,14 +321,8 @@ class Session:
             self._record_copies(cb, layout.at(None), slot)
 
     def _record_copies(self, cb: Any, items: tuple[CaptureItem, ...], slot: StagingSlot) -> None:
-        if not items:
-            return
-        BarrierBatch(memory=[memory_barrier(*BEFORE_COPY)]).record(cb)
         for item in items:
-            src = self.buffers[item.uid]
-            region = vk.VkBufferCopy(srcOffset=0, dstOffset=item.offset, size=item.size)
-            vk.vkCmdCopyBuffer(cb, src.handle, slot.buffer, 1, [region])
-        BarrierBatch(memory=[memory_barrier(*AFTER_COPY)]).record(cb)
+            self.resources[item.uid].record_snapshot(cb, slot.buffer, item.offset)
 
     def _record_dispatch(self, cb: Any, d: PreparedDispatch) -> None:
         p = d.pipeline
@@ -359,22 +343,27 @@ class Session:
     # -- running --------------------------------------------------------------------------------
 
     def load_inputs(self) -> None:
-        """Fill every buffer from its ``src`` (straight into mapped memory); zero the others."""
-        seen_alloc: set[int] = set()
-        sourced: list[Buffer] = []
-        for spec in self.scenario.of_kind(Buffer):
-            buf = self.buffers[spec.uid]
-            if spec.src:
-                sourced.append(spec)
-            elif id(buf.allocation) not in seen_alloc:
-                buf.allocation.zero(0, buf.allocation.size)
-            seen_alloc.add(id(buf.allocation))
-        for spec in sourced:
-            with self.timer.measure("Scenario Setup", f"Load Resource: {spec.uid}"):
-                buf = self.buffers[spec.uid]
-                n = fill_from_npy(buf.view, self.scenario.src_path(spec.src))
-                if n < buf.size:
-                    buf.allocation.zero(buf.offset + n, buf.size - n)
+        """Every resource's initial content: its ``src``, else zeros."""
+        self.resources.load_initial(self.one_time_submit, self.timer)
+
+    def one_time_submit(self, record: Callable[[Any], None]) -> None:
+        """Record commands with ``record(cb)``, submit them alone and wait (setup and read-back work)."""
+        info = vk.VkCommandBufferAllocateInfo(commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1)
+        cb = vk.vkAllocateCommandBuffers(self.ctx.device, info)[0]
+        fence = vk.vkCreateFence(self.ctx.device, vk.VkFenceCreateInfo(), None)
+        try:
+            vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo(flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+            BarrierBatch(memory=[memory_barrier(*FULL_BARRIER)]).record(cb)
+            record(cb)
+            BarrierBatch(memory=[memory_barrier(*FULL_BARRIER)]).record(cb)
+            vk.vkEndCommandBuffer(cb)
+            vk.vkQueueSubmit2(self.ctx.queue, 1, [vk.VkSubmitInfo2(pCommandBufferInfos=[vk.VkCommandBufferSubmitInfo(commandBuffer=cb)])], fence)
+            result = vk.lib.vkWaitForFences(self.ctx.device, 1, [fence], vk.VK_TRUE, 2**63 - 1)
+            if result != vk.VK_SUCCESS:
+                raise DeviceError(f"a setup submission failed (VkResult {result})")
+        finally:
+            vk.vkDestroyFence(self.ctx.device, fence, None)
+            vk.vkFreeCommandBuffers(self.ctx.device, self.pool, 1, [cb])
 
     def submit(self, frame: Frame, cb: Any, slot: int) -> None:
         """Submit ``cb`` (a frame) signalling the fence of ``slot``, which must be idle."""
@@ -392,7 +381,7 @@ class Session:
         """A VkFrameBoundaryEXT naming the captured buffers, for tools like RenderDoc (when the device has it)."""
         if frame.boundary is None or not self.ctx.has_extension(FRAME_BOUNDARY_EXT):
             return None
-        handles = [self.buffers[u].handle for u in frame.capture if u in self.buffers]
+        handles = [r.handle for u in frame.capture if isinstance(r := self.resources[u], DeviceBuffer)]
         return vk.VkFrameBoundaryEXT(
             flags=vk.VK_FRAME_BOUNDARY_FRAME_END_BIT_EXT, frameID=frame.frame_id, pBuffers=handles or None,
         )
@@ -424,24 +413,40 @@ class Session:
 
     def restore(self, uid: str, data: bytes | memoryview) -> None:
         """Overwrite the content of a resource (replay from a checkpoint). Sizes must match."""
-        view = self.buffers[uid].view
-        if len(data) != len(view):
-            raise DeviceError(f"cannot restore '{uid}': {len(data)} bytes for a resource of {len(view)}")
-        view[:] = data
+        resource = self.resources[uid]
+        if len(data) != resource.snapshot_size:
+            raise DeviceError(f"cannot restore '{uid}': {len(data)} bytes for a resource of {resource.snapshot_size}")
+        if isinstance(resource, DeviceBuffer) and resource.allocation is not None and resource.allocation.view is not None:
+            resource.restore(data)
+            return
+        staging, alloc = staging_buffer(self.ctx, len(data))
+        try:
+            assert alloc.view is not None
+            alloc.view[: len(data)] = data
+            self.one_time_submit(lambda cb: resource.record_restore(cb, staging, 0))
+        finally:
+            free_staging(self.ctx, staging, alloc)
 
-    def resource_bytes(self, uid: str) -> memoryview:
-        """The current content of a buffer (a view of mapped memory; valid until ``close``)."""
-        return self.buffers[uid].view
+    def resource_bytes(self, uid: str) -> memoryview | bytes:
+        """The current content of a resource in its snapshot layout (a mapped view for buffers)."""
+        resource = self.resources[uid]
+        if isinstance(resource, DeviceBuffer) and resource.allocation is not None and resource.allocation.view is not None:
+            return resource.view
+        staging, alloc = staging_buffer(self.ctx, resource.snapshot_size)
+        try:
+            self.one_time_submit(lambda cb: resource.record_snapshot(cb, staging, 0))
+            assert alloc.view is not None
+            return bytes(alloc.view[: resource.snapshot_size])
+        finally:
+            free_staging(self.ctx, staging, alloc)
 
-    def write_outputs(self, output_dir: Path | None, write: Callable[[Path, memoryview], None]) -> list[Path]:
-        """Call ``write(path, bytes)`` for each resource with a ``dst``; returns the paths written."""
+    def write_outputs(self, output_dir: Path | None) -> list[Path]:
+        """Write every ``dst`` (atomically, each through a temporary name); returns the paths written."""
         written = []
-        for spec in self.scenario.of_kind(Buffer):
-            if spec.dst:
-                path = self.scenario.dst_path(spec.dst, output_dir)
-                with self.timer.measure("Save Results", f"Save Resource: {spec.uid}"):
-                    write(path, self.buffers[spec.uid].view)
-                written.append(path)
+        for resource, path in self.resources.outputs(output_dir):
+            with self.timer.measure("Save Results", f"Save Resource: {resource.uid}"):
+                resource.write_dst(path, self.one_time_submit)
+            written.append(path)
         return written
 
     def close(self) -> None:
@@ -459,4 +464,4 @@ class Session:
         vk.vkDestroyCommandPool(dev, self.pool, None)
         self.factory.destroy()
         self.cache.destroy()
-        self.buffers.destroy()
+        self.resources.destroy()
