@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -23,7 +24,7 @@ from capture import kinds
 from capture.container import TraceReader, TraceWriter
 from capture.embed import check_trace_name, safe_join
 from capture.trace import Trace
-from tests.builders import REPO, ScenarioBuilder, load_output
+from tests.builders import REPO, ScenarioBuilder, load_output, vkcap
 from vkcap.cli import main
 from vkcore.errors import TraceError
 
@@ -561,3 +562,47 @@ def test_bad_scenario_exits_2_and_writes_no_trace(builder: ScenarioBuilder, tmp_
     assert list(folder.iterdir()) == []  # no trace, no partial file
     assert code == 2, err
     assert err.startswith("vkcap: error: ") and len(err.strip().splitlines()) == 1, err
+
+
+SHUFFLE = """#version 450
+layout(local_size_x = 64) in;
+layout(set = 0, binding = 0) buffer S { uint s[]; };
+void main() {  // xorshift32 on every element: new, incompressible data every frame
+    uint i = gl_GlobalInvocationID.x;
+    uint x = s[i];
+    x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+    s[i] = x;
+}
+"""
+
+
+def _small_disk(path: Path, size: str) -> bool:
+    """Mount a tmpfs of ``size`` at ``path``; False where this process may not mount."""
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True).returncode == 0
+
+
+def test_full_disk_keeps_the_complete_frames(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """A disk that fills up mid-recording: one clear error, exit 1, and a valid trace holding the
+    frames completed before, marked failed with the reason."""
+    disk = tmp_path / "small"
+    if not _small_disk(disk, "200k"):
+        pytest.skip("needs root and mount to create a small tmpfs (a full disk is simulated with it)")
+    try:
+        data = np.random.default_rng(3).integers(0, 2**32, 16384, dtype=np.uint32)  # 64 KiB, incompressible
+        builder.shader("shuffle", SHUFFLE).buffer("state", data.nbytes, data)
+        for f in range(20):
+            builder.dispatch("shuffle", [(0, 0, "state")], [data.size // 64]).boundary(["state"], f)
+        trace = disk / "t.vkt"
+        proc = vkcap("record", builder.save(), "-o", trace)
+        assert proc.returncode == 1, proc.stderr
+        message = proc.stderr.strip().splitlines()[-1]
+        assert message.startswith(f"vkcap: error: {trace}: cannot write the trace (No space left on device) at frame ")
+        assert "Traceback" not in proc.stderr
+        info = json.loads(vkcap("info", trace, "--json").stdout)
+        assert info["status"] == "failed" and info["frames"] >= 1 and "No space left" in info["error"]
+        assert not info["recovered"]
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)
