@@ -21,7 +21,7 @@ from vkcore.device import VulkanContext
 from vkcore.errors import ScenarioError, TraceError, UsageError
 from vkcore.executor import FrameSnapshot, StopRequest, execute
 from vkcore.plan import Frame, Plan, make_plan
-from vkcore.runner import scenario_needs
+from vkcore.runner import scenario_needs, wanted_extensions
 from vkcore.scenario import Scenario, load_scenario
 from vkcore.session import Session, SessionOptions
 from vkcore.staging import CaptureLayout, build_layout
@@ -274,7 +274,8 @@ class ReplaySession:
             self.plan = make_plan(scenario, capture_all=bool(trace.header.get("capture_all")))
             need_tensors, need_graphs = scenario_needs(scenario)
             self.ctx = VulkanContext(device=options.device, need_tensors=need_tensors, need_graphs=need_graphs,
-                                     emulation=options.emulation)  # type: ignore[arg-type]
+                                     emulation=options.emulation,  # type: ignore[arg-type]
+                                     want_extensions=wanted_extensions(scenario))
             self.session = Session(self.ctx, self.plan, SessionOptions())
         except BaseException:
             self.close()

@@ -246,10 +246,17 @@ class VulkanContext:
         return getattr(self, "info", None).name if hasattr(self, "info") else "?"
 
     def _create_device(self, extensions: list[str]) -> Any:
+        # Extension feature structs to query and enable, chained after the core ones.
+        border = None
+        if CUSTOM_BORDER_EXT in extensions:
+            border = vk.VkPhysicalDeviceCustomBorderColorFeaturesEXT(
+                sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_CUSTOM_BORDER_COLOR_FEATURES_EXT)
         tail = None
         if FRAME_BOUNDARY_EXT in extensions:
-            tail = vk.VkPhysicalDeviceFrameBoundaryFeaturesEXT(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FRAME_BOUNDARY_FEATURES_EXT)
-        f13 = vk.VkPhysicalDeviceVulkan13Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES, pNext=tail)
+            tail = vk.VkPhysicalDeviceFrameBoundaryFeaturesEXT(
+                sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FRAME_BOUNDARY_FEATURES_EXT, pNext=border)
+        head = tail if tail is not None else border
+        f13 = vk.VkPhysicalDeviceVulkan13Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES, pNext=head)
         f12 = vk.VkPhysicalDeviceVulkan12Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, pNext=f13)
         f11 = vk.VkPhysicalDeviceVulkan11Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, pNext=f12)
         features = vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=f11)
@@ -261,9 +268,15 @@ class VulkanContext:
         f13.robustImageAccess = 0
         if tail is not None and not tail.frameBoundary:
             extensions.remove(FRAME_BOUNDARY_EXT)
-            f13.pNext = vk.ffi.NULL
+            f13.pNext = border if border is not None else vk.ffi.NULL
+        if border is not None and not border.customBorderColors:
+            extensions.remove(CUSTOM_BORDER_EXT)
+            if tail is not None and tail.frameBoundary:
+                tail.pNext = vk.ffi.NULL
+            else:
+                f13.pNext = vk.ffi.NULL
         self.features = features
-        self._feature_chain = (f11, f12, f13, tail)
+        self._feature_chain = (f11, f12, f13, tail, border)
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=[1.0])
         info = vk.VkDeviceCreateInfo(
             pNext=features,

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from .device import EmulationMode, VulkanContext
+from .device import CUSTOM_BORDER_EXT, EmulationMode, VulkanContext
 from .executor import DispatchTimed, Event, FrameConsumer, StopRequest, execute
 from .pipelines import cache_file_for
 from .plan import Plan, make_plan
 from .errors import ScenarioError
-from .scenario import Graph, Scenario, Tensor, load_scenario
+from .scenario import Graph, Image, Scenario, Tensor, load_scenario
 from .session import HostTimer, Session, SessionOptions
 from .sync import uses_graph_sync
 
@@ -62,9 +62,16 @@ def scenario_needs(scenario: Scenario) -> tuple[bool, bool]:
     return tensors or graphs, graphs
 
 
+def wanted_extensions(scenario: Scenario) -> tuple[str, ...]:
+    """Optional device extensions the scenario can use (enabled when the device has them)."""
+    custom = any(isinstance(r, Image) and r.border_color.endswith("_CUSTOM_EXT") for r in scenario.resources)
+    return (CUSTOM_BORDER_EXT,) if custom else ()
+
+
 def open_context(scenario: Scenario, options: RunOptions) -> VulkanContext:
     need_tensors, need_graphs = scenario_needs(scenario)
-    return VulkanContext(device=options.device, need_tensors=need_tensors, need_graphs=need_graphs, emulation=options.emulation)
+    return VulkanContext(device=options.device, need_tensors=need_tensors, need_graphs=need_graphs,
+                         emulation=options.emulation, want_extensions=wanted_extensions(scenario))
 
 
 def session_options(options: RunOptions) -> SessionOptions:
