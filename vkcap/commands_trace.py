@@ -232,15 +232,35 @@ def _ranges(values: list[int]) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    """Buffers as flat int8 .npy (like run); tensors as .npy typed by their format, shaped by dims."""
     from capture.trace import Trace
-    from vkcore.npyio import write_flat_int8
+    from vkcore.npyio import write_flat_int8, write_typed
 
-    if args.output.suffix.lower() != ".npy":
-        raise UsageError(f"{args.output}: only .npy output is supported for buffers")
     with Trace.open(args.trace) as trace:
         data = trace.snapshot(args.frame, args.resource)
-    write_flat_int8(args.output, data)
+        meta = trace.resources.get(args.resource, {})
+    kind = meta.get("kind", "buffer")
+    suffix = args.output.suffix.lower()
+    if kind == "tensor":
+        if suffix != ".npy":
+            raise UsageError(f"{args.output}: a tensor exports as .npy")
+        from vkcore.formats import tensor_dtype
+
+        write_typed(args.output, _npy_descr(tensor_dtype(meta["format"])), meta["dims"], data)
+    elif kind == "buffer":
+        if suffix != ".npy":
+            raise UsageError(f"{args.output}: a buffer exports as .npy")
+        write_flat_int8(args.output, data)
+    else:
+        raise UsageError(f"exporting a {kind} is not supported yet")
     return 0
+
+
+def _npy_descr(dtype: str) -> str:
+    """The descr the reference writes: '|b1' for bool, else numpy's spelling of ``dtype``."""
+    import numpy as np
+
+    return np.dtype(dtype).str
 
 
 def _pairs(values: list[str], flag: str) -> list[tuple[str, str]]:

@@ -129,11 +129,9 @@ class DeviceBuffer:
         self.view[:] = data
 
     def load_initial(self, src: Path | None, submit: OneTimeSubmit) -> None:
-        """Fill from ``src`` (straight into the mapping); zero what the file does not cover."""
-        assert self.allocation is not None
-        n = fill_from_npy(self.view, src) if src is not None else 0
-        if n < self.size:
-            self.allocation.zero(self.offset + n, self.size - n)
+        """Fill from ``src`` straight into the mapping (the resource set zeroed the memory before)."""
+        if src is not None:
+            fill_from_npy(self.view, src)
 
     def write_dst(self, path: Path, submit: OneTimeSubmit) -> None:
         write_flat_int8(path, self.view)

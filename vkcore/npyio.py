@@ -128,7 +128,7 @@ def reference_header(descr: str, shape: Iterable[int]) -> bytes:
     text = "{'descr': '" + descr + "','fortran_order': False,'shape': " + shape_txt + "}"
     body = text.encode("latin1")
     total = len(MAGIC) + 2 + 2 + len(body) + 1
-    pad = (-total) % 16
+    pad = 16 - total % 16  # the reference pads with 1 to 16 spaces, never 0
     body = body + b" " * pad + b"\n"
     return MAGIC + b"\x01\x00" + struct.pack("<H", len(body)) + body
 

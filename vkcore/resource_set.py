@@ -26,7 +26,14 @@ def _buffer_factory(ctx: VulkanContext, spec: Buffer, scenario: Scenario) -> Dev
     return DeviceBuffer.create(ctx, spec)
 
 
-FACTORIES: dict[type[Resource], Factory] = {Buffer: _buffer_factory}
+def _tensor_factory(ctx: VulkanContext, spec: Tensor, scenario: Scenario) -> DeviceResource:
+    from .tensor_resources import TensorResource
+    from .tensors import TensorApi
+
+    return TensorResource.create(ctx, TensorApi.load(ctx), spec)
+
+
+FACTORIES: dict[type[Resource], Factory] = {Buffer: _buffer_factory, Tensor: _tensor_factory}
 DATA_KINDS = (Buffer, Image, Tensor)
 
 
@@ -43,7 +50,11 @@ class ResourceSet:
         try:
             for spec in scenario.resources:
                 if isinstance(spec, DATA_KINDS):
-                    resource = table[type(spec)](ctx, spec, scenario)
+                    try:
+                        resource = table[type(spec)](ctx, spec, scenario)
+                    except ScenarioError as exc:
+                        exc.file = exc.file or str(scenario.path)
+                        raise
                     self.resources[spec.uid] = resource
                     key = getattr(spec, "memory_group", "") or f"\0{spec.uid}"
                     groups.setdefault(key, []).append((spec, resource))
@@ -89,8 +100,12 @@ class ResourceSet:
         return [r for r in self.resources.values() if r.kind == kind]
 
     def load_initial(self, submit: OneTimeSubmit, timer: Any = None) -> None:
-        """Initial contents: resources without ``src`` first (zeros), then those with one, so that in a
-        memory group the one member with a source is not overwritten by its aliases' zeros."""
+        """Initial contents: every mapped allocation zeroed once (fresh memory holds leftovers), then
+        resources without ``src``, then those with one, so that in a memory group the one member with
+        a source is not overwritten by its aliases."""
+        for alloc in self._allocations:
+            if alloc.view is not None:
+                alloc.zero(0, alloc.size)
         specs = [self.scenario.by_uid[uid] for uid in self.resources]
         for spec in sorted(specs, key=lambda s: bool(getattr(s, "src", ""))):
             src = self.scenario.src_path(spec.src) if getattr(spec, "src", "") else None

@@ -54,7 +54,7 @@ from .sync import (
 )
 
 # Resource kinds whose execution lands in a later issue: parsed and validated, refused by ``run``.
-NOT_YET_SUPPORTED = (Image, Tensor, Graph, ImageBarrier, TensorBarrier)
+NOT_YET_SUPPORTED = (Image, Graph, ImageBarrier)
 
 
 @dataclass(frozen=True)
@@ -256,6 +256,19 @@ class Session:
                     stage_mask(b.src_stage), ACCESS[b.src_access], stage_mask(b.dst_stage), ACCESS[b.dst_access],
                 )
             )
+        tensor_barriers = []
+        for uid in cmd.tensor_barrier_refs:
+            t = self.scenario.by_uid[uid]
+            assert isinstance(t, TensorBarrier)
+            resource = self.resources[t.tensor_resource]
+            tensor_barriers.append(resource.barrier(  # type: ignore[attr-defined]
+                stage_mask(t.src_stage), ACCESS[t.src_access], stage_mask(t.dst_stage), ACCESS[t.dst_access]))
+        if tensor_barriers:
+            from .tensors import tensor_dependency
+
+            chained = tensor_dependency(tensor_barriers)
+            batch.extra_next = chained.value
+            batch.keepalive += [chained, *chained.keep]
         return batch
 
     # -- command buffers ----------------------------------------------------------------------
