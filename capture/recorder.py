@@ -110,6 +110,7 @@ class TraceRecorder:
         self.frames_written = 0
         self.resources = resources
         self._size = lambda uid: resources[uid].snapshot_size
+        self._align = {uid: getattr(r, "snapshot_alignment", 1) for uid, r in resources.resources.items()}
         bound = {b.resource_ref for c in self.scenario.commands if isinstance(c, DispatchCompute) for b in c.bindings}
         # A checkpoint stores every resource a dispatch binds: the declared access is advice, not a promise.
         self.checkpoint_set = tuple(uid for uid in resources.resources if uid in bound)
@@ -143,7 +144,7 @@ class TraceRecorder:
             if checkpoint:
                 boundary += [u for u in self.checkpoint_set if u not in boundary]
             entries += [(uid, self._size(uid), None) for uid in boundary]
-            self._layouts[key] = build_layout(entries)
+            self._layouts[key] = build_layout(entries, align_of=self._align)
         return self._layouts[key]
 
     def slot_size(self, session: Session) -> int:

@@ -189,7 +189,8 @@ def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *,
     result.differing = int(differs.sum())
     if result.differing:
         flat = int(np.flatnonzero(failing)[0]) if failing.any() else int(np.flatnonzero(differs)[0])
-        result.first_index = tuple(int(i) for i in np.unravel_index(flat, shape)) if shape and int(np.prod(shape)) == a.size else (flat,)
+        in_shape = shape is not None and flat < int(np.prod(shape)) <= a.size  # e.g. level 0 of a mipmapped image
+        result.first_index = tuple(int(i) for i in np.unravel_index(flat, shape)) if in_shape else (flat,)
         result.first_recorded = _widen(a[flat : flat + 1], dtype)[0].item()
         result.first_live = _widen(b[flat : flat + 1], dtype)[0].item()
     result.status = DIVERGED if failing.any() else WITHIN

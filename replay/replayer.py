@@ -148,6 +148,7 @@ class Comparer:
         self.results: list[FrameResult] = []
         self.dtypes = dict(options.dtypes)
         self._layouts: dict[int, CaptureLayout] = {}
+        self._align = {uid: int(m.get("texel_bytes", 1)) for uid, m in trace.resources.items() if m.get("kind") == "image"}
 
     def _entries(self, record: FrameRecord) -> list[tuple[str, int, int | None]]:
         size = lambda uid: self.trace.resources[uid]["size"]  # noqa: E731
@@ -182,11 +183,24 @@ class Comparer:
         return resource_dtype(self.trace, uid, self.options)
 
     def shape_of(self, uid: str) -> tuple[int, ...] | None:
+        """The shape indices are reported in: ``--shape``, a tensor's dims, an image's level 0 as
+        (height, width, components) (later mip levels follow it in the snapshot)."""
         shapes = dict(self.options.shapes)
         if uid in shapes:
             return shapes[uid]
-        dims = self.trace.resources.get(uid, {}).get("dims")
-        return tuple(int(d) for d in dims) if isinstance(dims, list) and dims else None
+        meta = self.trace.resources.get(uid, {})
+        dims = meta.get("dims")
+        if not (isinstance(dims, list) and dims):
+            return None
+        if meta.get("kind") == "image" and len(dims) == 4:
+            from vkcore.formats import format_info
+
+            try:
+                components = format_info(str(meta.get("format"))).components
+            except KeyError:
+                return None
+            return (int(dims[2]), int(dims[1]), components)
+        return tuple(int(d) for d in dims)
 
     def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str) -> Comparison:
         recorded = self.trace.blob(recorded_key, what=what)

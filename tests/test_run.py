@@ -267,12 +267,13 @@ def test_tensor_without_emulation_layers_is_refused(builder: ScenarioBuilder) ->
     assert proc.stderr.strip().endswith("lacks VK_ARM_tensors and --no-emulation-layers was given")
 
 
-def test_images_are_refused_until_supported(builder: ScenarioBuilder) -> None:
-    builder.resource("image", uid="img", dims=[1, 4, 4, 1], format="VK_FORMAT_R8G8B8A8_UNORM", shader_access="readonly")
+def test_graphs_are_refused_until_supported(builder: ScenarioBuilder) -> None:
+    builder.file("g.vgf", b"VGF")
+    builder.resource("graph", uid="g", src="g.vgf")
     scenario = builder.save()
     proc = vkcap("run", scenario)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == f"vkcap: error: {scenario}: not supported yet: image (resources[0])"
+    assert proc.stderr.strip() == f"vkcap: error: {scenario}: not supported yet: graph (resources[0])"
 
 
 def test_devices_lists_lavapipe_with_emulated_tensors() -> None:

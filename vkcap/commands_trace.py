@@ -251,9 +251,38 @@ def cmd_export(args: argparse.Namespace) -> int:
         if suffix != ".npy":
             raise UsageError(f"{args.output}: a buffer exports as .npy")
         write_flat_int8(args.output, data)
+    elif kind == "image":
+        export_image(args.output, meta, data)
     else:
         raise UsageError(f"exporting a {kind} is not supported yet")
     return 0
+
+
+def export_image(path: Path, meta: dict[str, Any], data: bytes) -> None:
+    """Level 0 of an image snapshot as .dds or .png (like ``dst``); .npy as an NHWC array of all of level 0."""
+    from vkcore.formats import format_info
+    from vkcore.images import write_image_file
+
+    fmt = format_info(meta["format"])
+    dims = meta["dims"]
+    width, height, texel = int(dims[1]), int(dims[2]), int(meta.get("texel_bytes", fmt.block_bytes))
+    level0 = data[: width * height * texel]
+    suffix = path.suffix.lower()
+    if suffix == ".png" and fmt.name != "VK_FORMAT_R8G8B8A8_UNORM":
+        raise UsageError(f"{path}: PNG export supports only VK_FORMAT_R8G8B8A8_UNORM, this image is {fmt.name}")
+    if suffix in (".dds", ".png"):
+        if suffix == ".dds" and fmt.dxgi_format is None:
+            raise UsageError(f"{path}: {fmt.name} has no DDS equivalent; export it as .npy")
+        write_image_file(path, fmt, width, height, texel, level0)
+    elif suffix == ".npy":
+        from vkcore.npyio import write_typed
+
+        import numpy as np
+
+        components = texel // np.dtype(fmt.dtype).itemsize if not fmt.is_packed else 1
+        write_typed(path, np.dtype(fmt.dtype).str, (1, height, width, components), level0)
+    else:
+        raise UsageError(f"{path}: an image exports as .dds, .png or .npy")
 
 
 def _npy_descr(dtype: str) -> str:

@@ -128,13 +128,46 @@ class DeviceBuffer:
         """Overwrite the content from the host (the mapping)."""
         self.view[:] = data
 
+    @property
+    def mapped(self) -> bool:
+        """False in a memory group shared with a resource that needs device-local memory (an image)."""
+        return self.allocation is not None and self.allocation.view is not None
+
     def load_initial(self, src: Path | None, submit: OneTimeSubmit) -> None:
-        """Fill from ``src`` straight into the mapping (the resource set zeroed the memory before)."""
-        if src is not None:
-            fill_from_npy(self.view, src)
+        """Fill from ``src``: straight into the mapping (the resource set zeroed the memory before), or
+        through a staging buffer when the buffer's memory is not host-visible (then zeros without ``src``)."""
+        if self.mapped:
+            if src is not None:
+                fill_from_npy(self.view, src)
+            return
+        from .resources import free_staging, staging_buffer
+
+        staging, alloc = staging_buffer(self.ctx, self.size)
+        try:
+            assert alloc.view is not None
+            alloc.zero(0, self.size)
+            if src is not None:
+                fill_from_npy(alloc.view[: self.size], src)
+            submit(lambda cb: self.record_restore(cb, staging, 0))
+        finally:
+            free_staging(self.ctx, staging, alloc)
+
+    def content(self, submit: OneTimeSubmit) -> memoryview | bytes:
+        """The current bytes: the mapping itself, or a copy read back through staging."""
+        if self.mapped:
+            return self.view
+        from .resources import free_staging, staging_buffer
+
+        staging, alloc = staging_buffer(self.ctx, self.size)
+        try:
+            submit(lambda cb: self.record_snapshot(cb, staging, 0))
+            assert alloc.view is not None
+            return bytes(alloc.view[: self.size])
+        finally:
+            free_staging(self.ctx, staging, alloc)
 
     def write_dst(self, path: Path, submit: OneTimeSubmit) -> None:
-        write_flat_int8(path, self.view)
+        write_flat_int8(path, self.content(submit))
 
     def destroy(self) -> None:
         vk.vkDestroyBuffer(self.ctx.device, self.handle, None)

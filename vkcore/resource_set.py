@@ -33,7 +33,14 @@ def _tensor_factory(ctx: VulkanContext, spec: Tensor, scenario: Scenario) -> Dev
     return TensorResource.create(ctx, TensorApi.load(ctx), spec)
 
 
-FACTORIES: dict[type[Resource], Factory] = {Buffer: _buffer_factory, Tensor: _tensor_factory}
+def _image_factory(ctx: VulkanContext, spec: Image, scenario: Scenario) -> DeviceResource:
+    from .images import DeviceImage
+
+    aliased = bool(spec.memory_group) or any(isinstance(r, Tensor) and r.alias_target == spec.uid for r in scenario.resources)
+    return DeviceImage.create(ctx, spec, scenario.base_dir, aliased=aliased)
+
+
+FACTORIES: dict[type[Resource], Factory] = {Buffer: _buffer_factory, Tensor: _tensor_factory, Image: _image_factory}
 DATA_KINDS = (Buffer, Image, Tensor)
 
 

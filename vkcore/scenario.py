@@ -171,7 +171,7 @@ class Binding:
     set: int
     id: int
     resource_ref: str
-    lod: int = 0
+    lod: int | None = None  # None: the whole image; a level binds that mip level's view
     descriptor_type: str = "VK_DESCRIPTOR_TYPE_AUTO"
 
 

@@ -43,6 +43,7 @@ from .shaders import SpirvModule, load_shader
 from .staging import CaptureItem, CaptureLayout, StagingRing, StagingSlot
 from .sync import (
     ACCESS,
+    LAYOUT,
     AFTER_COPY,
     BEFORE_COPY,
     FULL_BARRIER,
@@ -54,7 +55,7 @@ from .sync import (
 )
 
 # Resource kinds whose execution lands in a later issue: parsed and validated, refused by ``run``.
-NOT_YET_SUPPORTED = (Image, Graph, ImageBarrier)
+NOT_YET_SUPPORTED = (Graph,)
 
 
 @dataclass(frozen=True)
@@ -256,6 +257,17 @@ class Session:
                     stage_mask(b.src_stage), ACCESS[b.src_access], stage_mask(b.dst_stage), ACCESS[b.dst_access],
                 )
             )
+        for uid in cmd.image_barrier_refs:
+            ib = self.scenario.by_uid[uid]
+            assert isinstance(ib, ImageBarrier)
+            image = self.resources[ib.image_resource]
+            r = ib.subresource_range
+            old, new = LAYOUT[ib.old_layout], LAYOUT[ib.new_layout]
+            batch.image.append(image._barrier(  # type: ignore[attr-defined]
+                stage_mask(ib.src_stage), ACCESS[ib.src_access], stage_mask(ib.dst_stage), ACCESS[ib.dst_access],
+                old, new, r.base_mip_level, r.level_count))
+            if new != vk.VK_IMAGE_LAYOUT_UNDEFINED:
+                image.layout = new  # type: ignore[attr-defined]  # later copies of this image start from it
         tensor_barriers = []
         for uid in cmd.tensor_barrier_refs:
             t = self.scenario.by_uid[uid]
@@ -429,7 +441,7 @@ class Session:
         resource = self.resources[uid]
         if len(data) != resource.snapshot_size:
             raise DeviceError(f"cannot restore '{uid}': {len(data)} bytes for a resource of {resource.snapshot_size}")
-        if isinstance(resource, DeviceBuffer) and resource.allocation is not None and resource.allocation.view is not None:
+        if isinstance(resource, DeviceBuffer) and resource.mapped:
             resource.restore(data)
             return
         staging, alloc = staging_buffer(self.ctx, len(data))
@@ -443,7 +455,7 @@ class Session:
     def resource_bytes(self, uid: str) -> memoryview | bytes:
         """The current content of a resource in its snapshot layout (a mapped view for buffers)."""
         resource = self.resources[uid]
-        if isinstance(resource, DeviceBuffer) and resource.allocation is not None and resource.allocation.view is not None:
+        if isinstance(resource, DeviceBuffer) and resource.mapped:
             return resource.view
         staging, alloc = staging_buffer(self.ctx, resource.snapshot_size)
         try:

@@ -7,6 +7,7 @@ which bounds the memory in flight to ``slots x slot_size`` however long the run.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,12 +45,16 @@ class CaptureLayout:
         return tuple(i for i in self.items if i.after_command == after_command)
 
 
-def build_layout(entries: list[tuple[str, int, int | None]], alignment: int = 256) -> CaptureLayout:
-    """Pack ``(uid, size, after_command)`` entries into a slot, each offset aligned to ``alignment``."""
+def build_layout(entries: list[tuple[str, int, int | None]], alignment: int = 256,
+                 align_of: dict[str, int] | None = None) -> CaptureLayout:
+    """Pack ``(uid, size, after_command)`` entries into a slot: each offset a multiple of ``alignment``
+    and of the resource's own copy alignment (``align_of``, e.g. 12 for 3-byte texels)."""
     items, offset = [], 0
     for uid, size, after in entries:
+        step = math.lcm(alignment, (align_of or {}).get(uid, 1))
+        offset = -(-offset // step) * step
         items.append(CaptureItem(uid, offset, size, after))
-        offset += -(-size // alignment) * alignment
+        offset += size
     return CaptureLayout(tuple(items))
 
 
