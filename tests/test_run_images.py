@@ -1,7 +1,7 @@
 """Image scenarios end to end through ``vkcap run``/``record``/``replay``/``export``, checked against numpy.
 
-(The reference runner crashes on lavapipe in any dispatch that binds an image, so these results are not
-compared with it here; the file formats themselves are compared byte for byte in test_imageio.py.)
+(The reference runner crashes on lavapipe in any dispatch that binds an image, so dispatch results are
+not compared with it here; loading and writing images without a dispatch are, byte for byte.)
 """
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.builders import ScenarioBuilder, load_output, vkcap
+from tests.reference import reference_runner, run_reference
 from vkcore.imageio import read_dds, write_dds
 
 W, H = 8, 4
@@ -112,3 +114,23 @@ def test_image_record_replay_export(builder: ScenarioBuilder, tmp_path: Path) ->
     assert (first["uid"], first["dtype"], first["differing"], first["max_abs"]) == ("img", "float32", 1, 0.25)
     assert [p.name for p in heatmaps.iterdir()] == ["frame00000-img.png"]
     assert first["first_index"] == [2, 5, 2]  # (row, column, component) of level 0
+
+
+@pytest.mark.parametrize("dxgi, fmt, texel", [(28, "VK_FORMAT_R8G8B8A8_UNORM", 4), (41, "VK_FORMAT_R32_SFLOAT", 4),
+                                               (10, "VK_FORMAT_R16G16B16A16_SFLOAT", 8)])
+def test_image_src_to_dst_matches_the_reference(builder: ScenarioBuilder, tmp_path: Path, dxgi: int, fmt: str, texel: int) -> None:
+    """A DDS loaded into an image and written back (no dispatch): byte-identical to the reference runner."""
+    data = np.random.default_rng(dxgi).integers(0, 256, W * H * texel, dtype=np.uint8)
+    if "SFLOAT" in fmt:  # finite floats only
+        data = (np.random.default_rng(dxgi).random(W * H * texel // (2 if "R16" in fmt else 4)).astype(
+            np.float16 if "R16" in fmt else np.float32)).view(np.uint8)
+    write_dds(builder.root / "in.dds", W, H, dxgi, [data.tobytes()])
+    image(builder, "img", fmt, src="in.dds", dst="out.dds", shader_access="readonly")
+    scenario = builder.save()
+    proc = vkcap("run", scenario, "--output", tmp_path / "ours")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "ours" / "out.dds").read_bytes() == (builder.root / "in.dds").read_bytes()
+    if reference_runner() is not None:
+        ref = run_reference(scenario, tmp_path / "reference")
+        assert ref.returncode == 0, ref.stderr[-2000:]
+        assert (tmp_path / "ours" / "out.dds").read_bytes() == (tmp_path / "reference" / "out.dds").read_bytes()

@@ -259,7 +259,7 @@ class DeviceImage:
             raise ScenarioError("a mipped image cannot be aliased", place=f"{place}.mips")
         _check_dst(spec, fmt)
 
-        tiling_name = (spec.tiling or "OPTIMAL").upper()
+        tiling_name = (spec.tiling or ("LINEAR" if aliased else "OPTIMAL")).upper()
         if tiling_name not in TILING:
             raise ScenarioError(f"unknown tiling {spec.tiling!r} (OPTIMAL or LINEAR)", place=f"{place}.tiling")
         tiling = TILING[tiling_name]

@@ -10,33 +10,114 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+import vulkan as vk
+
 from . import memory
 from .device import VulkanContext
 from .errors import ScenarioError
 from .resources import DeviceResource, MemoryRequirements, OneTimeSubmit
 from .scenario import Buffer, Image, Resource, Scenario, Tensor
 
-# kind -> factory(ctx, spec, scenario) -> DeviceResource; image and tensor factories register here.
-Factory = Callable[[VulkanContext, Any, Scenario], DeviceResource]
+# kind -> factory(ctx, spec, scenario, already created resources) -> DeviceResource.
+Factory = Callable[[VulkanContext, Any, Scenario, dict[str, DeviceResource]], DeviceResource]
 
 
-def _buffer_factory(ctx: VulkanContext, spec: Buffer, scenario: Scenario) -> DeviceResource:
+def group_key(spec: Any, scenario: Scenario) -> str:
+    """Which allocation a resource shares: its memory group; the deprecated ``alias_target`` puts a
+    tensor with its image; otherwise an allocation of its own."""
+    if getattr(spec, "memory_group", ""):
+        return spec.memory_group
+    if isinstance(spec, Tensor) and spec.alias_target:
+        return group_key(scenario.by_uid[spec.alias_target], scenario)
+    if isinstance(spec, Image) and any(isinstance(r, Tensor) and r.alias_target == spec.uid for r in scenario.resources):
+        return f"\0alias:{spec.uid}"
+    return f"\0{spec.uid}"
+
+
+def aliased_image(spec: Tensor, scenario: Scenario) -> Image | None:
+    """The image a tensor shares memory with (``alias_target`` or the same memory group), if any."""
+    if spec.alias_target:
+        target = scenario.by_uid[spec.alias_target]
+        return target if isinstance(target, Image) else None
+    if spec.memory_group:
+        return next((r for r in scenario.resources if isinstance(r, Image) and r.memory_group == spec.memory_group), None)
+    return None
+
+
+def _buffer_factory(ctx: VulkanContext, spec: Buffer, scenario: Scenario, created: dict[str, DeviceResource]) -> DeviceResource:
     from .buffers import DeviceBuffer
 
-    return DeviceBuffer.create(ctx, spec)
+    return DeviceBuffer.create(ctx, spec)  # noqa: ARG001
 
 
-def _tensor_factory(ctx: VulkanContext, spec: Tensor, scenario: Scenario) -> DeviceResource:
+def _tensor_factory(ctx: VulkanContext, spec: Tensor, scenario: Scenario, created: dict[str, DeviceResource]) -> DeviceResource:
+    """A tensor; one that aliases an image shares its tiling and, when LINEAR, lays its elements out
+    like the image's memory: strides from the image's row pitch (dims NHWC or HWC)."""
+    from .arm_ffi import TENSOR_USAGE_IMAGE_ALIASING_BIT_ARM
     from .tensor_resources import TensorResource
     from .tensors import TensorApi
 
-    return TensorResource.create(ctx, TensorApi.load(ctx), spec)
+    api = TensorApi.load(ctx)
+    check_tensor_format(api, spec)
+    image_spec = aliased_image(spec, scenario)
+    strides, extra = None, 0
+    if image_spec is not None:
+        image = created[image_spec.uid]
+        tiling = "LINEAR" if getattr(image, "tiling", None) == vk.VK_IMAGE_TILING_LINEAR else "OPTIMAL"
+        mine = (spec.tiling or "LINEAR").upper()
+        if tiling and tiling != mine:
+            raise ScenarioError(f"mixed tiling: tensor '{spec.uid}' is {mine} but the image '{image_spec.uid}' it aliases is "
+                                f"{tiling}; aliased resources must have the same tiling", place=f"{spec.place}.tiling")
+        extra = TENSOR_USAGE_IMAGE_ALIASING_BIT_ARM
+        if mine == "LINEAR":
+            strides = image_strides(image, spec)
+    return TensorResource.create(ctx, api, spec, strides, extra_usage=extra)
 
 
-def _image_factory(ctx: VulkanContext, spec: Image, scenario: Scenario) -> DeviceResource:
+def check_tensor_format(api: Any, spec: Tensor) -> None:
+    """Refuse, before any Vulkan object exists, a tensor format this device cannot use in shaders
+    with the tensor's tiling (the emulation layer would accept it and fail later, or crash)."""
+    from .arm_ffi import FORMAT_FEATURE_2_TENSOR_SHADER_BIT_ARM
+    from .errors import UnsupportedDeviceFeature
+    from .formats import format_info
+
+    try:
+        vk_format = format_info(spec.format).vk_value
+    except KeyError:
+        return  # the tensor resource reports unknown formats with their place
+    tiling = (spec.tiling or "LINEAR").upper()
+    optimal, linear = api.format_features(vk_format)
+    features = linear if tiling == "LINEAR" else optimal
+    if not features & FORMAT_FEATURE_2_TENSOR_SHADER_BIT_ARM:
+        raise UnsupportedDeviceFeature(
+            f"this device cannot use {spec.format} tensors with {tiling} tiling in shaders", place=f"{spec.place}.format"
+        )
+
+
+def image_strides(image: Any, spec: Tensor) -> tuple[int, ...]:
+    """Byte strides (outermost first) that put a tensor's [N,] H, W, C elements where a LINEAR image
+    keeps its texels; checks that the dims describe the image."""
+    from .formats import format_info
+
+    fmt = format_info(spec.format)
+    element = fmt.block_bytes
+    dims = list(spec.dims)
+    expected = [image.height, image.width, image.texel_bytes // element]
+    if len(dims) not in (3, 4) or dims[-3:] != expected or (len(dims) == 4 and dims[0] != 1):
+        raise ScenarioError(
+            f"tensor dims {dims} do not describe the image '{image.uid}' it aliases: expected [1, {expected[0]}, "
+            f"{expected[1]}, {expected[2]}] (N, H, W, C) for a {image.width}x{image.height} {image.format.name} image",
+            place=f"{spec.place}.dims",
+        )
+    pitch = image.row_pitch()
+    strides = (pitch, image.texel_bytes, element)
+    return ((image.height * pitch,) + strides) if len(dims) == 4 else strides
+
+
+def _image_factory(ctx: VulkanContext, spec: Image, scenario: Scenario, created: dict[str, DeviceResource]) -> DeviceResource:
     from .images import DeviceImage
 
-    aliased = bool(spec.memory_group) or any(isinstance(r, Tensor) and r.alias_target == spec.uid for r in scenario.resources)
+    aliased = any(isinstance(r, Tensor) and aliased_image(r, scenario) == spec for r in scenario.resources)
     return DeviceImage.create(ctx, spec, scenario.base_dir, aliased=aliased)
 
 
@@ -54,17 +135,17 @@ class ResourceSet:
         self._allocations: list[memory.Allocation] = []
         table = factories or FACTORIES
         groups: dict[str, list[tuple[Any, DeviceResource]]] = {}
+        specs = [s for s in scenario.resources if isinstance(s, DATA_KINDS)]
         try:
-            for spec in scenario.resources:
-                if isinstance(spec, DATA_KINDS):
-                    try:
-                        resource = table[type(spec)](ctx, spec, scenario)
-                    except ScenarioError as exc:
-                        exc.file = exc.file or str(scenario.path)
-                        raise
-                    self.resources[spec.uid] = resource
-                    key = getattr(spec, "memory_group", "") or f"\0{spec.uid}"
-                    groups.setdefault(key, []).append((spec, resource))
+            # Tensors last: one that aliases an image is laid out after the image.
+            for spec in sorted(specs, key=lambda s: isinstance(s, Tensor)):
+                try:
+                    resource = table[type(spec)](ctx, spec, scenario, self.resources)
+                except ScenarioError as exc:
+                    exc.file = exc.file or str(scenario.path)
+                    raise
+                self.resources[spec.uid] = resource
+                groups.setdefault(group_key(spec, scenario), []).append((spec, resource))
             for members in groups.values():
                 self._bind_group(members)
         except BaseException:

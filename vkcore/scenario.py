@@ -84,7 +84,7 @@ class Image(Resource):
     custom_border_color: tuple[int | float, ...] = ()
     memory_group: str = ""
     memory_offset: int = 0
-    tiling: str = "OPTIMAL"
+    tiling: str = ""  # absent: LINEAR when a tensor aliases the image (as the reference runner), else OPTIMAL
 
 
 @dataclass(frozen=True)

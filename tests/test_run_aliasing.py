@@ -1,0 +1,96 @@
+"""Images and tensors sharing memory (``memory_group``, the deprecated ``alias_target``): a LINEAR tensor
+laid over a LINEAR image with strides from the image's row pitch, with and without a shader."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.builders import ScenarioBuilder, load_output, vkcap
+from tests.reference import reference_runner, run_reference
+from vkcore.imageio import write_dds
+
+W, H = 8, 4
+
+WRITE_IMAGE = """#version 450
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0, rgba32f) uniform writeonly image2D img;
+void main() { ivec2 p = ivec2(gl_GlobalInvocationID.xy); imageStore(img, p, vec4(p.x, p.y, p.x * 10 + p.y, 1.0)); }
+"""
+READ_TENSOR = """#version 450
+#extension GL_ARM_tensors : require
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) uniform tensorARM<float, 4> T;
+layout(set = 0, binding = 1) buffer O { float o[]; };
+void main() {
+    uint x = gl_GlobalInvocationID.x, y = gl_GlobalInvocationID.y;
+    for (uint c = 0; c < 4; c++) { float v; tensorReadARM(T, uint[](0, y, x, c), v); o[(y * WIDTH + x) * 4 + c] = v; }
+}
+"""
+
+
+def written() -> np.ndarray:
+    y, x = np.mgrid[0:H, 0:W].astype(np.float32)
+    return np.stack([x, y, x * 10 + y, np.ones_like(x)], axis=-1)
+
+
+def pair(b: ScenarioBuilder, *, use_alias_target: bool = False, image_fields: dict | None = None,
+         tensor_fields: dict | None = None) -> None:
+    group = {} if use_alias_target else {"memory_group": {"id": "g"}}
+    b.resources.append({"image": {"uid": "img", "dims": [1, W, H, 1], "format": "VK_FORMAT_R32G32B32A32_SFLOAT",
+                                  "shader_access": "readwrite", **group, **(image_fields or {})}})
+    link = {"alias_target": "img"} if use_alias_target else group
+    b.resources.append({"tensor": {"uid": "t", "dims": [1, H, W, 4], "format": "VK_FORMAT_R32_SFLOAT",
+                                   "shader_access": "readonly", "dst": "t.npy", **link, **(tensor_fields or {})}})
+
+
+@pytest.mark.parametrize("use_alias_target", [False, True], ids=["memory_group", "alias_target"])
+def test_shader_writes_an_image_a_tensor_reads_it(builder: ScenarioBuilder, tmp_path: Path, use_alias_target: bool) -> None:
+    builder.shader("write", WRITE_IMAGE).shader("read", READ_TENSOR, build_options=f"-DWIDTH={W}")
+    pair(builder, use_alias_target=use_alias_target)
+    builder.buffer("out", W * H * 16, dst="out.npy")
+    builder.dispatch("write", [(0, 0, "img")], [W, H])
+    builder.dispatch("read", [(0, 0, "t"), (0, 1, "out")], [W, H])
+    proc = vkcap("run", builder.save(), "--output", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_array_equal(load_output(tmp_path / "out.npy", np.float32).reshape(H, W, 4), written())
+    tensor = np.load(tmp_path / "t.npy")
+    assert tensor.shape == (1, H, W, 4) and tensor.dtype == np.float32
+    np.testing.assert_array_equal(tensor[0], written())
+
+
+def test_image_source_seen_through_a_tensor_without_a_shader(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    values = np.random.default_rng(9).random((H, W, 4), dtype=np.float32)
+    write_dds(builder.root / "in.dds", W, H, 2, [values.tobytes()])  # DXGI_FORMAT_R32G32B32A32_FLOAT
+    pair(builder, image_fields={"src": "in.dds"})
+    builder.commands = []
+    scenario = builder.save()
+    proc = vkcap("run", scenario, "--output", tmp_path / "ours")
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "ours" / "t.npy")[0], values)
+    if reference_runner() is not None:
+        ref = run_reference(scenario, tmp_path / "reference")
+        assert ref.returncode == 0, ref.stderr[-2000:]
+        assert (tmp_path / "ours" / "t.npy").read_bytes() == (tmp_path / "reference" / "t.npy").read_bytes()
+
+
+@pytest.mark.parametrize(
+    "image_fields, tensor_fields, place, message",
+    [
+        ({"tiling": "OPTIMAL"}, {"tiling": "LINEAR"}, "resources[1].tensor.tiling",
+         "mixed tiling: tensor 't' is LINEAR but the image 'img' it aliases is OPTIMAL; aliased resources must have the "
+         "same tiling"),
+        ({"mips": 2}, {}, "resources[0].image.mips", "a mipped image cannot be aliased"),
+        ({}, {"dims": [1, H, W, 2]}, "resources[1].tensor.dims",
+         f"tensor dims [1, {H}, {W}, 2] do not describe the image 'img' it aliases: expected [1, {H}, {W}, 4] (N, H, W, C) "
+         f"for a {W}x{H} VK_FORMAT_R32G32B32A32_SFLOAT image"),
+    ],
+    ids=["mixed-tiling", "mipped-image", "dims"],
+)
+def test_aliasing_errors(builder: ScenarioBuilder, image_fields: dict, tensor_fields: dict, place: str, message: str) -> None:
+    pair(builder, image_fields=image_fields, tensor_fields=tensor_fields)
+    scenario = builder.save()
+    proc = vkcap("run", scenario)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == f"vkcap: error: {scenario}: {place}: {message}"
