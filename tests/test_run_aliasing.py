@@ -94,3 +94,28 @@ def test_aliasing_errors(builder: ScenarioBuilder, image_fields: dict, tensor_fi
     proc = vkcap("run", scenario)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == f"vkcap: error: {scenario}: {place}: {message}"
+
+
+def test_explicit_image_barrier_and_record_replay_of_aliased_resources(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """Without implicit barriers, an image_barrier (GENERAL -> GENERAL, compute write -> read) orders
+    the image write before the tensor read; the recording captures image and tensor and replays clean."""
+    builder.shader("write", WRITE_IMAGE).shader("read", READ_TENSOR, build_options=f"-DWIDTH={W}")
+    pair(builder)
+    builder.buffer("out", W * H * 16, dst="out.npy")
+    builder.resource("image_barrier", uid="ib", image_resource="img", old_layout="IMAGE_LAYOUT_GENERAL",
+                     new_layout="IMAGE_LAYOUT_GENERAL", src_access="ACCESS_COMPUTE_SHADER_WRITE",
+                     dst_access="ACCESS_COMPUTE_SHADER_READ", src_stage=["COMPUTE"], dst_stage=["COMPUTE"],
+                     subresource_range={"base_mip_level": 0, "level_count": 1, "base_array_layer": 0, "layer_count": 1})
+    builder.dispatch("write", [(0, 0, "img")], [W, H], implicit_barrier=False)
+    builder.barrier(image_barrier_refs=["ib"])
+    builder.dispatch("read", [(0, 0, "t"), (0, 1, "out")], [W, H])
+    builder.boundary(["img", "t", "out"], 0)
+    trace = tmp_path / "t.vkt"
+    proc = vkcap("record", builder.save(), "-o", trace, "--output", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_array_equal(load_output(tmp_path / "out.npy", np.float32).reshape(H, W, 4), written())
+    exported = tmp_path / "t0.npy"
+    assert vkcap("export", trace, "--frame", "0", "--resource", "t", "-o", exported).returncode == 0
+    np.testing.assert_array_equal(np.load(exported)[0], written())
+    replay = vkcap("replay", trace)
+    assert replay.returncode == 0, replay.stderr
