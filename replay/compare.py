@@ -149,7 +149,8 @@ def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *,
     is_float = DTYPES[dtype][1]
     result = Comparison(uid, dtype, DIVERGED, a.size)
     if is_float:
-        fa, fb = _widen(a, dtype).astype(np.float64), _widen(b, dtype).astype(np.float64)
+        with np.errstate(invalid="ignore"):  # signalling NaNs widen to quiet NaNs, which is what we compare
+            fa, fb = _widen(a, dtype).astype(np.float64), _widen(b, dtype).astype(np.float64)
         nan_a, nan_b = np.isnan(fa), np.isnan(fb)
         nan_bad = nan_a ^ nan_b
         inf_a, inf_b = np.isinf(fa), np.isinf(fb)
