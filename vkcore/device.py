@@ -312,7 +312,15 @@ class VulkanContext:
                 return i
         return candidates[0]
 
+    def mark_hung(self) -> None:
+        """The GPU did not finish in time: from now on nothing waits for it. Closing then leaves the
+        device and its objects to the process's exit (destroying them would wait forever)."""
+        self.hung = True
+
     def close(self) -> None:
+        if getattr(self, "hung", False):
+            self.device = self.instance = None
+            return
         if getattr(self, "device", None) is not None:
             vk.vkDeviceWaitIdle(self.device)
             vk.vkDestroyDevice(self.device, None)

@@ -101,6 +101,10 @@ class _Span:
         self.timer.add(self.phase, self.name, time.perf_counter() - self.t0)
 
 
+class FrameTimeout(DeviceError):
+    """A frame ran longer than ``--timeout``."""
+
+
 def command_key(cmd: Any) -> Hashable:
     """A command without its position in the scenario: equal keys record equal GPU work."""
     return dataclasses.replace(cmd, index=-1)
@@ -415,7 +419,11 @@ class Session:
         """Block until the submission of ``slot`` finished. Raises :class:`DeviceError` on device loss or timeout."""
         result = vk.lib.vkWaitForFences(self.ctx.device, 1, [self.fences[slot]], vk.VK_TRUE, timeout_ns)
         if result == vk.VK_TIMEOUT:
-            raise DeviceError(f"frame {frame.frame_id}: timed out waiting for the GPU")
+            self.ctx.mark_hung()
+            raise FrameTimeout(
+                f"frame {frame.frame_id} did not finish within {timeout_ns / 1e9:g} s (--timeout): a hung or very slow "
+                "shader; the frames before it completed"
+            )
         if result != vk.VK_SUCCESS:
             raise DeviceError(f"frame {frame.frame_id}: the device was lost or failed (VkResult {result})")
 
@@ -476,8 +484,8 @@ class Session:
 
     def close(self) -> None:
         dev = self.ctx.device
-        if dev is None:
-            return
+        if dev is None or getattr(self.ctx, "hung", False):
+            return  # a hung device is left to the process's exit: destroying would wait forever
         vk.vkDeviceWaitIdle(dev)
         if self.query_pool is not None:
             vk.vkDestroyQueryPool(dev, self.query_pool, None)
