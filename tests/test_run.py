@@ -282,3 +282,28 @@ def test_devices_lists_lavapipe_with_emulated_tensors() -> None:
     devices = json.loads(proc.stdout)
     assert devices and {"device_name", "driver_name", "driver_version", "api_version", "tensors", "graphs"} <= devices[0].keys()
     assert all(d["tensors"] in ("native", "emulated") for d in devices)
+
+
+def test_sizes_beyond_the_device_are_refused_before_allocation(builder: ScenarioBuilder) -> None:
+    builder.shader("add", ADD_FLOAT)
+    builder.buffer("huge", 1 << 50)  # a petabyte
+    builder.dispatch("add", [(0, 0, "huge"), (0, 1, "huge2"), (0, 2, "huge3")], [1])
+    builder.buffer("huge2", 16).buffer("huge3", 16)
+    scenario = builder.save()
+    proc = vkcap("run", scenario)
+    assert proc.returncode == 2, proc.stderr
+    line = proc.stderr.strip()
+    assert line.startswith(f"vkcap: error: {scenario}: resources[1].buffer.size: 1048576.0 GiB exceeds this device's "
+                           "largest storage buffer (maxStorageBufferRange ")
+    assert "Traceback" not in proc.stderr
+
+
+def test_too_many_workgroups_are_refused(builder: ScenarioBuilder) -> None:
+    a = np.ones(4, np.float32)
+    scenario = three_buffer_add(builder, ADD_FLOAT, np.float32, a, a)
+    doc = json.loads(scenario.read_text())
+    doc["commands"][0]["dispatch_compute"]["rangeND"] = [1 << 31]
+    scenario.write_text(json.dumps(doc))
+    proc = vkcap("run", scenario)
+    assert proc.returncode == 2
+    assert f"commands[0].dispatch_compute.rangeND[0]: {1 << 31} workgroups exceed this device's maxComputeWorkGroupCount[0]" in proc.stderr

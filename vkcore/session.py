@@ -37,6 +37,7 @@ from .scenario import (
     Tensor,
     TensorBarrier,
 )
+from .limits import refuse_beyond_limits
 from .resource_set import ResourceSet
 from .resources import free_staging, staging_buffer
 from .shaders import SpirvModule, load_shader
@@ -125,6 +126,7 @@ class Session:
 
     def __init__(self, ctx: VulkanContext, plan: Plan, options: SessionOptions, timer: HostTimer | None = None) -> None:
         refuse_unsupported(plan)
+        refuse_beyond_limits(ctx, plan.scenario)
         self.ctx = ctx
         self.plan = plan
         self.scenario = plan.scenario
