@@ -78,3 +78,18 @@ def test_ctrl_c_at_any_moment_leaves_a_valid_trace(builder: ScenarioBuilder, tmp
     info = json.loads(vkcap("info", trace, "--json").stdout)
     assert info["status"] == "interrupted" and not info["recovered"] and info["frames"] >= 1
     assert not list(tmp_path.glob(".*.partial"))
+
+
+def test_two_recorders_on_one_path_never_interleave(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """Each recorder writes its own temporary file and renames it into place when complete: the
+    path ends up holding one whole trace (the last to finish), never a mix."""
+    trace = tmp_path / "same.vkt"
+    scenario = one_frame(builder)
+    first, second = _record(scenario, trace, 3000), _record(scenario, trace, 2000)
+    for proc in (first, second):
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    info = json.loads(vkcap("info", trace, "--json").stdout)
+    assert info["status"] == "complete" and not info["recovered"] and info["frames"] in (2000, 3000)
+    assert not info["corrupt_records"]
+    assert not list(tmp_path.glob(".*.partial"))
