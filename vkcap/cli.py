@@ -189,6 +189,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_FAILURE
     except Exception as exc:  # an unexpected failure: one line, traceback only in debug
+        if type(exc).__module__.startswith("vulkan"):  # a Vulkan call failed in a way no check foresaw
+            if level == "debug":
+                log.exception("details")
+            print(f"vkcap: error: a Vulkan call failed: {type(exc).__name__} (rerun with --log-level debug for details)",
+                  file=sys.stderr)
+            return EXIT_FAILURE
         if level == "debug":
             log.exception("internal error")
         print(f"vkcap: internal error: {type(exc).__name__}: {exc} (rerun with --log-level debug for details)", file=sys.stderr)

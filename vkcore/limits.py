@@ -14,6 +14,9 @@ from .errors import UnsupportedDeviceFeature
 from .scenario import Buffer, DispatchCompute, Image, Scenario, Tensor
 
 
+MAX_BINDING = 65535  # binding numbers vkcap accepts (no Vulkan limit; drivers allocate up to the highest)
+
+
 @dataclass(frozen=True)
 class Limit:
     """One violated limit: where, and what."""
@@ -94,6 +97,10 @@ def check_limits(ctx: VulkanContext, scenario: Scenario) -> list[Limit]:
             if n > per_stage[kind]:
                 problems.append(Limit(f"{cmd.place}.bindings", f"{n} {kind} in one dispatch, more than this device allows "
                                       f"({per_stage[kind]})"))
+        for j, b in enumerate(cmd.bindings):
+            if b.id > MAX_BINDING:
+                problems.append(Limit(f"{cmd.place}.bindings[{j}].id", f"binding {b.id} is beyond {MAX_BINDING}: drivers "
+                                      "size descriptor set layouts by the highest binding number"))
         sets = {b.set for b in cmd.bindings}
         if sets and max(sets) >= limits.maxBoundDescriptorSets:
             problems.append(Limit(f"{cmd.place}.bindings", f"descriptor set {max(sets)} is beyond this device's "
