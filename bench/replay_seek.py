@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         _, doc = vkcap("replay", trace, "--frame", early, *dtype)
         assert doc and doc["diverged"] is False and doc["started_from_checkpoint"] == -1
         early_executed = doc["frames_executed"]
-        _, bis = vkcap("bisect", trace, "--replace-shader", f"step={bad}", *dtype, expect=1)
+        _, bis = vkcap("bisect", trace, "--no-isolate", "--replace-shader", f"step={bad}", *dtype, expect=1)
         assert bis and bis["frame"] == args.bad_from and bis["resource"]["uid"] == "x", bis
         _, full = vkcap("replay", trace, "--replace-shader", f"step={bad}", *dtype, expect=1)
         assert full and next(f["frame"] for f in full["frames"] if f["diverged"]) == args.bad_from
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         bisect_t, full_t = alternate(
             args.runs,
-            lambda: vkcap("bisect", trace, "--replace-shader", f"step={bad}", *dtype, expect=1)[0],
+            lambda: vkcap("bisect", trace, "--no-isolate", "--replace-shader", f"step={bad}", *dtype, expect=1)[0],
             lambda: vkcap("replay", trace, "--replace-shader", f"step={bad}", *dtype, expect=1)[0],
         )
         trace_mib = trace.stat().st_size / MiB

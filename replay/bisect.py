@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from capture.trace import Trace
 
@@ -48,6 +48,8 @@ class BisectResult:
     fallback_scan: bool = False
     exhaustive: bool = False
     side_by_side: bool = False  # the dispatch was found by running the frame on both drivers
+    crash: str = ""  # the first divergent segment crashed the driver (isolated probes): what happened
+    crash_frame: int | None = None
     note: str = ""
 
 
@@ -64,26 +66,69 @@ def segments_of(trace: Trace) -> list[Segment]:
     return out
 
 
+# A probe replays one segment and returns its first divergent frame (None: the segment is clean), or
+# raises SegmentCrashed when the device work crashed.
+Probe = Callable[[Segment], Awaitable["FrameResult | None"]]
+
+
+class SegmentCrashed(Exception):
+    """An isolated probe's child process crashed: a finding, counted as a divergence."""
+
+    def __init__(self, line: str, frame: int | None) -> None:
+        super().__init__(line)
+        self.line, self.frame = line, frame
+
+
 async def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Segment, bool], None] | None = None,
-                       exhaustive: bool = False, reference_icd: Path | None = None) -> BisectResult:
-    """Find the first divergent frame and dispatch; see the module docstring."""
+                       exhaustive: bool = False, reference_icd: Path | None = None,
+                       isolate_args: list[str] | None = None) -> BisectResult:
+    """Find the first divergent frame and dispatch; see the module docstring.
+
+    With ``isolate_args`` (the child's ``vkcap replay`` arguments, the trace first) every probe runs in
+    a child process and a crash counts as a divergence; otherwise all probes share one Vulkan session.
+    """
     segments = segments_of(trace)
     result = BisectResult(len(segments), exhaustive=exhaustive)
-    outcomes: dict[int, FrameResult | None] = {}
+    if isolate_args is not None:
+        return await _search(trace, options, _isolated_probe(isolate_args), segments, result, on_probe, exhaustive, reference_icd)
     with ReplaySession(trace, options) as replay_session:
-        return await _search(trace, options, replay_session, segments, result, outcomes, on_probe, exhaustive, reference_icd)
+        async def probe(seg: Segment) -> FrameResult | None:
+            report = await replay_session.run(target_frames(trace, seg.first, seg.last), stop_at_first_divergence=True)
+            return report.first_divergence
+
+        return await _search(trace, options, probe, segments, result, on_probe, exhaustive, reference_icd)
 
 
-async def _search(trace: Trace, options: ReplayOptions, replay_session: ReplaySession, segments: list[Segment],
-                  result: BisectResult, outcomes: dict[int, FrameResult | None],
-                  on_probe: Callable[[Segment, bool], None] | None, exhaustive: bool, reference_icd: Path | None) -> BisectResult:
+def _isolated_probe(args: list[str]) -> Probe:
+    async def probe(seg: Segment) -> FrameResult | None:
+        import trio
+
+        from .isolate import run_child
+        from .report import frames_from_document
+
+        outcome = await trio.to_thread.run_sync(
+            lambda: run_child([*args, "--frames", f"{seg.first}-{seg.last}", "--stop-at-first-divergence"], echo=False))
+        if outcome.report is None:
+            raise SegmentCrashed(outcome.crash_line(), outcome.crashed_frame)
+        frames = frames_from_document(outcome.report["frames"])
+        return next((f for f in frames if f.diverged), None)
+
+    return probe
+
+
+async def _search(trace: Trace, options: ReplayOptions, run_probe: Probe, segments: list[Segment],
+                  result: BisectResult, on_probe: Callable[[Segment, bool], None] | None, exhaustive: bool,
+                  reference_icd: Path | None) -> BisectResult:
+    outcomes: dict[int, FrameResult | SegmentCrashed | None] = {}
+
     async def probe(k: int) -> bool:
         if k not in outcomes:
             seg = segments[k]
-            targets = target_frames(trace, seg.first, seg.last)
-            report = await replay_session.run(targets, stop_at_first_divergence=True)
+            try:
+                outcomes[k] = await run_probe(seg)
+            except SegmentCrashed as crash:
+                outcomes[k] = crash
             result.replays += 1
-            outcomes[k] = report.first_divergence
             result.probes.append((k, outcomes[k] is not None))
             if on_probe is not None:
                 on_probe(seg, outcomes[k] is not None)
@@ -110,8 +155,12 @@ async def _search(trace: Trace, options: ReplayOptions, replay_session: ReplaySe
             if await probe(k):
                 found = k
                 break
-    frame = outcomes[found]
-    assert frame is not None
+    outcome = outcomes[found]
+    if isinstance(outcome, SegmentCrashed):
+        result.crash, result.crash_frame = outcome.line, outcome.frame
+        return result
+    assert outcome is not None
+    frame = outcome
     result.frame = frame
     result.resource = next((c for c in frame.comparisons if c.diverged), None)
     first_dispatch = next(((cmd, c) for cmd, c in frame.dispatches if c.diverged), None)

@@ -19,7 +19,7 @@ from capture.embed import safe_join
 from capture.trace import FrameRecord, Trace
 from vkcore.device import VulkanContext
 from vkcore.errors import ScenarioError, TraceError, UsageError
-from vkcore.executor import FrameSnapshot, StopRequest, execute
+from vkcore.executor import Event, FrameSnapshot, FrameStarted, StopRequest, execute
 from vkcore.plan import Frame, Plan, make_plan
 from vkcore.runner import scenario_needs, wanted_extensions
 from vkcore.scenario import Scenario, load_scenario
@@ -27,6 +27,7 @@ from vkcore.session import Session, SessionOptions
 from vkcore.staging import CaptureLayout, build_layout
 
 from .compare import DIVERGED, Comparison, Tolerance, compare
+from .isolate import ProgressFile
 from .tolerances import TolerancePolicy
 
 NOTHING = CaptureLayout(())
@@ -47,6 +48,8 @@ class ReplayOptions:
     dispatch_level: bool = True  # compare dispatch-level snapshots when the trace has them
     shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # uid -> shape, for raw buffers
     heatmap_dir: Path | None = None
+    progress_file: Path | None = None  # an isolated child names each frame here as it starts
+    stop_at_first_divergence: bool = False
 
 
 @dataclass
@@ -327,9 +330,15 @@ class ReplaySession:
 
         comparer = comparer_type(self.trace, self.plan, targets, self.options, seen)
         report = ReplayReport(self.trace.path, self.ctx.fingerprint(), self.trace.fingerprint, started_from_checkpoint=checkpoint)
+        progress = ProgressFile(self.options.progress_file) if self.options.progress_file else None
+
+        def on_event(event: Event) -> None:
+            if progress is not None and isinstance(event, FrameStarted):
+                progress.frame_started(event.seq)
+
         report.executed = await execute(
             self.session, consumer=comparer, seqs=range(checkpoint + 1, max(targets) + 1),
-            frame_timeout_s=self.options.frame_timeout_s, stop=stop,
+            frame_timeout_s=self.options.frame_timeout_s, stop=stop, on_event=on_event,
         )
         report.frames = sorted(comparer.results, key=lambda r: r.seq)
         return report
@@ -342,7 +351,8 @@ async def replay_trace(trace: Trace, options: ReplayOptions, *, on_frame: Callab
     capture and compare in each) in a session of its own; see the module docstring."""
     targets = targets or target_frames(trace, options.first, options.last)
     with ReplaySession(trace, options, workdir) as replay_session:
-        return await replay_session.run(targets, on_frame=on_frame, comparer_type=comparer_type)
+        return await replay_session.run(targets, on_frame=on_frame, comparer_type=comparer_type,
+                                        stop_at_first_divergence=options.stop_at_first_divergence)
 
 
 def replay(options: ReplayOptions, on_frame: Callable[[FrameResult], None] | None = None) -> ReplayReport:

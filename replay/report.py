@@ -95,3 +95,24 @@ def print_frames(frames: list[Any], *, show_identical: bool = False, console: An
             )
     if table.row_count:
         console.print(table)
+
+
+def frames_from_document(frames: list[dict[str, Any]]) -> list[Any]:
+    """FrameResults back from :func:`frames_document` output (an isolated child's report)."""
+    from dataclasses import fields
+
+    from .replayer import FrameResult
+
+    names = {f.name for f in fields(Comparison)}
+
+    def comparison(d: dict[str, Any]) -> Comparison:
+        c = Comparison(**{k: v for k, v in d.items() if k in names and k != "extras"})
+        if c.first_index is not None:
+            c.first_index = tuple(c.first_index)
+        return c
+
+    return [
+        FrameResult(f["frame"], f["frame_id"], [comparison(c) for c in f["resources"]],
+                    [(d["command"], comparison(d)) for d in f["dispatches"]])
+        for f in frames
+    ]

@@ -52,6 +52,10 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
                      help="replay with another shader (.spv as SPIR-V, else GLSL); repeatable")
     rep.add_argument("--timeout", type=float, metavar="SECONDS", help="give up on a frame that runs longer than this")
     rep.add_argument("--heatmap", type=Path, metavar="DIR", help="write a PNG of |error| for each diverged 2-d+ resource")
+    rep.add_argument("--isolate", action="store_true",
+                     help="run the device work in a child process: a driver crash is reported (frame, signal) as a divergence")
+    rep.add_argument("--progress-file", type=Path, help=argparse.SUPPRESS)  # written by an isolated child
+    rep.add_argument("--stop-at-first-divergence", action="store_true", help=argparse.SUPPRESS)
     add_device(rep)
     rep.add_argument("--icd", type=Path, metavar="FILE.json", help="replay on this Vulkan driver (sets VK_DRIVER_FILES)")
     add_common(rep)
@@ -68,6 +72,8 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     bis.add_argument("trace", type=Path)
     add_compare_flags(bis)
     bis.add_argument("--replace-shader", action="append", default=[], metavar="UID=FILE", help="bisect with another shader")
+    bis.add_argument("--no-isolate", dest="isolate", action="store_false",
+                     help="run probes in this process (faster; a driver crash then ends the search)")
     bis.add_argument("--exhaustive", action="store_true",
                      help="also replay every segment before the one found: exact even for one-off divergences")
     bis.add_argument("--timeout", type=float, metavar="SECONDS", help="give up on a frame that runs longer than this")
@@ -354,6 +360,8 @@ def replay_options(args: argparse.Namespace, **extra: Any):  # -> ReplayOptions
         frame_timeout_s=getattr(args, "timeout", None),
         shapes=tuple(shapes(args)),
         heatmap_dir=getattr(args, "heatmap", None),
+        progress_file=getattr(args, "progress_file", None),
+        stop_at_first_divergence=getattr(args, "stop_at_first_divergence", False),
         **extra,
     )
 
@@ -385,6 +393,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     log = logging.getLogger("vkcap")
     options = replay_options(args)
+    if args.isolate:
+        return replay_isolated(args, log)
     if args.tolerance == "auto":
         from replay.auto import auto_tolerances
 
@@ -474,13 +484,23 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
         if args.reference_icd is not None and not args.reference_icd.is_file():
             raise UsageError(f"--reference-icd {args.reference_icd}: no such driver manifest")
+        isolate_args = None
+        if args.isolate:
+            isolate_args = child_arguments(args, "bisect", {"--exhaustive", "--no-isolate"},
+                                           {"--json", "--junit", "--reference-icd"})
         result = trio.run(lambda: bisect_trace(trace, options, on_probe=on_probe, exhaustive=args.exhaustive,
-                                               reference_icd=args.reference_icd))
+                                               reference_icd=args.reference_icd, isolate_args=isolate_args))
         document: dict[str, Any] = {
             "trace": str(args.trace), "segments": result.segments, "replays": result.replays,
             "probes": [{"segment": k, "diverged": d} for k, d in result.probes], "fallback_scan": result.fallback_scan,
             "exhaustive": result.exhaustive,
         }
+        if result.crash:
+            document.update({"diverged": True, "crashed": True, "frame": result.crash_frame, "crash": result.crash})
+            report_outputs(args, "bisect", document, [])
+            print(f"first divergence: {result.crash}")
+            print(f"search: {result.replays} segment replay(s) of {result.segments} segment(s), each in a child process")
+            return 1
         if result.frame is None:
             log.info("no divergence found in %d segment replay(s)", result.replays)
             document["diverged"] = False
@@ -505,4 +525,45 @@ def cmd_bisect(args: argparse.Namespace) -> int:
            else "every earlier segment checked" if result.exhaustive
            else "binary search, assuming the divergence persists; --exhaustive checks every earlier segment")
     print(f"search: {result.replays} segment replay(s) of {result.segments} segment(s) ({how})")
+    return 1
+
+
+def child_arguments(args: argparse.Namespace, command: str, drop: set[str], drop_with_value: set[str]) -> list[str]:
+    """The user's own arguments to ``command`` (the trace first), without the flags the parent handles."""
+    argv = list(getattr(args, "argv", sys.argv))
+    tokens = argv[argv.index(command) + 1:] if command in argv else []
+    out: list[str] = []
+    skip = False
+    for token in tokens:
+        if skip:
+            skip = False
+            continue
+        name = token.split("=", 1)[0]
+        if name in drop:
+            continue
+        if name in drop_with_value:
+            skip = "=" not in token
+            continue
+        out.append(token)
+    return out
+
+
+def replay_isolated(args: argparse.Namespace, log: Any) -> int:
+    """``replay --isolate``: the same replay in a child; a crash is a finding (exit 1), never a lost run."""
+    from replay.isolate import run_child
+
+    outcome = run_child(child_arguments(args, "replay", {"--isolate"}, {"--json"}))
+    if outcome.report is not None:
+        if args.json:
+            from replay.report import write_json
+
+            write_json(args.json, outcome.report)
+        return outcome.returncode
+    if not outcome.crashed:
+        return outcome.returncode  # the child reported its own error (bad input, exit 2)
+    log.error("%s", outcome.crash_line())
+    if args.json:
+        from replay.report import write_json
+
+        write_json(args.json, {"trace": str(args.trace), **outcome.crash_document()})
     return 1

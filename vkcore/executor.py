@@ -31,6 +31,7 @@ class FrameStarted:
     pass_index: int
     frame: Frame
     total_frames: int  # frames x repeats of the whole run
+    seq: int = 0  # position in the whole run, repeats included
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ async def execute(
                 slot = await free_receive.receive()
                 layout = consumer.layout(frame, seq) if consumer else NO_CAPTURE
                 cb = session.command_buffer(frame, layout, slot)
-                emit(FrameStarted(pass_index, frame, total))
+                emit(FrameStarted(pass_index, frame, total, seq))
                 session.submit(frame, cb, slot)
                 await send.send((pass_index, seq, frame, slot, layout, time.perf_counter()))
 

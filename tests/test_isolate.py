@@ -1,0 +1,60 @@
+"""Driver crashes are findings: with ``--isolate`` (the default for bisect) the device work runs in a child
+process, and a crash is reported with the frame, the signal and the last log lines.
+
+The crash is a real fatal signal delivered to the child when it starts the chosen frame
+(``VKCAP_TEST_CRASH_AT_FRAME``): the process dies exactly as it does when a driver segfaults. (lavapipe
+checks buffer bounds and fails bad SPIR-V cleanly, so a shader cannot make it crash on demand.)
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.builders import ScenarioBuilder, vkcap
+
+ACC = """#version 450
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) buffer A { uint a[]; };
+void main() { a[gl_GlobalInvocationID.x] += 1u; }
+"""
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    b = ScenarioBuilder(tmp_path_factory.mktemp("isolate") / "scenario")
+    b.shader("acc", ACC).buffer("a", 64)
+    for f in range(24):
+        b.dispatch("acc", [(0, 0, "a")], [16]).boundary(["a"], f)
+    path = b.root / "t.vkt"
+    assert vkcap("record", b.save(), "-o", path, "--checkpoint-every", "4").returncode == 0
+    return path
+
+
+def test_isolated_replay_reports_a_crash_as_a_finding(trace: Path, tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    proc = vkcap("replay", trace, "--isolate", "--json", report, env={"VKCAP_TEST_CRASH_AT_FRAME": "9"})
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        "vkcap: frame 9 crashed the driver (SIGSEGV, exit code -11); last log lines: ")
+    doc = json.loads(report.read_text())
+    assert (doc["crashed"], doc["frame"], doc["how"], doc["diverged"]) == (True, 9, "SIGSEGV", True)
+
+
+def test_isolated_replay_without_a_crash_is_a_normal_replay(trace: Path, tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    proc = vkcap("replay", trace, "--isolate", "--json", report)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(report.read_text())
+    assert not doc["diverged"] and len(doc["frames"]) == 24
+
+
+def test_bisect_counts_a_crash_as_a_divergence_and_finds_it(trace: Path, tmp_path: Path) -> None:
+    report = tmp_path / "b.json"
+    proc = vkcap("bisect", trace, "--json", report, env={"VKCAP_TEST_CRASH_AT_FRAME": "13"})
+    assert proc.returncode == 1, proc.stderr
+    assert "first divergence: frame 13 crashed the driver (SIGSEGV, exit code -11)" in proc.stdout
+    doc = json.loads(report.read_text())
+    assert (doc["crashed"], doc["frame"]) == (True, 13)
+    assert any(p["diverged"] for p in doc["probes"])
