@@ -296,17 +296,28 @@ def default_trace_path(scenario: Path) -> Path:
     return Path("traces") / f"{scenario.stem}.vkt"
 
 
-async def _watch_interrupts(stop: StopRequest, task_status: Any) -> None:
-    """First Ctrl-C: stop submitting, finish the frames in flight, close the trace. Second: abort."""
-    import trio
+class InterruptHandler:
+    """Ctrl-C (or SIGTERM) during a recording: the first stops submitting frames (those in flight are
+    finished and the trace is closed); a second aborts. Installed before trio starts, so trio keeps it
+    (trio only replaces Python's default handler) and no signal is lost at any moment."""
 
-    with trio.CancelScope() as scope:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            task_status.started(scope)
-            async for _ in signals:
-                if stop.requested:
-                    raise KeyboardInterrupt
-                stop.set()
+    def __init__(self, stop: StopRequest) -> None:
+        self.stop = stop
+        self.saved: dict[int, Any] = {}
+
+    def __enter__(self) -> "InterruptHandler":
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self.saved[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.stop.requested:
+            raise KeyboardInterrupt
+        self.stop.set()
 
 
 @dataclass
@@ -341,13 +352,14 @@ class _Consumer:
         await self._recorder().consume(snapshot)
 
 
-async def record_async(options: RecordOptions, argv: list[str], on_event: Callable[[Event], None] | None = None) -> RecordResult:
+async def record_async(options: RecordOptions, argv: list[str], on_event: Callable[[Event], None] | None = None,
+                       stop: StopRequest | None = None) -> RecordResult:
     """Record a trace. Nothing is written before the scenario is validated and the session built;
     the trace appears at its path only once complete (or, after Ctrl-C, closed with what was done)."""
     import trio
 
     scenario = load_scenario(options.run.scenario)
-    stop = StopRequest()
+    stop = stop or StopRequest()
     state = _Recording()
     send, receive = trio.open_memory_channel(WRITE_QUEUE)
 
@@ -366,13 +378,9 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
     try:
         try:
             async with trio.open_nursery() as nursery:
-                watcher = await nursery.start(_watch_interrupts, stop)
-                try:
-                    async with send:
-                        result = await run_async(options.run, consumer=_Consumer(state), on_session=on_session, stop=stop,
-                                                 scenario=scenario, on_event=on_event)
-                finally:
-                    watcher.cancel()
+                async with send:
+                    result = await run_async(options.run, consumer=_Consumer(state), on_session=on_session, stop=stop,
+                                             scenario=scenario, on_event=on_event)
         except BaseExceptionGroup as group:
             raise_single(group)
         if result is not None and result.interrupted:
@@ -390,7 +398,7 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
         if writer is not None and not writer.closed:
             frames = state.recorder.frames_written if state.recorder else 0
             with _sigint_ignored():
-                if status == "failed" and frames == 0:
+                if status in ("failed", "interrupted") and frames == 0:
                     writer.abort()  # nothing worth keeping: leave whatever was at the path before
                 else:
                     _finish(writer, {"status": status, "frames": frames, "error": error})
@@ -439,4 +447,6 @@ def _finish(writer: TraceWriter, end: dict[str, Any]) -> None:
 def record(options: RecordOptions, argv: list[str], on_event: Callable[[Event], None] | None = None) -> RecordResult:
     import trio
 
-    return trio.run(record_async, options, argv, on_event)
+    stop = StopRequest()
+    with InterruptHandler(stop):
+        return trio.run(record_async, options, argv, on_event, stop)

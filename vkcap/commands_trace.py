@@ -127,7 +127,10 @@ def cmd_record(args: argparse.Namespace) -> int:
         _size(result.dedup_bytes),
     )
     if result.run.interrupted:
-        log.warning("interrupted: the trace holds the %d frame(s) completed before Ctrl-C", result.frames)
+        if result.frames:
+            log.warning("interrupted: the trace holds the %d frame(s) completed before Ctrl-C", result.frames)
+        else:
+            log.warning("interrupted before the first frame completed: no trace was written")
         return EXIT_INTERRUPTED
     return 0
 

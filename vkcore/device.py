@@ -8,6 +8,7 @@ faster without them); ``emulation="off"`` never loads them, ``emulation="always"
 from __future__ import annotations
 
 import os
+import signal
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -174,6 +175,20 @@ def _rank_of(d: DeviceInfo) -> int:
     return DEVICE_TYPE_RANK.get(by_name.get(d.type, vk.VK_PHYSICAL_DEVICE_TYPE_OTHER), 9)
 
 
+class signals_deferred:
+    """Block SIGINT and SIGTERM while the driver starts: threads it creates inherit the blocked mask
+    (so signals always reach the main thread), and a signal that arrives meanwhile is delivered when
+    the block is lifted instead of being lost inside the driver's start-up."""
+
+    SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+    def __enter__(self) -> None:
+        self.previous = signal.pthread_sigmask(signal.SIG_BLOCK, self.SIGNALS)
+
+    def __exit__(self, *exc: object) -> None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.previous)
+
+
 class VulkanContext:
     """One instance, one logical device with a compute queue, and what the executor needs to know of them."""
 
@@ -186,6 +201,11 @@ class VulkanContext:
         emulation: EmulationMode = "auto",
         want_extensions: tuple[str, ...] = (),
     ) -> None:
+        with signals_deferred():
+            self._start(device, need_tensors, need_graphs, emulation, want_extensions)
+
+    def _start(self, device: str | int | None, need_tensors: bool, need_graphs: bool, emulation: EmulationMode,
+               want_extensions: tuple[str, ...]) -> None:
         self.layers: tuple[str, ...] = ()
         self.instance = _create_instance(())
         physicals = vk.vkEnumeratePhysicalDevices(self.instance)

@@ -25,9 +25,11 @@ class VkcapError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
-        """The one line shown to the user: ``file: place: message`` with absent parts left out."""
+        """The one line shown to the user: ``file: place: message`` with absent parts left out (line
+        breaks that came from the input are escaped: it is always one line)."""
         parts = [p for p in (self.file, self.place) if p]
-        return ": ".join([*parts, self.message])
+        line = ": ".join([*parts, self.message])
+        return line.replace("\r", "\\r").replace("\n", "\\n")
 
 
 class ScenarioError(VkcapError):

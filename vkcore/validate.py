@@ -285,7 +285,8 @@ def _hint(word: str, candidates: Sequence[str], *, listed: bool) -> str:
 
 
 def _quote(text: str) -> str:
-    return "'" + text + "'"
+    """``'text'`` with control characters escaped, so a message stays one line."""
+    return "'" + "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text) + "'"
 
 
 def _show(value: Any, limit: int = 60) -> str:
