@@ -125,9 +125,17 @@ def _cli(*args: str) -> tuple[int, str]:
     return code, err.getvalue()
 
 
-def test_fuzzed_scenarios_run_or_fail_clearly(base: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
-    """Mutations of values that validation may accept, executed on the device through the CLI."""
+VALIDATION_LAYER = Path("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json")
+
+
+def test_fuzzed_scenarios_run_or_fail_clearly(base: tuple[Path, dict[str, Any]], tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """Mutations of values that validation may accept, executed on the device through the CLI, under
+    Khronos' validation layer: whatever vkcap lets through must be valid Vulkan usage."""
     root, document = base
+    if not VALIDATION_LAYER.is_file():
+        pytest.skip("Khronos' validation layer is not installed (apt-get install vulkan-validationlayers)")
+    monkeypatch.setenv("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation")
     target = root / "run.json"
     numbers = st.one_of(st.integers(-3, 70000), st.sampled_from([0, 1, 3, 4, 63, 64, 65, 4096, 2**31]))
 
@@ -146,6 +154,8 @@ def test_fuzzed_scenarios_run_or_fail_clearly(base: tuple[Path, dict[str, Any]],
         assert "Traceback" not in err and "internal error" not in err, err
         if code == 2:
             assert err.count("\n") == 1 and err.startswith("vkcap: error: "), err
+        layer_output = capfd.readouterr().out
+        assert "Validation Error" not in layer_output, layer_output[:3000]
 
     check()
 

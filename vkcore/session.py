@@ -18,7 +18,7 @@ import vulkan as vk
 
 from .buffers import DeviceBuffer
 from .device import FRAME_BOUNDARY_EXT, VulkanContext
-from .errors import DeviceError, ScenarioError
+from .errors import DeviceError, ScenarioError, UnsupportedDeviceFeature
 from .npyio import read_header
 from .pipelines import ComputePipeline, PipelineCache, PipelineFactory
 from .plan import Frame, Plan
@@ -41,6 +41,7 @@ from .limits import refuse_beyond_limits
 from .resource_set import ResourceSet
 from .resources import free_staging, staging_buffer
 from .shaders import SpirvModule, load_shader
+from .spirv import SpirvError, reflect
 from .staging import CaptureItem, CaptureLayout, StagingRing, StagingSlot
 from .sync import (
     ACCESS,
@@ -132,28 +133,35 @@ class Session:
         self.scenario = plan.scenario
         self.options = options
         self.timer = timer or HostTimer()
-        self._objects_ready = False
-        self.resources = ResourceSet(ctx, self.scenario)
-        self.cache = PipelineCache(
-            ctx,
-            options.pipeline_cache_path,
-            clear=options.clear_pipeline_cache,
-            fail_on_miss=options.fail_on_pipeline_cache_miss,
-        )
-        self.factory = PipelineFactory(ctx, self.cache)
+        # Everything close() releases exists (empty) before anything can fail, so a failed set-up
+        # releases exactly what it created before the device goes away.
+        self.resources: ResourceSet | None = None
+        self.cache: PipelineCache | None = None
+        self.factory: PipelineFactory | None = None
         self.modules: dict[str, SpirvModule] = {}
         self.raw_data: dict[str, bytes] = {}
         self.dispatches: dict[int, PreparedDispatch] = {}  # by command index
         self.query_pool = None
         self.query_count = 0
-        self.pool = vk.vkCreateCommandPool(
-            ctx.device, vk.VkCommandPoolCreateInfo(queueFamilyIndex=ctx.queue_family), None
-        )
+        self.pool = None
         self.fences: list[Any] = []
         self.ring = StagingRing(ctx)
         self.descriptor_pool = None
         self._command_buffers: dict[tuple[int, Hashable, int], Any] = {}
-        self._prepare_dispatches()
+        try:
+            self.resources = ResourceSet(ctx, self.scenario)
+            self.cache = PipelineCache(
+                ctx,
+                options.pipeline_cache_path,
+                clear=options.clear_pipeline_cache,
+                fail_on_miss=options.fail_on_pipeline_cache_miss,
+            )
+            self.factory = PipelineFactory(ctx, self.cache)
+            self.pool = vk.vkCreateCommandPool(ctx.device, vk.VkCommandPoolCreateInfo(queueFamilyIndex=ctx.queue_family), None)
+            self._prepare_dispatches()
+        except BaseException:
+            self.close()
+            raise
 
     # -- building -------------------------------------------------------------------------------
 
@@ -198,6 +206,7 @@ class Session:
             spec = self.scenario.by_uid[cmd.shader_ref]
             assert isinstance(spec, Shader)
             module = self._module(spec)
+            self._check_against_shader(cmd, spec, module)
             signature = self._signature(cmd)
             with self.timer.measure("Pipeline Setup", f"Create Pipeline: {spec.uid}"):
                 pipeline = self.factory.compute(module, spec, signature)
@@ -223,6 +232,34 @@ class Session:
         if self.query_count:
             info = vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=self.query_count)
             self.query_pool = vk.vkCreateQueryPool(self.ctx.device, info, None)
+
+    def _check_against_shader(self, cmd: DispatchCompute, spec: Shader, module: SpirvModule) -> None:
+        """Refuse what Vulkan leaves undefined: a descriptor the shader declares but the dispatch does
+        not bind, or a workgroup size (after specialization) beyond the device's limits."""
+        try:
+            r = reflect(module.code, {c.id: c.value for c in spec.specialization_constants})
+        except SpirvError:
+            return  # not ours to judge: the driver reports it
+        provided = {(b.set, b.id) for b in cmd.bindings}
+        missing = sorted(r.bindings - provided)
+        if missing:
+            given = ", ".join(f"set {s} binding {b}" for s, b in sorted(provided)) or "none"
+            needed = ", ".join(f"set {s} binding {b}" for s, b in missing)
+            raise ScenarioError(f"shader '{spec.uid}' uses {needed}, which these bindings do not provide (they provide: {given})",
+                                file=self.scenario.path, place=f"{cmd.place}.bindings")
+        if r.local_size is None:
+            return
+        limits = self.ctx.limits
+        size = r.local_size
+        worst = [i for i in range(3) if not 1 <= size[i] <= limits.maxComputeWorkGroupSize[i]]
+        invocations = size[0] * size[1] * size[2]
+        if worst or invocations > limits.maxComputeWorkGroupInvocations:
+            raise UnsupportedDeviceFeature(
+                f"shader '{spec.uid}' has workgroup size {size[0]}x{size[1]}x{size[2]} ({invocations} invocations) after "
+                f"specialization; this device allows {tuple(int(v) for v in limits.maxComputeWorkGroupSize)} and "
+                f"{int(limits.maxComputeWorkGroupInvocations)} invocations",
+                file=self.scenario.path, place=spec.place,
+            )
 
     def _signature(self, cmd: DispatchCompute) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...]:
         by_set: dict[int, list[tuple[int, int]]] = {}
@@ -491,12 +528,18 @@ class Session:
         vk.vkDeviceWaitIdle(dev)
         if self.query_pool is not None:
             vk.vkDestroyQueryPool(dev, self.query_pool, None)
+            self.query_pool = None
         if self.descriptor_pool is not None:
             vk.vkDestroyDescriptorPool(dev, self.descriptor_pool, None)
+            self.descriptor_pool = None
         for fence in self.fences:
             vk.vkDestroyFence(dev, fence, None)
+        self.fences = []
         self.ring.destroy()
-        vk.vkDestroyCommandPool(dev, self.pool, None)
-        self.factory.destroy()
-        self.cache.destroy()
-        self.resources.destroy()
+        if self.pool is not None:
+            vk.vkDestroyCommandPool(dev, self.pool, None)
+            self.pool = None
+        for part in (self.factory, self.cache, self.resources):
+            if part is not None:
+                part.destroy()
+        self.factory = self.cache = self.resources = None
