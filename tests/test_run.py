@@ -267,15 +267,6 @@ def test_tensor_without_emulation_layers_is_refused(builder: ScenarioBuilder) ->
     assert proc.stderr.strip().endswith("lacks VK_ARM_tensors and --no-emulation-layers was given")
 
 
-def test_graphs_are_refused_until_supported(builder: ScenarioBuilder) -> None:
-    builder.file("g.vgf", b"VGF")
-    builder.resource("graph", uid="g", src="g.vgf")
-    scenario = builder.save()
-    proc = vkcap("run", scenario)
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == f"vkcap: error: {scenario}: not supported yet: graph (resources[0])"
-
-
 def test_devices_lists_lavapipe_with_emulated_tensors() -> None:
     proc = vkcap("devices", "--json")
     assert proc.returncode == 0, proc.stderr

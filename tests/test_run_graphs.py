@@ -16,6 +16,7 @@ push and specialization constants, and one with a placeholder shader node (no co
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -30,13 +31,13 @@ import vulkan as vk
 
 from tests.builders import ScenarioBuilder, vkcap
 from tests.reference import reference_runner, run_reference
-from vkcore.errors import DeviceError, ScenarioError, VkcapError
+from vkcore.errors import DeviceError, ScenarioError
 from vkcore.graph_dispatch import DATA_GRAPH_USAGE, PreparedGraph, SegmentWrites, graph_bound_tensors
 from vkcore.npyio import read_header
 from vkcore.pipelines import PipelineCache, PipelineFactory
 from vkcore.resource_set import FACTORIES, ResourceSet
 from vkcore.resources import free_staging, staging_buffer
-from vkcore.scenario import DispatchGraph, Tensor, load_scenario
+from vkcore.scenario import DispatchGraph, ShaderSubstitution, Tensor, load_scenario
 from vkcore.sync import FULL_BARRIER, BarrierBatch, memory_barrier
 
 TOSA = Path(__file__).parent / "tosa"
@@ -111,6 +112,8 @@ def _custom_model(attrs: dict[str, Any], operator: str) -> str:
 EXTRA_MODELS = {
     "push_spec": _custom_model(_custom_attrs(PUSH_SPEC_GLSL, "GLSL", "bias: 4"), "push_spec_op"),
     "placeholder": _custom_model(_custom_attrs(None, None), "placeholder_op"),
+    # model-converter embeds GLSL as it is: the error shows when vkcap compiles it
+    "broken_glsl": _custom_model(_custom_attrs(NEGATE_GLSL.replace("-x);", "-undefined_thing);"), "GLSL"), "broken_op"),
 }
 SHADER_MODULE = "graph_partition_1"  # the custom shader's module in every model above (segment compute_segment_0)
 
@@ -465,6 +468,52 @@ def test_substitution_replaces_a_module_with_code(vgfs: dict[str, Path], harness
     np.testing.assert_array_equal(np.load(tmp_path / "out" / "o.npy"), maxpool(-(a + bb)))
 
 
+@dataclasses.dataclass(frozen=True)
+class _DispatchGraphWithSubstitutions(DispatchGraph):
+    """A dispatch_graph carrying shader_substitutions, as the reference reads them (until the scenario model has
+    the field itself)."""
+
+    shader_substitutions: tuple[ShaderSubstitution, ...] = ()
+
+
+def test_substitution_given_on_the_command_as_the_reference_reads_it(
+        vgfs: dict[str, Path], harness: Callable[..., Harness], builder: ScenarioBuilder, tmp_path: Path) -> None:
+    builder.shader("negate", NEGATE_GLSL)
+    scenario, a, bb = two_input_scenario(builder, vgfs["placeholder"], POOLED, 4)
+    substitution = ShaderSubstitution("negate", SHADER_MODULE)
+    h = harness(scenario)
+    h.resources.load_initial(h.submit)
+    (command,) = h.scenario.commands
+    if "shader_substitutions" in {f.name for f in dataclasses.fields(command)}:
+        command = dataclasses.replace(command, shader_substitutions=(substitution,))
+    else:
+        command = _DispatchGraphWithSubstitutions(**{f.name: getattr(command, f.name) for f in dataclasses.fields(command)},
+                                                  shader_substitutions=(substitution,))
+    prepared = PreparedGraph.create(h.ctx, h.scenario, command, h.resources, h.factory, h.raw)
+    h.prepared.append(prepared)
+    h.submit(prepared.record)
+    out = tmp_path / "out"
+    out.mkdir()
+    h.resources["O"].write_dst(out / "o.npy", h.submit)
+    np.testing.assert_array_equal(np.load(out / "o.npy"), maxpool(-(a + bb)))
+    if reference_runner() is not None:  # the same scenario, with the substitution where the reference reads it
+        doc = json.loads(scenario.read_text())
+        doc["commands"][0]["dispatch_graph"]["shader_substitutions"] = [{"shader_ref": "negate", "target": SHADER_MODULE}]
+        ref_scenario = scenario.with_name("reference.json")
+        ref_scenario.write_text(json.dumps(doc))
+        ref = run_reference(ref_scenario, tmp_path / "reference")
+        assert ref.returncode == 0, ref.stdout[-2000:] + ref.stderr[-2000:]
+        assert (out / "o.npy").read_bytes() == (tmp_path / "reference" / "o.npy").read_bytes()
+
+
+def test_no_implicit_barrier_keeps_the_barriers_between_segments(
+        vgfs: dict[str, Path], harness: Callable[..., Harness], builder: ScenarioBuilder, tmp_path: Path) -> None:
+    scenario, a, bb = two_input_scenario(builder, vgfs["custom_glsl"], POOLED, 4, command={"implicit_barrier": False})
+    (prepared,) = harness(scenario).run(tmp_path / "out")
+    assert prepared.command.implicit_barrier is False
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "o.npy"), maxpool(np.float32(2) * (a + bb) + np.float32(1)))
+
+
 def test_two_graphs_chained_through_a_tensor(vgfs: dict[str, Path], harness: Callable[..., Harness],
                                              builder: ScenarioBuilder, tmp_path: Path) -> None:
     """add then max-pool in one command buffer: the first command's implicit barrier orders the second."""
@@ -569,11 +618,29 @@ def _bad(kind: str, b: ScenarioBuilder, v: dict[str, Path]) -> tuple[Path, str]:
         s = graph_scenario(b, v["maxpool"], [(0, 0, "A"), (0, 1, "O")], key="dispatch_vgf")
         return s, ("commands[0].dispatch_vgf.bindings[1]: tensor 'O' has dims [1, 2, 2, 3] but graph 'g' output "
                    "'output_0' (binding 1) has dims [1, 2, 2, 2]")
+    if kind == "not_a_tensor":
+        b.buffer("A", 128)
+        tensor(b, "O", POOLED, dst="o.npy")
+        s = graph_scenario(b, v["maxpool"], [(0, 0, "A"), (0, 1, "O")])
+        return s, ("commands[0].dispatch_graph.bindings[0].resource_ref: 'A' is a buffer, but graph 'g' input 'input_0' "
+                   "(binding 0) is a tensor (VK_FORMAT_R32_SFLOAT [1, 4, 4, 2])")
+    if kind == "compile_error":
+        s, _, _ = two_input_scenario(b, v["broken_glsl"], POOLED, 4)
+        return s, ("resources[0].graph.src: shader module 'graph_partition_1' (segment 'compute_segment_0') of graph 'g': "
+                   "shader compilation failed: ERROR: graph_partition_1:10: 'undefined_thing' : undeclared identifier")
+    if kind == "unprovided_descriptor":
+        b.shader("extra", NEGATE_GLSL.replace("void main() {", "layout(set = 0, binding = 2) buffer E { float e[]; };\nvoid main() {")
+                 .replace("-x);", "-x * e[0]);"))
+        s, _, _ = two_input_scenario(b, v["placeholder"], POOLED, 4, graph={
+            "shader_substitutions": [{"shader_ref": "extra", "target": SHADER_MODULE}]})
+        return s, ("resources[0].graph.shader_substitutions: shader 'extra' (substituted for shader module "
+                   "'graph_partition_1' (segment 'compute_segment_0') of graph 'g') uses set 0 binding 2, which segment "
+                   "'compute_segment_0' does not provide (it provides: set 0 binding 0, set 0 binding 1)")
     raise AssertionError(kind)
 
 
 BAD = ["shape", "format", "unbound", "unknown_binding", "wrong_set", "placeholder", "segment_name_target",
-       "push_size", "push_missing", "dispatch_vgf_place"]
+       "push_size", "push_missing", "dispatch_vgf_place", "not_a_tensor", "compile_error", "unprovided_descriptor"]
 
 
 @pytest.mark.parametrize("kind", BAD)

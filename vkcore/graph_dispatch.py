@@ -18,8 +18,10 @@ Guarantees:
   is a model input/output, an intermediate or (for graphs) a constant of a format vkcap can make a tensor
   of; every graph module's SPIR-V declares exactly what its segment describes (resource infos, graph
   constant ids, their types and shapes); every compute module has code (its own, or a substitution),
-  an entry point of that name, tensor bindings the segment describes, a dispatch shape within the device's
-  limits, and push constant data of exactly the size it declares.
+  an entry point of that name, every descriptor it declares provided by the segment (tensors of the
+  element type and rank it declares), a workgroup size (after specialization) and a dispatch shape within
+  the device's limits, and push constant data of exactly the size it declares (a module that reads push
+  constants whose size nothing declares is refused: Vulkan leaves that undefined).
 - Matching of ``shader_substitutions[].target``, ``push_constants[].shader_target`` and
   ``specialization_constants_map[].shader_target`` is by **module name** (``graph_partition_1``), as ARM's
   reference runner does (0.11.0, measured); a target that names no compute module of the graph is an
@@ -40,19 +42,21 @@ Guarantees:
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
+import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, NamedTuple
 
 import vulkan as vk
 
 from . import arm_ffi, memory, tensors
 from .device import VulkanContext
-from .errors import DeviceError, ScenarioError, VkcapError
+from .errors import DeviceError, ScenarioError, UnsupportedDeviceFeature, VkcapError
 from .graphs import (
     DATA_GRAPH_USAGE,
     DataGraphPipeline,
@@ -70,6 +74,7 @@ from .pipelines import ComputePipeline, PipelineFactory
 from .resources import MemoryRequirements
 from .scenario import DispatchGraph, Graph, Scenario, Shader, SpecializationConstant, Tensor
 from .shaders import SpirvModule, compile_glsl, load_shader
+from .spirv import SpirvError, reflect
 from .sync import (
     ACCESS_2_DATA_GRAPH_READ_BIT_ARM,
     ACCESS_2_DATA_GRAPH_WRITE_BIT_ARM,
@@ -332,17 +337,12 @@ class PreparedGraph:
         graph_api = GraphApi.load(self.ctx) if any(isinstance(s, _GraphStep) for s in self.steps) else None
         for step in self.steps:
             span = timer.measure("Pipeline Setup", f"Create Pipeline: {step.module.name}") if timer is not None else None
-            if span is not None:
-                span.__enter__()
-            try:
+            with span or contextlib.nullcontext():
                 if isinstance(step, _GraphStep):
                     assert graph_api is not None
                     self._build_graph_step(graph_api, step)
                 else:
                     step.pipeline = factory.compute(step.spirv, step.spec, step.signature)
-            finally:
-                if span is not None:
-                    span.__exit__(None, None, None)
         self._allocate_compute_sets()
 
     def _tensor(self, resource_index: int) -> DeviceTensor:
@@ -504,7 +504,7 @@ class PreparedGraph:
         if self._descriptor_pool is not None:
             vk.vkDestroyDescriptorPool(self.ctx.device, self._descriptor_pool, None)
             self._descriptor_pool = None
-        for name, r in list(self.intermediates.items()):
+        for r in self.intermediates.values():
             r.destroy()
         self.intermediates.clear()
         for b in self.bound.values():
@@ -543,10 +543,7 @@ class _Checker:
 
     def check(self) -> PreparedGraph:
         path = self.scenario.src_path(self.graph.src)
-        if self.timer is not None:
-            with self.timer.measure("Scenario Setup", f"Parse VGF: {self.graph.uid}"):
-                vgf = read_vgf(path)
-        else:
+        with self.timer.measure("Scenario Setup", f"Parse VGF: {self.graph.uid}") if self.timer is not None else contextlib.nullcontext():
             vgf = read_vgf(path)
         self.vgf = vgf
         self.vgf_label = str(path)
@@ -859,6 +856,31 @@ class _Checker:
         for m in self.graph.specialization_constants_map:
             if m.shader_target == module.name:
                 constants = m.specialization_constants
+
+        # What Vulkan leaves undefined (as for dispatch_compute): a declared descriptor the segment does not
+        # provide, a workgroup size (after specialization) beyond the device's limits.
+        try:
+            reflection = reflect(spirv.code, {c.id: c.value for c in constants})
+        except SpirvError:
+            reflection = None
+        if reflection is not None:
+            missing = sorted(reflection.bindings - set(described))
+            if missing:
+                have = ", ".join(f"set {s} binding {i}" for s, i in sorted(described)) or "none"
+                need = ", ".join(f"set {s} binding {i}" for s, i in missing)
+                raise self.fail(f"{code_label} uses {need}, which segment '{seg.name}' does not provide (it provides: {have})",
+                                f"{self.gplace}.shader_substitutions" if substitution else self.gplace)
+            local = reflection.local_size
+            if local is not None and limits is not None:
+                invocations = local[0] * local[1] * local[2]
+                if (any(not 1 <= local[i] <= limits.maxComputeWorkGroupSize[i] for i in range(3))
+                        or invocations > limits.maxComputeWorkGroupInvocations):
+                    raise UnsupportedDeviceFeature(
+                        f"{code_label} has workgroup size {local[0]}x{local[1]}x{local[2]} ({invocations} invocations) after "
+                        f"specialization; this device allows {tuple(int(v) for v in limits.maxComputeWorkGroupSize)} and "
+                        f"{int(limits.maxComputeWorkGroupInvocations)} invocations",
+                        file=self.scenario.path, place=self.gplace,
+                    )
         base = shader_spec if shader_spec is not None else Shader(
             uid=uid, index=self.graph.index, src=str(self.vgf_label), entry=entry,
             type="GLSL" if module.code_kind is CodeKind.GLSL else "SPIR-V",
@@ -905,7 +927,9 @@ class _Checker:
             try:
                 return compile_glsl(self.scenario, spec, path)
             except ScenarioError as exc:
-                message = exc.message.replace(path.name, module.name)
+                # the compiler names the source by its cache file, or as string 0 ("ERROR: 0:10: ..."): name the module
+                message = re.sub(r"(?<![\w.])0:(\d+):", lambda m: f"{module.name}:{m.group(1)}:",
+                                 exc.message.replace(path.name, module.name))
                 raise self.fail(f"shader module '{module.name}' (segment '{seg.name}') of graph '{self.graph.uid}': "
                                 f"{message}", f"{self.gplace}.src") from None
         raise self.fail(f"shader module '{module.name}' (segment '{seg.name}') of graph '{self.graph.uid}' is HLSL, which "

@@ -54,6 +54,7 @@ def _tensor_factory(ctx: VulkanContext, spec: Tensor, scenario: Scenario, create
     """A tensor; one that aliases an image shares its tiling and, when LINEAR, lays its elements out
     like the image's memory: strides from the image's row pitch (dims NHWC or HWC)."""
     from .arm_ffi import TENSOR_USAGE_IMAGE_ALIASING_BIT_ARM
+    from .graph_dispatch import DATA_GRAPH_USAGE, graph_bound_tensors
     from .tensor_resources import TensorResource
     from .tensors import TensorApi
 
@@ -71,6 +72,8 @@ def _tensor_factory(ctx: VulkanContext, spec: Tensor, scenario: Scenario, create
         extra = TENSOR_USAGE_IMAGE_ALIASING_BIT_ARM
         if mine == "LINEAR":
             strides = image_strides(image, spec)
+    if spec.uid in graph_bound_tensors(scenario):
+        extra |= DATA_GRAPH_USAGE  # a dispatch_graph binds it
     return TensorResource.create(ctx, api, spec, strides, extra_usage=extra)
 
 

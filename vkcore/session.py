@@ -37,6 +37,7 @@ from .scenario import (
     Tensor,
     TensorBarrier,
 )
+from .graph_dispatch import PreparedGraph
 from .limits import refuse_beyond_limits
 from .resource_set import ResourceSet
 from .resources import free_staging, staging_buffer
@@ -57,7 +58,7 @@ from .sync import (
 )
 
 # Resource kinds whose execution lands in a later issue: parsed and validated, refused by ``run``.
-NOT_YET_SUPPORTED = (Graph,)
+NOT_YET_SUPPORTED: tuple[type, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,9 +118,6 @@ def refuse_unsupported(plan: Plan) -> None:
     for r in plan.scenario.resources:
         if isinstance(r, NOT_YET_SUPPORTED):
             raise ScenarioError(f"not supported yet: {r.KIND} ({r.place.rsplit('.', 1)[0]})", file=plan.scenario.path)
-    for c in plan.scenario.commands:
-        if isinstance(c, DispatchGraph):
-            raise ScenarioError(f"not supported yet: dispatch_graph ({c.place.rsplit('.', 1)[0]})", file=plan.scenario.path)
 
 
 class Session:
@@ -141,6 +139,7 @@ class Session:
         self.modules: dict[str, SpirvModule] = {}
         self.raw_data: dict[str, bytes] = {}
         self.dispatches: dict[int, PreparedDispatch] = {}  # by command index
+        self.graphs: dict[int, PreparedGraph] = {}  # by command index
         self.query_pool = None
         self.query_count = 0
         self.pool = None
@@ -159,6 +158,7 @@ class Session:
             self.factory = PipelineFactory(ctx, self.cache)
             self.pool = vk.vkCreateCommandPool(ctx.device, vk.VkCommandPoolCreateInfo(queueFamilyIndex=ctx.queue_family), None)
             self._prepare_dispatches()
+            self._prepare_graphs()
         except BaseException:
             self.close()
             raise
@@ -260,6 +260,19 @@ class Session:
                 f"{int(limits.maxComputeWorkGroupInvocations)} invocations",
                 file=self.scenario.path, place=spec.place,
             )
+
+    def _prepare_graphs(self) -> None:
+        """One PreparedGraph per dispatch_graph command (identical commands share one, as dispatches do)."""
+        assert self.resources is not None and self.factory is not None
+        by_key: dict[Hashable, PreparedGraph] = {}
+        for cmd in self.scenario.commands:
+            if not isinstance(cmd, DispatchGraph):
+                continue
+            key = command_key(cmd)
+            if key not in by_key:
+                by_key[key] = PreparedGraph.create(self.ctx, self.scenario, cmd, self.resources, self.factory, self._raw,
+                                                   timer=self.timer)
+            self.graphs[cmd.index] = by_key[key]
 
     def _signature(self, cmd: DispatchCompute) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...]:
         by_set: dict[int, list[tuple[int, int]]] = {}
@@ -381,6 +394,8 @@ class Session:
         for cmd in frame.commands:
             if isinstance(cmd, DispatchCompute):
                 self._record_dispatch(cb, self.dispatches[cmd.index])
+            elif isinstance(cmd, DispatchGraph):
+                self.graphs[cmd.index].record(cb)
             elif isinstance(cmd, DispatchBarrier):
                 self._barrier_batch(cmd).record(cb)
             if slot is not None:
@@ -539,6 +554,9 @@ class Session:
         if self.pool is not None:
             vk.vkDestroyCommandPool(dev, self.pool, None)
             self.pool = None
+        for graph in {id(g): g for g in self.graphs.values()}.values():
+            graph.destroy()
+        self.graphs = {}
         for part in (self.factory, self.cache, self.resources):
             if part is not None:
                 part.destroy()
