@@ -208,6 +208,7 @@ class DispatchGraph(Command):
     push_constants: tuple[PushConstantMap, ...] = ()
     bindings: tuple[Binding, ...] = ()
     implicit_barrier: bool = True
+    shader_substitutions: tuple[ShaderSubstitution, ...] = ()  # where the reference runner reads them
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ COMMAND_REFS: dict[str, RefRules] = {
     "dispatch_graph": (
         (("graph_ref",), ("graph",)),
         (("push_constants", "*", "push_data_ref"), ("raw_data",)),
+        (("shader_substitutions", "*", "shader_ref"), ("shader",)),
         (("bindings", "*", "resource_ref"), MEMORY_KINDS),
     ),
     "dispatch_barrier": tuple(
