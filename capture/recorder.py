@@ -102,13 +102,15 @@ class CompressedFrame:
 class TraceRecorder:
     """The executor's frame consumer, feeding a :class:`TraceWriter` through a writer task."""
 
-    def __init__(self, writer: TraceWriter, plan: Plan, options: RecordOptions, resources: ResourceSet) -> None:
+    def __init__(self, writer: TraceWriter, plan: Plan, options: RecordOptions, resources: ResourceSet,
+                 graphs: dict[int, Any] | None = None) -> None:
         self.writer = writer
         self.plan = plan
         self.scenario = plan.scenario
         self.options = options
         self.frames_written = 0
         self.resources = resources
+        self.graphs = graphs or {}
         self._size = lambda uid: resources[uid].snapshot_size
         self._align = {uid: getattr(r, "snapshot_alignment", 1) for uid, r in resources.resources.items()}
         bound = {b.resource_ref for c in self.scenario.commands if isinstance(c, DispatchCompute) for b in c.bindings}
@@ -140,6 +142,10 @@ class TraceRecorder:
                 for cmd in frame.dispatches:
                     if isinstance(cmd, DispatchCompute):
                         entries += [(uid, self._size(uid), cmd.index) for uid in dispatch_writes(self.scenario, cmd)]
+                    elif cmd.index in self.graphs:  # a graph: what each segment writes, after it
+                        graph = self.graphs[cmd.index]
+                        entries += [(name, graph.resource(name).snapshot_size, cmd.index, seg.index)
+                                    for seg in graph.segments for name in seg.writes]
             boundary = list(frame.capture)
             if checkpoint:
                 boundary += [u for u in self.checkpoint_set if u not in boundary]
@@ -211,9 +217,7 @@ class TraceRecorder:
             "snapshots": {uid: boundary[uid] for uid in c.frame.capture},
         }
         dispatch_level = [
-            {"command": i.after_command, "uid": i.uid, "blob": p.key}
-            for i, p in zip(c.layout.items, c.prepared)
-            if i.after_command is not None
+            self._dispatch_entry(i, p.key) for i, p in zip(c.layout.items, c.prepared) if i.after_command is not None
         ]
         if dispatch_level:
             body["dispatches"] = dispatch_level
@@ -221,6 +225,13 @@ class TraceRecorder:
             self.writer.add_meta(kinds.CHECKPOINT, {"seq": c.seq, "state": {u: boundary[u] for u in self.checkpoint_set}})
         self.writer.add_meta(kinds.FRAME, body)
         self.frames_written += 1
+
+    def _dispatch_entry(self, item: Any, key: str) -> dict[str, Any]:
+        entry: dict[str, Any] = {"command": item.after_command, "uid": item.uid, "blob": key}
+        if item.segment is not None:
+            segment = next(s for s in self.graphs[item.after_command].segments if s.index == item.segment)
+            entry.update(segment=item.segment, module=segment.module)
+        return entry
 
     # -- the start of a trace --------------------------------------------------------------------
 
@@ -268,7 +279,13 @@ class TraceRecorder:
         for uid, key in zip(session.modules, spirv_keys):
             self.writer.add_meta(kinds.SPIRV, {"shader": uid, "blob": key})
         self.writer.add_meta(kinds.FINGERPRINT, session.ctx.fingerprint())
-        self.writer.add_meta(kinds.RESOURCES, {"resources": {u: session.resources[u].meta() for u in uids}})
+        described = {u: session.resources[u].meta() for u in uids}
+        for graph in session.graphs.values():  # intermediates, snapshotted after segments
+            for seg in graph.segments:
+                for name in seg.writes:
+                    if name not in described:
+                        described[name] = graph.resource(name).meta()
+        self.writer.add_meta(kinds.RESOURCES, {"resources": described})
         self.writer.add_meta(kinds.CHECKPOINT, {"seq": -1, "state": dict(zip(uids, keys[len(files):]))})
 
 
@@ -368,7 +385,7 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
     async def on_session(session: Session) -> None:
         options.trace.parent.mkdir(parents=True, exist_ok=True)
         state.writer = TraceWriter(options.trace, level=options.level, threads=options.threads)
-        state.recorder = TraceRecorder(state.writer, session.plan, options, session.resources)
+        state.recorder = TraceRecorder(state.writer, session.plan, options, session.resources, session.graphs)
         state.recorder.queue = send
         await trio.to_thread.run_sync(state.recorder.write_preamble, session, argv)
         nursery.start_soon(state.recorder.writer_loop, receive)

@@ -19,13 +19,28 @@ from .embed import check_trace_name
 
 
 @dataclass(frozen=True)
+class DispatchSnapshot:
+    """A resource right after a dispatch, or after one segment of a dispatch_graph (``segment`` and
+    its ``module`` name set)."""
+
+    command: int
+    uid: str
+    blob: str
+    segment: int | None = None
+    module: str = ""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]  # (command, uid, blob), as older callers unpack it
+        return iter((self.command, self.uid, self.blob))
+
+
+@dataclass(frozen=True)
 class FrameRecord:
     seq: int
     pass_index: int
     index: int
     frame_id: int
     snapshots: dict[str, str]  # uid -> blob key
-    dispatches: tuple[tuple[int, str, str], ...] = ()  # (command index, uid, blob key)
+    dispatches: tuple["DispatchSnapshot", ...] = ()  # what each dispatch (or graph segment) wrote
     offset: int = 0
 
 
@@ -141,7 +156,11 @@ class Trace:
         self.checkpoints[_int(body["seq"], minimum=-1)] = {_str(k): _key(v) for k, v in body["state"].items()}
 
     def _on_frame(self, body: dict[str, Any], offset: int) -> None:
-        dispatches = tuple((_int(d["command"]), _str(d["uid"]), _key(d["blob"])) for d in body.get("dispatches", ()))
+        dispatches = tuple(
+            DispatchSnapshot(_int(d["command"]), _str(d["uid"]), _key(d["blob"]),
+                             None if d.get("segment") is None else _int(d["segment"]), str(d.get("module", "")))
+            for d in body.get("dispatches", ())
+        )
         self.frames.append(
             FrameRecord(
                 seq=_int(body["seq"]),

@@ -157,7 +157,7 @@ class Comparer:
         size = lambda uid: self.trace.resources[uid]["size"]  # noqa: E731
         entries: list[tuple[str, int, int | None]] = []
         if self.options.dispatch_level:
-            entries += [(uid, size(uid), command) for command, uid, _ in record.dispatches]
+            entries += [(d.uid, size(d.uid), d.command, d.segment) for d in record.dispatches]
         entries += [(uid, size(uid), None) for uid in record.snapshots]
         return entries
 
@@ -221,7 +221,7 @@ class Comparer:
     def _compare_frame(self, snapshot: FrameSnapshot) -> FrameResult:
         record = self.targets[snapshot.seq]
         self._seq = snapshot.seq
-        by_dispatch = {(c, u): k for c, u, k in record.dispatches}
+        by_dispatch = {(d.command, d.segment, d.uid): d for d in record.dispatches}
         result = FrameResult(snapshot.seq, record.frame_id, [])
         for item in snapshot.layout.items:
             live = snapshot.slot.view(item)
@@ -229,9 +229,13 @@ class Comparer:
                 what = f"frame {snapshot.seq}, resource '{item.uid}'"
                 result.comparisons.append(self.compare_one(item.uid, record.snapshots[item.uid], live, what))
             else:
-                what = f"frame {snapshot.seq}, command {item.after_command}, resource '{item.uid}'"
-                key = by_dispatch[(item.after_command, item.uid)]
-                result.dispatches.append((item.after_command, self.compare_one(item.uid, key, live, what)))
+                shot = by_dispatch[(item.after_command, item.segment, item.uid)]
+                where = f"command {item.after_command}" + (f", segment {item.segment}" if item.segment is not None else "")
+                what = f"frame {snapshot.seq}, {where}, resource '{item.uid}'"
+                comparison = self.compare_one(item.uid, shot.blob, live, what)
+                if item.segment is not None:
+                    comparison.extras.update(segment=item.segment, module=shot.module)
+                result.dispatches.append((item.after_command, comparison))
         return result
 
 

@@ -109,6 +109,7 @@ def frames_from_document(frames: list[dict[str, Any]]) -> list[Any]:
         c = Comparison(**{k: v for k, v in d.items() if k in names and k != "extras"})
         if c.first_index is not None:
             c.first_index = tuple(c.first_index)
+        c.extras = {k: v for k, v in d.items() if k not in names and k not in ("share", "command")}
         return c
 
     return [

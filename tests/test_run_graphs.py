@@ -5,10 +5,8 @@ reference runner.
 Two levels:
 
 - :class:`Harness` drives :class:`vkcore.graph_dispatch.PreparedGraph` directly (a resource set whose
-  graph-bound tensors have DATA_GRAPH usage, a pipeline factory, one submission per run): this works before
-  the session knows about graphs.
-- ``vkcap run`` on the same scenarios: skipped, with the reason "dispatch_graph is wired into the session by
-  the lead", only while ``vkcap run`` still refuses graph scenarios (detected by running it).
+  graph-bound tensors have DATA_GRAPH usage, a pipeline factory, one submission per run);
+- ``vkcap run`` / ``record`` / ``replay`` / ``bisect`` on scenarios through the session.
 
 Models: add; conv2d (3x3, pad 1, 20 channels) with bias and clamp [0, 6]; max-pool 2x2; a GRAPH -> COMPUTE ->
 GRAPH model with the custom shader as GLSL and as SPIR-V; and, written here, a custom shader that reads
@@ -44,7 +42,6 @@ TOSA = Path(__file__).parent / "tosa"
 F32 = "VK_FORMAT_R32_SFLOAT"
 DIMS = [1, 4, 4, 2]
 POOLED = [1, 2, 2, 2]
-WIRING_SKIP = "dispatch_graph is wired into the session by the lead"
 
 # --- models written here (beside tests/tosa): a custom shader with push and specialization constants, and a
 # placeholder shader node ----------------------------------------------------------------------------------
@@ -656,23 +653,8 @@ def test_bad_input_is_refused(kind: str, vgfs: dict[str, Path], harness: Callabl
 # --- vkcap run (once the session runs graphs) -------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def graphs_wired(vgfs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> bool:
-    """Whether ``vkcap run`` runs graph scenarios yet (it refused them with "not supported yet" before)."""
-    b = ScenarioBuilder(tmp_path_factory.mktemp("wiring"))
-    scenario, _, _ = two_input_scenario(b, vgfs["add"], DIMS, 2)
-    proc = vkcap("run", scenario, "--output", b.root / "out")
-    return "not supported yet: graph" not in proc.stderr and "not supported yet: dispatch_graph" not in proc.stderr
-
-
-@pytest.fixture
-def wired(graphs_wired: bool) -> None:
-    if not graphs_wired:
-        pytest.skip(WIRING_SKIP)
-
-
 @pytest.mark.parametrize("model", sorted(MODELS))
-def test_vkcap_run(model: str, wired: None, vgfs: dict[str, Path], builder: ScenarioBuilder, tmp_path: Path) -> None:
+def test_vkcap_run(model: str, vgfs: dict[str, Path], builder: ScenarioBuilder, tmp_path: Path) -> None:
     make, tolerance = MODELS[model]
     scenario, expected = make(builder, vgfs)
     proc = vkcap("run", scenario, "--output", tmp_path / "out")
@@ -681,7 +663,7 @@ def test_vkcap_run(model: str, wired: None, vgfs: dict[str, Path], builder: Scen
     same_as_reference(scenario, tmp_path / "out", tmp_path, ["o.npy"])
 
 
-def test_vkcap_run_push_and_specialization_constants(wired: None, vgfs: dict[str, Path], builder: ScenarioBuilder, tmp_path: Path) -> None:
+def test_vkcap_run_push_and_specialization_constants(vgfs: dict[str, Path], builder: ScenarioBuilder, tmp_path: Path) -> None:
     builder.raw("bias", np.array([10.0], dtype=np.float32))
     scenario, a, bb = two_input_scenario(
         builder, vgfs["push_spec"], POOLED, 4,
@@ -696,9 +678,61 @@ def test_vkcap_run_push_and_specialization_constants(wired: None, vgfs: dict[str
 
 
 @pytest.mark.parametrize("kind", ["shape", "format", "unbound", "placeholder", "dispatch_vgf_place"])
-def test_vkcap_run_bad_input(kind: str, wired: None, vgfs: dict[str, Path], builder: ScenarioBuilder, tmp_path: Path) -> None:
+def test_vkcap_run_bad_input(kind: str, vgfs: dict[str, Path], builder: ScenarioBuilder, tmp_path: Path) -> None:
     scenario, expected = _bad(kind, builder, vgfs)
     proc = vkcap("run", scenario, "--output", tmp_path / "out")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == f"vkcap: error: {scenario}: {expected}"
     assert not (tmp_path / "out" / "o.npy").exists()
+
+
+SCALE_TENSOR = """#version 450
+#extension GL_ARM_tensors : require
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) uniform tensorARM<float, 4> X;
+layout(set = 0, binding = 1) uniform tensorARM<float, 4> Y;
+void main() {
+    uint h = gl_GlobalInvocationID.x, w = gl_GlobalInvocationID.y, c = gl_GlobalInvocationID.z;
+    float x;
+    tensorReadARM(X, uint[](0, h, w, c), x);
+    tensorWriteARM(Y, uint[](0, h, w, c), x * FACTOR);
+}
+"""
+
+
+def test_compute_graph_compute_recorded_replayed_and_bisected(vgfs: dict[str, Path], builder: ScenarioBuilder,
+                                                              tmp_path: Path) -> None:
+    """A shader before the model, the model (GRAPH -> COMPUTE -> GRAPH, its compute node substituted by a
+    scenario shader), a shader after it; recorded at dispatch level over 12 frames. Replaying with the
+    substituted shader changed diverges inside the graph: bisect names the command, the segment and its
+    module."""
+    a, bb = inputs()
+    builder.shader("pre", SCALE_TENSOR, build_options="-DFACTOR=2.0").shader("post", SCALE_TENSOR, build_options="-DFACTOR=0.5")
+    builder.shader("negate", NEGATE_GLSL)
+    tensor(builder, "A", DIMS, a, shader_access="readonly")
+    tensor(builder, "B", DIMS, bb, shader_access="readonly")
+    tensor(builder, "A2", DIMS)
+    tensor(builder, "O", POOLED, shader_access="writeonly")
+    tensor(builder, "P", POOLED, dst="p.npy")
+    shutil.copy(vgfs["custom_glsl"], builder.root / "m.vgf")
+    builder.resources.insert(0, {"graph": {"uid": "g", "src": "m.vgf",
+                                           "shader_substitutions": [{"shader_ref": "negate", "target": SHADER_MODULE}]}})
+    for f in range(12):
+        builder.dispatch("pre", [(0, 0, "A"), (0, 1, "A2")], [DIMS[1], DIMS[2], DIMS[3]])
+        builder.commands.append({"dispatch_graph": {"graph_ref": "g", "bindings": [
+            {"set": 0, "id": 0, "resource_ref": "A2"}, {"set": 0, "id": 1, "resource_ref": "B"}, {"set": 0, "id": 4, "resource_ref": "O"}]}})
+        builder.dispatch("post", [(0, 0, "O"), (0, 1, "P")], [POOLED[1], POOLED[2], POOLED[3]])
+        builder.boundary(["P"], f)
+    scenario = builder.save()
+    trace = tmp_path / "t.vkt"
+    proc = vkcap("record", scenario, "-o", trace, "--output", tmp_path, "--dispatch-level", "--checkpoint-every", "4")
+    assert proc.returncode == 0, proc.stderr
+    expected = np.float32(0.5) * maxpool(-(np.float32(2) * a + bb))
+    np.testing.assert_allclose(np.load(tmp_path / "p.npy"), expected, rtol=1e-6)
+    assert vkcap("replay", trace).returncode == 0
+    bad = builder.file("bad.comp", NEGATE_GLSL.replace("-x);", "-x + ((h == 1u && w == 2u && c == 1u) ? 0.25 : 0.0));"))
+    proc = vkcap("bisect", trace, "--no-isolate", "--replace-shader", f"negate={bad}", "--json", tmp_path / "b.json")
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert (doc["frame"], doc["command"], doc["dispatch"], doc["segment"], doc["module"]) == (0, 1, "g", 1, SHADER_MODULE)
+    assert f"first divergent dispatch: commands[1] (g), segment 1 (module {SHADER_MODULE})" in proc.stdout

@@ -510,16 +510,19 @@ def cmd_bisect(args: argparse.Namespace) -> int:
             report_outputs(args, "bisect", document, [])
             return 0
         name = dispatch_name(_json.loads(trace.portable_json), result.command) if result.command is not None else None
+    extras = result.dispatch_comparison.extras if result.dispatch_comparison is not None else {}
     document.update({
         "diverged": True, "frame": result.frame.seq, "frame_id": result.frame.frame_id,
-        "command": result.command, "dispatch": name,
+        "command": result.command, "dispatch": name, "segment": extras.get("segment"), "module": extras.get("module"),
         "resource": result.resource.as_dict() if result.resource else None,
     })
     report_outputs(args, "bisect", document, [result.frame])
     print(f"first divergent frame: {result.frame.seq} (frame_id {result.frame.frame_id})")
     if result.command is not None:
         via = " (found by running the frame on both drivers)" if result.side_by_side else ""
-        print(f"first divergent dispatch: commands[{result.command}] ({name}){via}")
+        extras = result.dispatch_comparison.extras if result.dispatch_comparison is not None else {}
+        segment = f", segment {extras['segment']} (module {extras['module']})" if "segment" in extras else ""
+        print(f"first divergent dispatch: commands[{result.command}] ({name}){segment}{via}")
     else:
         print("first divergent dispatch: unknown (record with --dispatch-level, or give --reference-icd, to locate it)")
     if result.resource is not None:

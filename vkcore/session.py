@@ -366,8 +366,8 @@ class Session:
         if self.query_pool is not None:
             return (frame.index, layout.items, slot)
         position = {c.index: n for n, c in enumerate(frame.commands)}
-        copies = tuple((i.uid, i.offset, i.size, position.get(i.after_command, -1) if i.after_command is not None else None)
-                       for i in layout.items)
+        copies = tuple((i.uid, i.offset, i.size, position.get(i.after_command, -1) if i.after_command is not None else None,
+                        i.segment) for i in layout.items)
         return (tuple(command_key(c) for c in frame.commands), copies, slot)
 
     def command_buffer(self, frame: Frame, layout: CaptureLayout, slot: int) -> Any:
@@ -395,7 +395,9 @@ class Session:
             if isinstance(cmd, DispatchCompute):
                 self._record_dispatch(cb, self.dispatches[cmd.index])
             elif isinstance(cmd, DispatchGraph):
-                self.graphs[cmd.index].record(cb)
+                index = cmd.index
+                after = (lambda cb_, i, index=index: self._record_copies(cb_, layout.at(index, i), slot)) if slot is not None else None
+                self.graphs[cmd.index].record(cb, after_segment=after)
             elif isinstance(cmd, DispatchBarrier):
                 self._barrier_batch(cmd).record(cb)
             if slot is not None:
@@ -405,7 +407,16 @@ class Session:
 
     def _record_copies(self, cb: Any, items: tuple[CaptureItem, ...], slot: StagingSlot) -> None:
         for item in items:
-            self.resources[item.uid].record_snapshot(cb, slot.buffer, item.offset)
+            self.capturable(item.uid, item.after_command).record_snapshot(cb, slot.buffer, item.offset)
+
+    def capturable(self, uid: str, command: int | None = None) -> Any:
+        """A scenario resource by uid, or an intermediate of the graph dispatched by ``command``."""
+        assert self.resources is not None
+        if uid in self.resources:
+            return self.resources[uid]
+        if command is not None and command in self.graphs:
+            return self.graphs[command].resource(uid)
+        raise KeyError(uid)
 
     def _record_dispatch(self, cb: Any, d: PreparedDispatch) -> None:
         p = d.pipeline

@@ -29,6 +29,7 @@ class CaptureItem:
     offset: int
     size: int
     after_command: int | None = None
+    segment: int | None = None  # within a dispatch_graph: after this segment (None: after the command)
 
 
 @dataclass(frozen=True)
@@ -41,19 +42,19 @@ class CaptureLayout:
     def size(self) -> int:
         return max((i.offset + i.size for i in self.items), default=0)
 
-    def at(self, after_command: int | None) -> tuple[CaptureItem, ...]:
-        return tuple(i for i in self.items if i.after_command == after_command)
+    def at(self, after_command: int | None, segment: int | None = None) -> tuple[CaptureItem, ...]:
+        return tuple(i for i in self.items if i.after_command == after_command and i.segment == segment)
 
 
-def build_layout(entries: list[tuple[str, int, int | None]], alignment: int = 256,
+def build_layout(entries: list[tuple[Any, ...]], alignment: int = 256,
                  align_of: dict[str, int] | None = None) -> CaptureLayout:
-    """Pack ``(uid, size, after_command)`` entries into a slot: each offset a multiple of ``alignment``
-    and of the resource's own copy alignment (``align_of``, e.g. 12 for 3-byte texels)."""
+    """Pack ``(uid, size, after_command[, segment])`` entries into a slot: each offset a multiple of
+    ``alignment`` and of the resource's own copy alignment (``align_of``, e.g. 12 for 3-byte texels)."""
     items, offset = [], 0
-    for uid, size, after in entries:
+    for uid, size, after, *rest in entries:
         step = math.lcm(alignment, (align_of or {}).get(uid, 1))
         offset = -(-offset // step) * step
-        items.append(CaptureItem(uid, offset, size, after))
+        items.append(CaptureItem(uid, offset, size, after, rest[0] if rest else None))
         offset += size
     return CaptureLayout(tuple(items))
 
