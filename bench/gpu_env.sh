@@ -1,15 +1,16 @@
 # Source this on the GPU machine (device tool) from the repo root, with .gl and .whl carried:
 #   .gl:  debs of libvulkan1 and glslang-tools (apt-get download, see README "GPU machine")
 #   .whl: cp312 wheels of what the GPU image lacks (vulkan, cffi, trio, msgpack, zstandard,
-#         jsonschema, the ARM emulation layer; the reference runner's cp311 wheel is unzipped, its
-#         scenario-runner binary and glslc do not depend on the Python version).
+#         jsonschema, the ARM emulation layer; the reference runner's and the model converter's cp311
+#         wheels are unzipped: their binaries do not depend on the Python version).
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     $(ls .whl/*.whl | grep -v scenario_runner) || return 1
 python3 -c "import glob, zipfile; zipfile.ZipFile(glob.glob('.whl/ai_ml_sdk_scenario_runner*.whl')[0]).extractall('/tmp/site')"
-chmod +x /tmp/site/scenario_runner/binaries/bin/* /tmp/site/emulation_layer/deploy/lib/*.so 2>/dev/null
+chmod +x /tmp/site/scenario_runner/binaries/bin/* /tmp/site/model_converter/binaries/bin/* /tmp/site/emulation_layer/deploy/lib/*.so 2>/dev/null
 export PYTHONPATH="/tmp/site:$PWD"
+export PATH="/tmp/site/bin:$PATH"
 if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi

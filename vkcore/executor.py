@@ -162,8 +162,8 @@ async def execute(
             async for pass_index, seq, frame, slot, layout, t0 in receive:
                 await trio.to_thread.run_sync(session.wait, frame, slot, timeout_ns)
                 emit(FrameFinished(pass_index, seq, frame, time.perf_counter() - t0))
-                for d, begin, end in session.dispatch_timings(frame):
-                    emit(DispatchTimed(pass_index, frame, d.pipeline.shader_uid, "ComputeDispatch", begin, end, session.ctx.timestamp_period))
+                for name, kind, begin, end in session.dispatch_timings(frame):
+                    emit(DispatchTimed(pass_index, frame, name, kind, begin, end, session.ctx.timestamp_period))
                 if consumer is None:
                     completed += 1
                     free_send.send_nowait(slot)

@@ -140,6 +140,7 @@ class Session:
         self.raw_data: dict[str, bytes] = {}
         self.dispatches: dict[int, PreparedDispatch] = {}  # by command index
         self.graphs: dict[int, PreparedGraph] = {}  # by command index
+        self.graph_queries: dict[int, int] = {}  # command index -> first of its two timestamp queries
         self.query_pool = None
         self.query_count = 0
         self.pool = None
@@ -159,6 +160,7 @@ class Session:
             self.pool = vk.vkCreateCommandPool(ctx.device, vk.VkCommandPoolCreateInfo(queueFamilyIndex=ctx.queue_family), None)
             self._prepare_dispatches()
             self._prepare_graphs()
+            self._create_query_pool()
         except BaseException:
             self.close()
             raise
@@ -229,6 +231,9 @@ class Session:
             for c in self.scenario.commands:
                 if isinstance(c, DispatchCompute):
                     self.dispatches[c.index] = by_key[command_key(c)]
+
+    def _create_query_pool(self) -> None:
+        """Two timestamps per dispatch and per graph dispatch, when profiling."""
         if self.query_count:
             info = vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=self.query_count)
             self.query_pool = vk.vkCreateQueryPool(self.ctx.device, info, None)
@@ -273,6 +278,9 @@ class Session:
                 by_key[key] = PreparedGraph.create(self.ctx, self.scenario, cmd, self.resources, self.factory, self._raw,
                                                    timer=self.timer)
             self.graphs[cmd.index] = by_key[key]
+            if self.options.profiling:
+                self.graph_queries[cmd.index] = self.query_count
+                self.query_count += 2
 
     def _signature(self, cmd: DispatchCompute) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...]:
         by_set: dict[int, list[tuple[int, int]]] = {}
@@ -391,13 +399,20 @@ class Session:
             d = self.dispatches.get(c.index)
             if d is not None and self.query_pool is not None:
                 vk.vkCmdResetQueryPool(cb, self.query_pool, d.query_base, 2)
+            if c.index in self.graph_queries:
+                vk.vkCmdResetQueryPool(cb, self.query_pool, self.graph_queries[c.index], 2)
         for cmd in frame.commands:
             if isinstance(cmd, DispatchCompute):
                 self._record_dispatch(cb, self.dispatches[cmd.index])
             elif isinstance(cmd, DispatchGraph):
                 index = cmd.index
                 after = (lambda cb_, i, index=index: self._record_copies(cb_, layout.at(index, i), slot)) if slot is not None else None
+                query = self.graph_queries.get(index)
+                if query is not None:
+                    vk.vkCmdWriteTimestamp2(cb, vk.VK_PIPELINE_STAGE_2_TOP_OF_PIPE_BIT, self.query_pool, query)
                 self.graphs[cmd.index].record(cb, after_segment=after)
+                if query is not None:
+                    vk.vkCmdWriteTimestamp2(cb, vk.VK_PIPELINE_STAGE_2_BOTTOM_OF_PIPE_BIT, self.query_pool, query + 1)
             elif isinstance(cmd, DispatchBarrier):
                 self._barrier_batch(cmd).record(cb)
             if slot is not None:
@@ -492,21 +507,26 @@ class Session:
         if result != vk.VK_SUCCESS:
             raise DeviceError(f"frame {frame.frame_id}: the device was lost or failed (VkResult {result})")
 
-    def dispatch_timings(self, frame: Frame) -> list[tuple[PreparedDispatch, int, int]]:
-        """(dispatch, begin tick, end tick) of each dispatch of ``frame``'s last execution."""
+    def dispatch_timings(self, frame: Frame) -> list[tuple[str, str, int, int]]:
+        """(name, kind, begin tick, end tick) of each dispatch and graph dispatch of ``frame``'s last
+        execution (named by shader or graph uid, kinds as the reference runner's profiling file)."""
         if self.query_pool is None:
             return []
         out = []
         for c in frame.commands:
             d = self.dispatches.get(c.index)
-            if d is None:
+            if d is not None:
+                base, name, kind = d.query_base, d.pipeline.shader_uid, "ComputeDispatch"
+            elif c.index in self.graph_queries:
+                base, name, kind = self.graph_queries[c.index], c.graph_ref, "DataGraphDispatch"  # type: ignore[attr-defined]
+            else:
                 continue
             data = vk.ffi.new("uint64_t[2]")
             vk.lib.vkGetQueryPoolResults(
-                self.ctx.device, self.query_pool, d.query_base, 2, 16, data, 8,
+                self.ctx.device, self.query_pool, base, 2, 16, data, 8,
                 vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT,
             )
-            out.append((d, int(data[0]), int(data[1])))
+            out.append((name, kind, int(data[0]), int(data[1])))
         return out
 
     def restore(self, uid: str, data: bytes | memoryview) -> None:
