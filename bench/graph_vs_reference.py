@@ -27,23 +27,14 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tests.reference import reference_env, reference_runner  # noqa: E402
-
-
-def model_converter() -> Path | None:
-    import importlib.util
-
-    spec = importlib.util.find_spec("model_converter")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    exe = Path(list(spec.submodule_search_locations)[0]) / "binaries" / "bin" / "model-converter"
-    return exe if exe.is_file() else None
+from tests.vkharness import model_converter  # noqa: E402
 
 
 def build(root: Path, repeat: int) -> Path:
     exe = model_converter()
     if exe is None:
         sys.exit("ai-ml-sdk-model-converter is not installed: nothing to convert the model with")
-    subprocess.run([str(exe), "--input", str(REPO / "tests/tosa/conv2d.mlir"), "--output", str(root / "conv2d.vgf")], check=True,
+    subprocess.run([exe, "--input", str(REPO / "tests/tosa/conv2d.mlir"), "--output", str(root / "conv2d.vgf")], check=True,
                    capture_output=True)
     np.save(root / "a.npy", (np.random.default_rng(5).standard_normal((1, 4, 4, 2)) * 2).astype(np.float32))
     commands = []

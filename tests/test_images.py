@@ -17,6 +17,7 @@ import pytest
 import vulkan as vk
 
 from vkcore import memory
+from tests.vkharness import Submitter
 from vkcore.buffers import create_buffer_handle
 from vkcore.device import CUSTOM_BORDER_EXT, VulkanContext
 from vkcore.errors import DeviceError, ScenarioError, UnsupportedDeviceFeature
@@ -35,38 +36,6 @@ STORAGE_BUFFER = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
 # --------------------------------------------------------------------------------------------------------
 # harness
 # --------------------------------------------------------------------------------------------------------
-
-class Submitter:
-    """The session's one-time submission: record, submit, wait on a fence."""
-
-    def __init__(self, ctx: VulkanContext) -> None:
-        self.ctx = ctx
-        self.pool = vk.vkCreateCommandPool(ctx.device, vk.VkCommandPoolCreateInfo(
-            flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, queueFamilyIndex=ctx.queue_family), None)
-        self.cb = vk.vkAllocateCommandBuffers(ctx.device, vk.VkCommandBufferAllocateInfo(
-            commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
-        self.fence = vk.vkCreateFence(ctx.device, vk.VkFenceCreateInfo(), None)
-        self.count = 0
-
-    def __call__(self, record: Callable[[Any], None]) -> None:
-        device = self.ctx.device
-        vk.vkBeginCommandBuffer(self.cb, vk.VkCommandBufferBeginInfo(flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
-        try:
-            record(self.cb)
-        finally:
-            vk.vkEndCommandBuffer(self.cb)
-        try:
-            vk.vkQueueSubmit(self.ctx.queue, 1, [vk.VkSubmitInfo(pCommandBuffers=[self.cb])], self.fence)
-            vk.vkWaitForFences(device, 1, [self.fence], vk.VK_TRUE, 60 * 10**9)
-            vk.vkResetFences(device, 1, [self.fence])
-            self.count += 1
-        finally:
-            vk.vkResetCommandBuffer(self.cb, 0)
-
-    def destroy(self) -> None:
-        vk.vkDestroyFence(self.ctx.device, self.fence, None)
-        vk.vkDestroyCommandPool(self.ctx.device, self.pool, None)
-
 
 @pytest.fixture(scope="module")
 def ctx() -> Iterator[VulkanContext]:

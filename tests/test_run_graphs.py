@@ -29,6 +29,7 @@ import vulkan as vk
 
 from tests.builders import ScenarioBuilder, vkcap
 from tests.reference import reference_runner, run_reference
+from tests.vkharness import model_converter
 from vkcore.errors import DeviceError, ScenarioError
 from vkcore.graph_dispatch import DATA_GRAPH_USAGE, PreparedGraph, SegmentWrites, graph_bound_tensors
 from vkcore.npyio import read_header
@@ -119,10 +120,7 @@ SHADER_MODULE = "graph_partition_1"  # the custom shader's module in every model
 
 
 def _converter() -> str | None:
-    beside = Path(sys.executable).parent / "model-converter"
-    if beside.is_file():
-        return str(beside)
-    return shutil.which("model-converter")
+    return model_converter()
 
 
 @pytest.fixture(scope="session")

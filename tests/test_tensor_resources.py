@@ -20,6 +20,7 @@ import vulkan as vk
 
 from tests.reference import reference_runner, run_reference
 from vkcore import arm_ffi, memory, npyio, tensors
+from tests.vkharness import Submitter
 from vkcore.errors import DeviceError, ScenarioError
 from vkcore.formats import tensor_formats
 from vkcore.resources import DeviceResource, free_staging, staging_buffer
@@ -90,35 +91,9 @@ def api(ctx: Any) -> tensors.TensorApi:
     return tensors.TensorApi.load(ctx)
 
 
-class Submit:
-    """A :class:`vkcore.resources.OneTimeSubmit`: one command buffer, one fence, wait for each submission."""
-
-    def __init__(self, ctx: Any) -> None:
-        self.ctx = ctx
-        self.pool = vk.vkCreateCommandPool(ctx.device, vk.VkCommandPoolCreateInfo(queueFamilyIndex=ctx.queue_family), None)
-        self.cb = vk.vkAllocateCommandBuffers(ctx.device, vk.VkCommandBufferAllocateInfo(
-            commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
-        self.fence = vk.vkCreateFence(ctx.device, vk.VkFenceCreateInfo(), None)
-        self.count = 0
-
-    def __call__(self, record: Callable[[Any], None]) -> None:
-        vk.vkResetCommandPool(self.ctx.device, self.pool, 0)
-        vk.vkBeginCommandBuffer(self.cb, vk.VkCommandBufferBeginInfo(flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
-        record(self.cb)
-        vk.vkEndCommandBuffer(self.cb)
-        vk.vkQueueSubmit(self.ctx.queue, 1, [vk.VkSubmitInfo(pCommandBuffers=[self.cb])], self.fence)
-        vk.vkWaitForFences(self.ctx.device, 1, [self.fence], vk.VK_TRUE, 30_000_000_000)
-        vk.vkResetFences(self.ctx.device, 1, [self.fence])
-        self.count += 1
-
-    def destroy(self) -> None:
-        vk.vkDestroyFence(self.ctx.device, self.fence, None)
-        vk.vkDestroyCommandPool(self.ctx.device, self.pool, None)
-
-
 @pytest.fixture(scope="module")
-def submit(ctx: Any) -> Iterator[Submit]:
-    s = Submit(ctx)
+def submit(ctx: Any) -> Iterator[Submitter]:
+    s = Submitter(ctx)
     yield s
     s.destroy()
 
@@ -157,7 +132,7 @@ class Rig:
             r.bind(alloc, off)
         return alloc
 
-    def snapshots(self, submit: Submit, members: list[TensorResource]) -> list[bytes]:
+    def snapshots(self, submit: Submitter, members: list[TensorResource]) -> list[bytes]:
         """Every member's snapshot, recorded into one staging buffer in one submission."""
         offsets, total = [], 0
         for r in members:
@@ -293,7 +268,7 @@ def reference_outputs(cases: tuple[Path, list[Case]]) -> Path:
     return out
 
 
-def load_case(rig: Rig, submit: Submit, folder: Path, c: Case, index: int = 0) -> TensorResource:
+def load_case(rig: Rig, submit: Submitter, folder: Path, c: Case, index: int = 0) -> TensorResource:
     r = rig.create(spec(c.uid, c.format, c.dims, index, tiling=c.tiling))
     r.load_initial(folder / f"{c.uid}.npy" if c.data is not None else None, submit)
     return r
@@ -314,7 +289,7 @@ def reference_rule_header(descr: str, dims: tuple[int, ...]) -> bytes:
 
 
 def test_every_format_loads_snapshots_and_writes_as_the_reference(
-    rig: Rig, submit: Submit, cases: tuple[Path, list[Case]], reference_outputs: Path, tmp_path: Path
+    rig: Rig, submit: Submitter, cases: tuple[Path, list[Case]], reference_outputs: Path, tmp_path: Path
 ) -> None:
     folder, all_cases = cases
     resources = [load_case(rig, submit, folder, c, i) for i, c in enumerate(all_cases)]
@@ -337,7 +312,7 @@ def test_every_format_loads_snapshots_and_writes_as_the_reference(
         b"\x93NUMPY\x01\x00F\x00{'descr': '|i1','fortran_order': False,'shape': (7,)}" + b" " * 16 + b"\n")
 
 
-def test_meta_usage_and_paths(rig: Rig, submit: Submit, cases: tuple[Path, list[Case]]) -> None:
+def test_meta_usage_and_paths(rig: Rig, submit: Submitter, cases: tuple[Path, list[Case]]) -> None:
     folder, all_cases = cases
     by_uid = {c.uid: c for c in all_cases}
     linear = load_case(rig, submit, folder, by_uid["t9"])  # R32_SFLOAT (2, 3, 4)
@@ -358,7 +333,7 @@ def test_meta_usage_and_paths(rig: Rig, submit: Submit, cases: tuple[Path, list[
     assert accepted_dtypes("VK_FORMAT_R8_BOOL_ARM") == ("|b1", "|u1")
 
 
-def test_restore_round_trip_direct_and_copy_paths(rig: Rig, submit: Submit, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_restore_round_trip_direct_and_copy_paths(rig: Rig, submit: Submitter, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(5)
     linear = rig.create(spec("lin", "VK_FORMAT_R16_SINT", (3, 7)))
     optimal = rig.create(spec("opt", "VK_FORMAT_R32_UINT", (2, 2, 5), tiling="OPTIMAL"))
@@ -391,7 +366,7 @@ def test_restore_round_trip_direct_and_copy_paths(rig: Rig, submit: Submit, monk
             assert raw[i * 8 + 6 : i * 8 + 8].tobytes() == b"\x55\x55"
 
 
-def test_strided_and_optimal_load_and_write(rig: Rig, submit: Submit, tmp_path: Path) -> None:
+def test_strided_and_optimal_load_and_write(rig: Rig, submit: Submitter, tmp_path: Path) -> None:
     rng = np.random.default_rng(9)
     data = random_array("VK_FORMAT_R16_SFLOAT", (3, 4, 5), rng)
     np.save(tmp_path / "in.npy", data)
@@ -412,7 +387,7 @@ def test_strided_and_optimal_load_and_write(rig: Rig, submit: Submit, tmp_path: 
     assert rig.snapshots(submit, [optimal]) == [bytes(optimal.snapshot_size)]
 
 
-def test_no_src_zeroes_alone_and_keeps_memory_group_content(rig: Rig, submit: Submit, tmp_path: Path) -> None:
+def test_no_src_zeroes_alone_and_keeps_memory_group_content(rig: Rig, submit: Submitter, tmp_path: Path) -> None:
     data = np.arange(12, dtype=np.int32).reshape(3, 4)
     np.save(tmp_path / "in.npy", data)
     first = rig.create(spec("g1", "VK_FORMAT_R32_SINT", (3, 4), memory_group="g"), bind=False)
@@ -430,7 +405,7 @@ def test_no_src_zeroes_alone_and_keeps_memory_group_content(rig: Rig, submit: Su
     assert bytes(alone.tensor.host_view()) == bytes(alone.snapshot_size)
 
 
-def test_glsl_add_through_descriptors_and_tensor_barrier(rig: Rig, submit: Submit, tmp_path: Path) -> None:
+def test_glsl_add_through_descriptors_and_tensor_barrier(rig: Rig, submit: Submitter, tmp_path: Path) -> None:
     dims = (9, 13)
     rng = np.random.default_rng(3)
     a_data, b_data = (rng.standard_normal(dims).astype(np.float32) for _ in range(2))
@@ -470,7 +445,7 @@ def test_glsl_add_through_descriptors_and_tensor_barrier(rig: Rig, submit: Submi
     np.testing.assert_array_equal(np.load(tmp_path / "c.npy"), want)
 
 
-def test_bad_inputs_are_scenario_errors(rig: Rig, submit: Submit, tmp_path: Path) -> None:
+def test_bad_inputs_are_scenario_errors(rig: Rig, submit: Submitter, tmp_path: Path) -> None:
     f32 = rig.create(spec("w", "VK_FORMAT_R32_SFLOAT", (2, 3), 4))
     flag = rig.create(spec("flag", "VK_FORMAT_R8_BOOL_ARM", (2, 3), 5))
     f32.load_initial(None, submit)

@@ -15,7 +15,6 @@ import base64
 import json
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -25,6 +24,8 @@ from pathlib import Path
 
 import flatbuffers
 import pytest
+
+from tests.vkharness import model_converter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -48,10 +49,7 @@ NONE32 = 0xFFFFFFFF
 
 
 def _converter() -> str | None:
-    beside = Path(sys.executable).parent / "model-converter"
-    if beside.is_file():
-        return str(beside)
-    return shutil.which("model-converter")
+    return model_converter()
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,58 @@
+"""Small pieces of Vulkan plumbing shared by the tests that drive vkcore directly (below the session)."""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import vulkan as vk
+
+
+class Submitter:
+    """A :class:`vkcore.resources.OneTimeSubmit`: record into one command buffer, submit, wait on a fence."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+        self.pool = vk.vkCreateCommandPool(ctx.device, vk.VkCommandPoolCreateInfo(
+            flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, queueFamilyIndex=ctx.queue_family), None)
+        self.cb = vk.vkAllocateCommandBuffers(ctx.device, vk.VkCommandBufferAllocateInfo(
+            commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
+        self.fence = vk.vkCreateFence(ctx.device, vk.VkFenceCreateInfo(), None)
+        self.count = 0
+
+    def __call__(self, record: Callable[[Any], None]) -> None:
+        device = self.ctx.device
+        vk.vkBeginCommandBuffer(self.cb, vk.VkCommandBufferBeginInfo(flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+        try:
+            record(self.cb)
+        finally:
+            vk.vkEndCommandBuffer(self.cb)
+        try:
+            vk.vkQueueSubmit(self.ctx.queue, 1, [vk.VkSubmitInfo(pCommandBuffers=[self.cb])], self.fence)
+            vk.vkWaitForFences(device, 1, [self.fence], vk.VK_TRUE, 60 * 10**9)
+            vk.vkResetFences(device, 1, [self.fence])
+            self.count += 1
+        finally:
+            vk.vkResetCommandBuffer(self.cb, 0)
+
+    def destroy(self) -> None:
+        vk.vkDestroyFence(self.ctx.device, self.fence, None)
+        vk.vkDestroyCommandPool(self.ctx.device, self.pool, None)
+
+
+def model_converter() -> str | None:
+    """ARM's ``model-converter``: beside this Python, on PATH, or inside its package; None if absent."""
+    beside = Path(sys.executable).parent / "model-converter"
+    if beside.is_file():
+        return str(beside)
+    found = shutil.which("model-converter")
+    if found:
+        return found
+    spec = importlib.util.find_spec("model_converter")
+    if spec is not None and spec.submodule_search_locations:
+        exe = Path(list(spec.submodule_search_locations)[0]) / "binaries" / "bin" / "model-converter"
+        if exe.is_file():
+            return str(exe)
+    return None
