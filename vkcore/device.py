@@ -15,6 +15,7 @@ from typing import Any, Literal
 import vulkan as vk
 
 from .errors import DeviceError, UnsupportedDeviceFeature
+from . import native_support
 from .layers import EmulationLayersUnavailable, prepare_emulation_layers
 
 TENSORS_EXT = "VK_ARM_tensors"
@@ -207,13 +208,27 @@ class VulkanContext:
     def _start(self, device: str | int | None, need_tensors: bool, need_graphs: bool, emulation: EmulationMode,
                want_extensions: tuple[str, ...]) -> None:
         self.layers: tuple[str, ...] = ()
-        self.instance = _create_instance(())
-        physicals = vk.vkEnumeratePhysicalDevices(self.instance)
-        infos = [_describe(i, pd, False) for i, pd in enumerate(physicals)]
-        chosen = choose_device(infos, device)
         needed = [e for e, need in ((TENSORS_EXT, need_tensors), (GRAPH_EXT, need_graphs)) if need]
-        missing = [e for e in needed if e not in chosen.extensions]
-        if emulation == "always" or missing:
+        if needed and emulation == "auto" and native_support.known_native(needed) is False:
+            # No installed driver provides them (learnt on an earlier run): start with the layers at once.
+            self.instance = None
+            self._restart_with_emulation(0)
+            physicals = vk.vkEnumeratePhysicalDevices(self.instance)
+            chosen = choose_device([_describe(i, pd, True) for i, pd in enumerate(physicals)], device)
+            missing = []
+            still = [e for e in needed if e not in chosen.extensions]
+            if still:
+                raise UnsupportedDeviceFeature(
+                    f"device '{chosen.name}' lacks {', '.join(still)} even with ARM's emulation layers loaded"
+                )
+        else:
+            self.instance = _create_instance(())
+            physicals = vk.vkEnumeratePhysicalDevices(self.instance)
+            infos = [_describe(i, pd, False) for i, pd in enumerate(physicals)]
+            native_support.remember([[e for e in (TENSORS_EXT, GRAPH_EXT) if e in d.extensions] for d in infos])
+            chosen = choose_device(infos, device)
+            missing = [e for e in needed if e not in chosen.extensions]
+        if emulation == "always" and not self.layers or missing:
             if emulation == "off":
                 raise UnsupportedDeviceFeature(
                     f"device '{chosen.name}' lacks {', '.join(missing)} and --no-emulation-layers was given"
@@ -240,7 +255,8 @@ class VulkanContext:
         self.timestamp_period = float(self.limits.timestampPeriod)
 
     def _restart_with_emulation(self, index: int) -> None:
-        vk.vkDestroyInstance(self.instance, None)
+        if self.instance is not None:
+            vk.vkDestroyInstance(self.instance, None)
         try:
             layers = prepare_emulation_layers()
         except EmulationLayersUnavailable as exc:
