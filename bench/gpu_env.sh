@@ -9,6 +9,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
     $(ls .whl/*.whl | grep -v scenario_runner) || return 1
 python3 -c "import glob, zipfile; zipfile.ZipFile(glob.glob('.whl/ai_ml_sdk_scenario_runner*.whl')[0]).extractall('/tmp/site')"
 chmod +x /tmp/site/scenario_runner/binaries/bin/* /tmp/site/model_converter/binaries/bin/* /tmp/site/emulation_layer/deploy/lib/*.so 2>/dev/null
+python3 -m compileall -q -j 0 /tmp/site vkcore capture replay vkcap >/dev/null 2>&1  # no per-run recompiles
 export PYTHONPATH="/tmp/site:$PWD"
 export PATH="/tmp/site/bin:$PATH"
 if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
