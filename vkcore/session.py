@@ -12,7 +12,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Hashable
+from typing import TYPE_CHECKING, Any, Callable, Hashable
 
 import vulkan as vk
 
@@ -37,7 +37,6 @@ from .scenario import (
     Tensor,
     TensorBarrier,
 )
-from .graph_dispatch import PreparedGraph
 from .limits import refuse_beyond_limits
 from .resource_set import ResourceSet
 from .resources import free_staging, staging_buffer
@@ -56,6 +55,9 @@ from .sync import (
     memory_barrier,
     stage_mask,
 )
+
+if TYPE_CHECKING:  # the graph machinery (cffi declarations, numpy) loads only for graph scenarios
+    from .graph_dispatch import PreparedGraph
 
 # Resource kinds whose execution lands in a later issue: parsed and validated, refused by ``run``.
 NOT_YET_SUPPORTED: tuple[type, ...] = ()
@@ -269,6 +271,9 @@ class Session:
     def _prepare_graphs(self) -> None:
         """One PreparedGraph per dispatch_graph command (identical commands share one, as dispatches do)."""
         assert self.resources is not None and self.factory is not None
+        if not any(isinstance(c, DispatchGraph) for c in self.scenario.commands):
+            return
+        from .graph_dispatch import PreparedGraph
         by_key: dict[Hashable, PreparedGraph] = {}
         for cmd in self.scenario.commands:
             if not isinstance(cmd, DispatchGraph):
