@@ -59,10 +59,6 @@ from .sync import (
 if TYPE_CHECKING:  # the graph machinery (cffi declarations, numpy) loads only for graph scenarios
     from .graph_dispatch import PreparedGraph
 
-# Resource kinds whose execution lands in a later issue: parsed and validated, refused by ``run``.
-NOT_YET_SUPPORTED: tuple[type, ...] = ()
-
-
 @dataclass(frozen=True)
 class SessionOptions:
     profiling: bool = False
@@ -115,18 +111,10 @@ def command_key(cmd: Any) -> Hashable:
     return dataclasses.replace(cmd, index=-1)
 
 
-def refuse_unsupported(plan: Plan) -> None:
-    """Raise "not supported yet: <kind> (resources[i])" for kinds whose execution is not implemented."""
-    for r in plan.scenario.resources:
-        if isinstance(r, NOT_YET_SUPPORTED):
-            raise ScenarioError(f"not supported yet: {r.KIND} ({r.place.rsplit('.', 1)[0]})", file=plan.scenario.path)
-
-
 class Session:
     """All Vulkan objects of a plan on one context. ``close()`` releases them (the context stays)."""
 
     def __init__(self, ctx: VulkanContext, plan: Plan, options: SessionOptions, timer: HostTimer | None = None) -> None:
-        refuse_unsupported(plan)
         refuse_beyond_limits(ctx, plan.scenario)
         self.ctx = ctx
         self.plan = plan
