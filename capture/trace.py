@@ -29,9 +29,6 @@ class DispatchSnapshot:
     segment: int | None = None
     module: str = ""
 
-    def __iter__(self):  # type: ignore[no-untyped-def]  # (command, uid, blob), as older callers unpack it
-        return iter((self.command, self.uid, self.blob))
-
 
 @dataclass(frozen=True)
 class FrameRecord:

@@ -165,10 +165,10 @@ def test_dispatch_level_with_checkpoints(builder: ScenarioBuilder, tmp_path: Pat
             acc = (f.seq + 1) * INC
             first, second = 3 * f.index, 3 * f.index + 1  # command indexes: accumulate, double, boundary
             # a snapshot of what each dispatch may write (bound with an access other than readonly), after it
-            assert sorted((c, u) for c, u, _ in f.dispatches) == [(first, "acc"), (second, "acc"), (second, "out")]
-            for command, uid, key in f.dispatches:
-                got = np.frombuffer(trace.blob(key, what=f"{uid} after {command}"), np.float32)
-                np.testing.assert_array_equal(got, acc if uid == "acc" else 2 * acc + 1)
+            assert sorted((d.command, d.uid) for d in f.dispatches) == [(first, "acc"), (second, "acc"), (second, "out")]
+            for d in f.dispatches:
+                got = np.frombuffer(trace.blob(d.blob, what=f"{d.uid} after {d.command}"), np.float32)
+                np.testing.assert_array_equal(got, acc if d.uid == "acc" else 2 * acc + 1)
             np.testing.assert_array_equal(snap(trace, f.seq, "out"), 2 * acc + 1)
             # the checkpoint after this frame equals the frame's state
             state = trace.checkpoints[f.seq]
