@@ -18,7 +18,7 @@ from typing import Any
 
 from capture.container import TraceReader, TraceWriter
 from capture.recorder import dispatch_writes
-from capture.trace import FrameRecord, Trace
+from capture.trace import DispatchSnapshot, FrameRecord, Trace
 from vkcore.errors import DeviceError
 from vkcore.scenario import DispatchCompute
 
@@ -34,9 +34,8 @@ class _Capturer(Comparer):
 
     captured: Captures
 
-    def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str) -> Comparison:
-        command = int(what.split("command ")[1].split(",")[0]) if "command " in what else -1
-        self.captured[(command, uid)] = bytes(live)
+    def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str, command: int | None = None) -> Comparison:
+        self.captured[(-1 if command is None else command, uid)] = bytes(live)
         return Comparison(uid, "bytes", IDENTICAL, len(live))
 
 
@@ -50,7 +49,7 @@ def dispatch_targets(trace: Trace, seq: int) -> dict[int, FrameRecord]:
     record = trace.frame(seq)
     frame = plan.frames[record.index]
     wanted = tuple(
-        (cmd.index, uid, PLACEHOLDER)
+        DispatchSnapshot(cmd.index, uid, PLACEHOLDER)
         for cmd in frame.dispatches
         if isinstance(cmd, DispatchCompute)
         for uid in dispatch_writes(scenario, cmd)

@@ -205,7 +205,9 @@ class Comparer:
             return (int(dims[2]), int(dims[1]), components)
         return tuple(int(d) for d in dims)
 
-    def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str) -> Comparison:
+    def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str, command: int | None = None) -> Comparison:
+        """Compare ``live`` with the recorded blob; ``what`` labels it in messages, ``command`` is set for
+        a snapshot taken right after that command (dispatch level)."""
         recorded = self.trace.blob(recorded_key, what=what)
         dtype = self.dtype_for(uid)
         shape = self.shape_of(uid)
@@ -213,7 +215,7 @@ class Comparer:
         if result.diverged and self.options.heatmap_dir is not None and shape and len(shape) >= 2 and not result.size_mismatch:
             from .heatmap import error_map, heatmap_name, write_heatmap
 
-            name = heatmap_name(self._seq, uid if "command" not in what else f"{uid}-{what.split('command ')[1].split(',')[0]}")
+            name = heatmap_name(self._seq, uid if command is None else f"{uid}-{command}")
             path = write_heatmap(self.options.heatmap_dir / name, error_map(recorded, bytes(live), dtype, shape), what)
             result.extras["heatmap"] = str(path)
         return result
@@ -232,7 +234,7 @@ class Comparer:
                 shot = by_dispatch[(item.after_command, item.segment, item.uid)]
                 where = f"command {item.after_command}" + (f", segment {item.segment}" if item.segment is not None else "")
                 what = f"frame {snapshot.seq}, {where}, resource '{item.uid}'"
-                comparison = self.compare_one(item.uid, shot.blob, live, what)
+                comparison = self.compare_one(item.uid, shot.blob, live, what, item.after_command)
                 if item.segment is not None:
                     comparison.extras.update(segment=item.segment, module=shot.module)
                 result.dispatches.append((item.after_command, comparison))

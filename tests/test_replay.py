@@ -355,6 +355,24 @@ def test_bisect_exhaustive_finds_an_earlier_one_off_divergence(base: dict[str, P
     assert doc["replays"] == len({p["segment"] for p in doc["probes"]})
 
 
+def test_bisect_reference_icd_locates_the_dispatch_of_a_frame_level_trace(base: dict[str, Path], tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Without dispatch snapshots, --reference-icd runs the divergent frame dispatch by dispatch on both drivers
+    (here lavapipe twice: the shader replacement is the only difference) and names the first dispatch that differs."""
+    manifests = sorted(Path("/usr/share/vulkan/icd.d").glob("lvp_icd*.json"))
+    assert manifests, "lavapipe's driver manifest is missing (make setup installs mesa-vulkan-drivers)"
+    trace = record_ok(base["scenario"], tmp_path / "frames.vkt", "--checkpoint-every", CHECKPOINT_EVERY)
+    out = tmp_path / "b.json"
+    capsys.readouterr()
+    assert cli("bisect", trace, "--replace-shader", f"acc={base['acc37']}", "--dtype", "acc_buf=float32",
+               "--reference-icd", manifests[0], "--json", out) == 1
+    doc = read_json(out)
+    assert doc["frame"] == 37 and doc["command"] == 111 and doc["dispatch"] == "acc"
+    assert doc["resource"]["uid"] == "acc_buf" and doc["resource"]["first_index"] == [5]
+    assert (doc["resource"]["first_recorded"], doc["resource"]["first_live"]) == (95.0, 96.0)
+    assert "first divergent dispatch: commands[111] (acc) (found by running the frame on both drivers)" in capsys.readouterr().out
+
+
 @pytest.mark.xfail(strict=True, reason=(
     "LIMITATION replay/bisect.py: segments replay from recorded checkpoints, so a change that affects one "
     "frame only diverges in one segment (not monotonic); the binary search then finds nothing and the fallback scans "
