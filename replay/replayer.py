@@ -26,7 +26,7 @@ from vkcore.scenario import Scenario, load_scenario
 from vkcore.session import Session, SessionOptions
 from vkcore.staging import CaptureLayout, build_layout
 
-from .compare import DIVERGED, Comparison, Tolerance, compare
+from .compare import DIVERGED, Comparison, compare
 from .isolate import ProgressFile
 from .tolerances import TolerancePolicy
 

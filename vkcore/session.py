@@ -28,13 +28,10 @@ from .scenario import (
     DispatchBarrier,
     DispatchCompute,
     DispatchGraph,
-    Graph,
-    Image,
     ImageBarrier,
     MemoryBarrier,
     RawData,
     Shader,
-    Tensor,
     TensorBarrier,
 )
 from .limits import refuse_beyond_limits
@@ -46,8 +43,6 @@ from .staging import CaptureItem, CaptureLayout, StagingRing, StagingSlot
 from .sync import (
     ACCESS,
     LAYOUT,
-    AFTER_COPY,
-    BEFORE_COPY,
     FULL_BARRIER,
     BarrierBatch,
     buffer_barrier,
