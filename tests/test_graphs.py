@@ -8,11 +8,7 @@ call; a crash would show up as the pytest process dying, not as a failed asserti
 """
 from __future__ import annotations
 
-import importlib.util
-import shutil
 import struct
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -21,6 +17,7 @@ import numpy as np
 import pytest
 import vulkan as vk
 
+from tests.vkharness import convert_model
 from vkcore import arm_ffi, graph_ffi
 from vkcore.errors import DeviceError
 from vkcore.graphs import (
@@ -218,31 +215,10 @@ def api(ctx: Any) -> GraphApi:
     return GraphApi.load(ctx)
 
 
-def model_converter() -> Path | None:
-    """ARM's model-converter: the console script next to this Python, or the binary in its package."""
-    here = Path(sys.executable).parent / "model-converter"
-    if here.is_file():
-        return here
-    found = shutil.which("model-converter")
-    if found:
-        return Path(found)
-    spec = importlib.util.find_spec("model_converter")
-    if spec is not None and spec.submodule_search_locations:
-        p = Path(list(spec.submodule_search_locations)[0]) / "binaries" / "bin" / "model-converter"
-        if p.is_file():
-            return p
-    return None
-
-
 def convert(mlir: str, folder: Path, name: str) -> Path:
-    tool = model_converter()
-    if tool is None:
-        pytest.skip("ai-ml-sdk-model-converter (model-converter) is not installed")
-    src, out = folder / f"{name}.mlir", folder / f"{name}.vgf"
+    src = folder / f"{name}.mlir"
     src.write_text(mlir)
-    proc = subprocess.run([str(tool), "--input", str(src), "--output", str(out)], capture_output=True, text=True)
-    assert proc.returncode == 0 and out.is_file(), proc.stdout + proc.stderr
-    return out
+    return convert_model(src, folder / f"{name}.vgf")
 
 
 def graph_parts(vgf_path: Path) -> tuple[bytes, str, list[GraphResource], list[GraphConstant], Any]:

@@ -18,8 +18,6 @@ import dataclasses
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -29,7 +27,7 @@ import vulkan as vk
 
 from tests.builders import ScenarioBuilder, vkcap
 from tests.reference import reference_runner, run_reference
-from tests.vkharness import model_converter
+from tests.vkharness import Submitter, convert_model
 from vkcore.errors import DeviceError, ScenarioError
 from vkcore.graph_dispatch import DATA_GRAPH_USAGE, PreparedGraph, SegmentWrites, graph_bound_tensors
 from vkcore.npyio import read_header
@@ -119,29 +117,15 @@ SHADER_MODULE = "graph_partition_1"  # the custom shader's module in every model
 # --- fixtures ------------------------------------------------------------------------------------------------
 
 
-def _converter() -> str | None:
-    return model_converter()
-
-
 @pytest.fixture(scope="session")
 def vgfs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Every tests/tosa/*.mlir, and the models above, converted to VGF: {stem: path}."""
-    exe = _converter()
-    if exe is None:
-        pytest.skip("model-converter (ai-ml-sdk-model-converter, CPython 3.11) is not installed")
     out = tmp_path_factory.mktemp("graph-vgf")
     sources = {p.stem: p for p in sorted(TOSA.glob("*.mlir"))}
     for name, text in EXTRA_MODELS.items():
         sources[name] = out / f"{name}.mlir"
         sources[name].write_text(text)
-    made = {}
-    for name, mlir in sources.items():
-        target = out / f"{name}.vgf"
-        proc = subprocess.run([exe, "--input", str(mlir), "--output", str(target)], capture_output=True, text=True, timeout=120)
-        if proc.returncode != 0 or not target.is_file():
-            pytest.fail(f"model-converter failed on {name} ({proc.returncode}):\n{proc.stderr[-3000:]}")
-        made[name] = target
-    return made
+    return {name: convert_model(mlir, out / f"{name}.vgf") for name, mlir in sources.items()}
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +169,7 @@ class Harness:
         self.resources = ResourceSet(ctx, self.scenario, tensor_factories(graph_bound_tensors(self.scenario) if data_graph_usage else None))
         self.cache = PipelineCache(ctx, None)
         self.factory = PipelineFactory(ctx, self.cache)
-        self.pool = vk.vkCreateCommandPool(ctx.device, vk.VkCommandPoolCreateInfo(queueFamilyIndex=ctx.queue_family), None)
+        self.submitter = Submitter(ctx)
         self.prepared: list[PreparedGraph] = []
 
     def raw(self, uid: str) -> bytes:
@@ -194,20 +178,14 @@ class Harness:
         return path.read_bytes()[header.data_offset : header.data_offset + header.nbytes]
 
     def submit(self, record: Callable[[Any], None]) -> None:
-        info = vk.VkCommandBufferAllocateInfo(commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1)
-        cb = vk.vkAllocateCommandBuffers(self.ctx.device, info)[0]
-        fence = vk.vkCreateFence(self.ctx.device, vk.VkFenceCreateInfo(), None)
-        try:
-            vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo(flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+        """One submission of ``record``, with full barriers around it (as the session's setup submissions)."""
+
+        def fenced(cb: Any) -> None:
             BarrierBatch(memory=[memory_barrier(*FULL_BARRIER)]).record(cb)
             record(cb)
             BarrierBatch(memory=[memory_barrier(*FULL_BARRIER)]).record(cb)
-            vk.vkEndCommandBuffer(cb)
-            vk.vkQueueSubmit2(self.ctx.queue, 1, [vk.VkSubmitInfo2(pCommandBufferInfos=[vk.VkCommandBufferSubmitInfo(commandBuffer=cb)])], fence)
-            assert vk.lib.vkWaitForFences(self.ctx.device, 1, [fence], vk.VK_TRUE, 60 * 10**9) == vk.VK_SUCCESS
-        finally:
-            vk.vkDestroyFence(self.ctx.device, fence, None)
-            vk.vkFreeCommandBuffers(self.ctx.device, self.pool, 1, [cb])
+
+        self.submitter(fenced)
 
     def prepare(self) -> list[PreparedGraph]:
         for cmd in self.scenario.commands:
@@ -237,7 +215,7 @@ class Harness:
         self.factory.destroy()
         self.cache.destroy()
         self.resources.destroy()
-        vk.vkDestroyCommandPool(self.ctx.device, self.pool, None)
+        self.submitter.destroy()
 
 
 @pytest.fixture

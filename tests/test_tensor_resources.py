@@ -8,24 +8,21 @@ with no commands: it loads every ``src`` and writes every ``dst``).
 from __future__ import annotations
 
 import json
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pytest
 import vulkan as vk
 
 from tests.reference import reference_runner, run_reference
+from tests.vkharness import Submitter, compile_tensor_glsl
 from vkcore import arm_ffi, memory, npyio, tensors
-from tests.vkharness import Submitter
 from vkcore.errors import DeviceError, ScenarioError
 from vkcore.formats import tensor_formats
 from vkcore.resources import DeviceResource, free_staging, staging_buffer
 from vkcore.scenario import Tensor as TensorSpec
-from vkcore.shaders import tensor_glslc
 from vkcore.sync import BarrierBatch, memory_barrier
 from vkcore.tensor_resources import TensorResource, accepted_dtypes
 
@@ -158,19 +155,6 @@ def rig(ctx: Any, api: tensors.TensorApi) -> Iterator[Rig]:
     r = Rig(ctx, api)
     yield r
     r.destroy()
-
-
-def compile_tensor_glsl(source: str) -> bytes:
-    glslc = tensor_glslc()
-    if glslc is None:
-        pytest.skip("the tensor-capable glslc of ai-ml-sdk-scenario-runner is not installed")
-    with tempfile.TemporaryDirectory(prefix="vkcap-test-") as tmp:
-        src, out = Path(tmp) / "shader.comp", Path(tmp) / "shader.spv"
-        src.write_text(source)
-        proc = subprocess.run([str(glslc), "--stage", "compute", "--input", str(src), "--output", str(out)],
-                              capture_output=True, text=True)
-        assert proc.returncode == 0 and out.is_file(), proc.stdout + proc.stderr
-        return out.read_bytes()
 
 
 class Pipeline:

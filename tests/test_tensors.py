@@ -6,18 +6,15 @@ mismatches; a crash here shows up as the pytest process dying (exit 134), not as
 """
 from __future__ import annotations
 
-import subprocess
-import tempfile
-from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pytest
 import vulkan as vk
 
+from tests.vkharness import compile_tensor_glsl
 from vkcore import arm_ffi
 from vkcore.errors import DeviceError
-from vkcore.shaders import tensor_glslc
 from vkcore.tensors import (
     LINEAR,
     OPTIMAL,
@@ -149,20 +146,6 @@ def ctx() -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def api(ctx: Any) -> TensorApi:
     return TensorApi.load(ctx)
-
-
-def compile_tensor_glsl(source: str) -> bytes:
-    glslc = tensor_glslc()
-    if glslc is None:
-        pytest.skip("the tensor-capable glslc of ai-ml-sdk-scenario-runner is not installed")
-    with tempfile.TemporaryDirectory(prefix="vkcap-test-") as tmp:
-        src, out = Path(tmp) / "shader.comp", Path(tmp) / "shader.spv"
-        src.write_text(source)
-        # This glslc is ARM's wrapper: --input/--output/--stage, not shaderc's -fshader-stage/-o.
-        proc = subprocess.run([str(glslc), "--stage", "compute", "--input", str(src), "--output", str(out)],
-                              capture_output=True, text=True)
-        assert proc.returncode == 0 and out.is_file(), proc.stdout + proc.stderr
-        return out.read_bytes()
 
 
 class ComputeRig:

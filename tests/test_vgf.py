@@ -10,13 +10,10 @@ large allocation.
 """
 from __future__ import annotations
 
-import argparse
 import base64
 import json
-import os
 import re
 import struct
-import subprocess
 import sys
 import time
 import tracemalloc
@@ -25,10 +22,10 @@ from pathlib import Path
 import flatbuffers
 import pytest
 
-from tests.vkharness import model_converter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.vkharness import convert_model
 from vkcore.errors import EXIT_BAD_INPUT, VkcapError
 from vkcore.vgf import (
     CodeKind, ModuleType, ResourceCategory, VgfError, VgfVersion, parse_vgf, read_vgf,
@@ -48,25 +45,11 @@ NONE32 = 0xFFFFFFFF
 # --- model-converter ----------------------------------------------------------------------------------------
 
 
-def _converter() -> str | None:
-    return model_converter()
-
-
 @pytest.fixture(scope="session")
 def vgfs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Every tests/tosa/*.mlir converted to VGF: {stem: path}."""
-    exe = _converter()
-    if exe is None:
-        pytest.skip("model-converter (ai-ml-sdk-model-converter, CPython 3.11) is not installed")
     out = tmp_path_factory.mktemp("vgf")
-    made = {}
-    for mlir in sorted(TOSA.glob("*.mlir")):
-        target = out / f"{mlir.stem}.vgf"
-        proc = subprocess.run([exe, "--input", str(mlir), "--output", str(target)], capture_output=True, text=True, timeout=120)
-        if proc.returncode != 0 or not target.is_file():
-            pytest.fail(f"model-converter failed on {mlir.name} ({proc.returncode}):\n{proc.stderr[-3000:]}")
-        made[mlir.stem] = target
-    return made
+    return {mlir.stem: convert_model(mlir, out / f"{mlir.stem}.vgf") for mlir in sorted(TOSA.glob("*.mlir"))}
 
 
 def _mlir_attrs(name: str) -> dict:

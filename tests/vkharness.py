@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+import pytest
 import vulkan as vk
 
 
@@ -56,3 +59,33 @@ def model_converter() -> str | None:
         if exe.is_file():
             return str(exe)
     return None
+
+
+def convert_model(mlir: Path, target: Path) -> Path:
+    """``mlir`` (TOSA) converted to the VGF ``target`` by model-converter; skips the test when the
+    converter is not installed, fails it (with the converter's stderr) when the conversion fails."""
+    exe = model_converter()
+    if exe is None:
+        pytest.skip("model-converter (ai-ml-sdk-model-converter, CPython 3.11) is not installed")
+    proc = subprocess.run([exe, "--input", str(mlir), "--output", str(target)], capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0 or not target.is_file():
+        pytest.fail(f"model-converter failed on {mlir.name} ({proc.returncode}):\n{proc.stdout[-1000:]}{proc.stderr[-3000:]}")
+    return target
+
+
+def compile_tensor_glsl(source: str) -> bytes:
+    """SPIR-V of a compute shader that uses GL_ARM_tensors, from the tensor-capable glslc; skips the test
+    when that compiler is not installed."""
+    from vkcore.shaders import tensor_glslc
+
+    glslc = tensor_glslc()
+    if glslc is None:
+        pytest.skip("the tensor-capable glslc of ai-ml-sdk-scenario-runner is not installed")
+    with tempfile.TemporaryDirectory(prefix="vkcap-test-") as tmp:
+        src, out = Path(tmp) / "shader.comp", Path(tmp) / "shader.spv"
+        src.write_text(source)
+        # This glslc is ARM's wrapper: --input/--output/--stage, not shaderc's -fshader-stage/-o.
+        proc = subprocess.run([str(glslc), "--stage", "compute", "--input", str(src), "--output", str(out)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0 and out.is_file(), proc.stdout + proc.stderr
+        return out.read_bytes()
