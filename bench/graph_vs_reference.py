@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.machine import machine_info  # noqa: E402
 from tests.reference import reference_env, reference_runner  # noqa: E402
 from tests.vkharness import model_converter  # noqa: E402
 
@@ -92,9 +92,8 @@ def main() -> int:
                 results[tool]["wall"].append(wall)
                 results[tool]["dispatch"].append(statistics.median(dispatch))
         same = (root / "vkcap-0" / "o.npy").read_bytes() == (root / "reference-0" / "o.npy").read_bytes()
-    device = json.loads(subprocess.run([sys.executable, "-m", "vkcap", "devices", "--json"], capture_output=True, text=True,
-                                       cwd=REPO).stdout or "[{}]")[0].get("device_name", "?")
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; Vulkan: {device}")
+    m = machine_info()
+    print(f"machine: {m['cpu']}, {m['cores']} cores; Vulkan: {m['vulkan_device']}")
     print(f"conv2d model (3x3, 20 channels, bias, clamp) x {args.repeat} dispatches; outputs identical: {same}")
     print(f"{'':10} {'vkcap':>12} {'reference':>12} {'ratio':>8}")
     rows = {}
@@ -103,7 +102,7 @@ def main() -> int:
         rows[key] = {"vkcap": ours, "reference": ref, "ratio": ours / ref if ref else None}
         print(f"{label:10} {ours:10.3f}{unit:>2} {ref:10.3f}{unit:>2} {ours / ref if ref else float('nan'):7.2f}x")
     if args.json:
-        args.json.write_text(json.dumps({"device": device, "repeat": args.repeat, "runs": args.runs, "identical": same, **rows}, indent=2))
+        args.json.write_text(json.dumps({"device": m["vulkan_device"], "repeat": args.repeat, "runs": args.runs, "identical": same, **rows}, indent=2))
     return 0
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -40,6 +39,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from bench.machine import machine_info  # noqa: E402
 
 MiB = 1 << 20
 ZSTD = shutil.which("zstd") or "/usr/bin/zstd"
@@ -361,28 +362,12 @@ def bench_compress(work: Path, runs: int, total_mib: int, threads: list[int], lo
 # -------------------------------------------------------------------------------------------- report
 
 
-def machine_info(children: Children) -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        proc = subprocess.run([sys.executable, "-m", "vkcap", "devices", "--json"], capture_output=True, text=True,
-                              timeout=120, env=children.env, cwd=REPO)
-        device = ", ".join(f"{d['device_name']} ({d.get('driver_info') or d.get('driver_name', '')})" for d in json.loads(proc.stdout))
-    except Exception as exc:  # noqa: BLE001 - the benchmark still runs without a device name
-        device = f"unknown ({type(exc).__name__})"
-    zstd_version = subprocess.run([ZSTD, "--version"], capture_output=True, text=True).stdout.strip()
+def machine_info_with_zstd(children: Children) -> dict[str, Any]:
+    """The machine, and the zstd versions the compression figures compare."""
     import zstandard
 
-    return {
-        "cpu": cpu, "cores": os.cpu_count(), "vulkan_device": device, "python": platform.python_version(),
-        "platform": platform.platform(), "zstd_cli": zstd_version, "python_zstandard": zstandard.__version__,
-    }
+    zstd_version = subprocess.run([ZSTD, "--version"], capture_output=True, text=True).stdout.strip()
+    return {**machine_info(children.env), "zstd_cli": zstd_version, "python_zstandard": zstandard.__version__}
 
 
 def _verdict(ok: bool) -> str:
@@ -466,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         children = Children(work)
-        doc: dict[str, Any] = {"machine": machine_info(children), "runs": args.runs}
+        doc: dict[str, Any] = {"machine": machine_info_with_zstd(children), "runs": args.runs}
         if "a" in parts:
             results = bench_time(children, work, args.runs, log)
             doc["time"] = [r.summary() for r in results]

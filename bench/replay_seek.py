@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from bench.machine import machine_info  # noqa: E402
 
 MiB = 1 << 20
 CHECKPOINT_EVERY = 8
@@ -112,28 +113,6 @@ class Vkcap:
         return wall, (json.loads(out.read_text()) if out.exists() else None)
 
 
-def machine_info(vkcap: Vkcap) -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    proc = subprocess.run([sys.executable, "-m", "vkcap", "devices", "--json"], capture_output=True, text=True, env=vkcap.env, cwd=REPO)
-    try:
-        devices = [f"{d['device_name']} ({d.get('driver_info') or d.get('driver_name', '')})" for d in json.loads(proc.stdout)]
-    except ValueError:
-        devices = ["unknown"]
-    try:
-        load = os.getloadavg()[0]
-    except OSError:
-        load = float("nan")
-    return {"host": platform.node(), "cpu": cpu, "cores": os.cpu_count(), "vulkan_devices": devices,
-            "python": platform.python_version(), "platform": platform.platform(), "load_avg_1min_at_start": load}
-
-
 def alternate(runs: int, a: Any, b: Any) -> tuple[list[float], list[float]]:
     """Time a() and b() ``runs`` times each, alternating and swapping the order every round."""
     ta, tb = [], []
@@ -160,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         vkcap = Vkcap(work)
-        machine = machine_info(vkcap)
+        machine = machine_info(vkcap.env)
         scenario = make_scenario(work / "scenario", args.frames, args.mib * MiB)
         trace = work / "seek.vkt"
         t0 = time.perf_counter()
@@ -220,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         console = Console(width=max(Console().width, 150))
         m = machine
         console.print(f"[bold]machine[/]: {m['host']}: {m['cpu']}, {m['cores']} cores, load {m['load_avg_1min_at_start']:.2f}; "
-                      f"Vulkan: {'; '.join(m['vulkan_devices'])}; Python {m['python']}")
+                      f"Vulkan: {m['vulkan_device']}; Python {m['python']}")
         console.print(f"trace: {args.frames} frames of a {args.mib} MiB buffer, checkpoints every {CHECKPOINT_EVERY}, "
                       f"{trace_mib:.0f} MiB on disk (recorded in {record_s:.2f} s); medians of {args.runs} fresh processes")
         table = Table()

@@ -23,7 +23,6 @@ import argparse
 import filecmp
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -39,6 +38,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from bench.machine import machine_info  # noqa: E402
 
 MiB = 1 << 20
 
@@ -241,39 +242,6 @@ def check_outputs(scenario: Scenario, outs: dict[str, Path]) -> str:
 # -------------------------------------------------------------------------------------------- report
 
 
-def machine_info(tools: list[Tool]) -> dict[str, object]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem_gib = None
-    try:
-        mem_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    except (ValueError, OSError):
-        pass
-    device = "?"
-    try:
-        out = subprocess.run(
-            [sys.executable, "-m", "vkcap", "devices", "--json"], capture_output=True, text=True, timeout=120, env=tools[0].env, cwd=REPO,
-        )
-        devices = json.loads(out.stdout)
-        device = ", ".join(f"{d['device_name']} ({d.get('driver_info') or d.get('driver_name', '')})" for d in devices)
-    except Exception as exc:  # noqa: BLE001 - the benchmark still runs without a device name
-        device = f"unknown ({type(exc).__name__})"
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "memory_gib": mem_gib,
-        "vulkan_device": device,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-    }
-
-
 @dataclass
 class Result:
     scenario: str
@@ -338,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             builders.append(("large", lambda: make_add(tmp, "large", 64 * MiB)))
         if args.only:
             builders = [b for b in builders if b[0] in args.only]
-        machine = machine_info(tools)
+        machine = machine_info(tools[0].env)
         results: list[Result] = []
         for name, build in builders:
             scenario = build()
