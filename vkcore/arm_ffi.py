@@ -408,24 +408,32 @@ WIDE_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def check_layout() -> None:
-    """Raise ``AssertionError`` when a declaration disagrees with the header's layout (LP64 only)."""
+def check_struct_layouts(module: str, layout: dict[str, tuple[int, dict[str, int]]], wide_fields: dict[str, tuple[str, ...]],
+                         plain: frozenset[str]) -> None:
+    """Raise ``AssertionError`` unless every struct of ``layout`` has, in :data:`ffi`, the size and field
+    offsets given there and ``sType`` first (but the ``plain`` ones), and every field of ``wide_fields``
+    is 64-bit. ``module`` names the declaring module in the 64-bit-only message (LP64 layouts only)."""
     if struct.calcsize("P") != 8:
-        raise AssertionError("vkcore.arm_ffi supports 64-bit platforms only")
-    for name, (size, offsets) in LAYOUT.items():
+        raise AssertionError(f"{module} supports 64-bit platforms only")
+    for name, (size, offsets) in layout.items():
         got = ffi.sizeof(name)
         if got != size:
             raise AssertionError(f"{name}: sizeof is {got}, the header gives {size}")
-        if name != "VkMemoryRequirements" and ffi.offsetof(name, "sType") != 0:
+        if name not in plain and ffi.offsetof(name, "sType") != 0:
             raise AssertionError(f"{name}: sType is not first")
         for field, offset in offsets.items():
             got = ffi.offsetof(name, field)
             if got != offset:
                 raise AssertionError(f"{name}.{field}: offset {got}, the header gives {offset}")
-    for name, fields in WIDE_FIELDS.items():
+    for name, fields in wide_fields.items():
         for field in fields:
             if ffi.sizeof(dict(ffi.typeof(name).fields)[field].type) != 8:
                 raise AssertionError(f"{name}.{field} must be 64-bit")
+
+
+def check_layout() -> None:
+    """Raise ``AssertionError`` when a declaration disagrees with the header's layout (LP64 only)."""
+    check_struct_layouts("vkcore.arm_ffi", LAYOUT, WIDE_FIELDS, frozenset({"VkMemoryRequirements"}))
     description = dict(ffi.typeof("VkTensorDescriptionARM").fields)
     if ffi.sizeof(description["pDimensions"].type.item) != 8 or ffi.sizeof(description["pStrides"].type.item) != 8:
         raise AssertionError("VkTensorDescriptionARM.pDimensions and pStrides must point to int64_t")

@@ -22,7 +22,6 @@ header (``LAYOUT``), as arm_ffi does for its own.
 """
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import cffi
@@ -396,22 +395,7 @@ _PLAIN = frozenset({"VkPhysicalDeviceDataGraphProcessingEngineARM", "VkPhysicalD
 
 def check_layout() -> None:
     """Raise ``AssertionError`` when a declaration disagrees with the header's layout (LP64 only)."""
-    if struct.calcsize("P") != 8:
-        raise AssertionError("vkcore.graph_ffi supports 64-bit platforms only")
-    for name, (size, offsets) in LAYOUT.items():
-        got = ffi.sizeof(name)
-        if got != size:
-            raise AssertionError(f"{name}: sizeof is {got}, the header gives {size}")
-        if name not in _PLAIN and ffi.offsetof(name, "sType") != 0:
-            raise AssertionError(f"{name}: sType is not first")
-        for field, offset in offsets.items():
-            got = ffi.offsetof(name, field)
-            if got != offset:
-                raise AssertionError(f"{name}.{field}: offset {got}, the header gives {offset}")
-    for name, fields in WIDE_FIELDS.items():
-        for field in fields:
-            if ffi.sizeof(dict(ffi.typeof(name).fields)[field].type) != 8:
-                raise AssertionError(f"{name}.{field} must be 64-bit")
+    arm_ffi.check_struct_layouts("vkcore.graph_ffi", LAYOUT, WIDE_FIELDS, _PLAIN)
     if set(STYPE_OF) | _PLAIN != set(LAYOUT):
         raise AssertionError("graph_ffi: STYPE_OF and LAYOUT name different structs")
 
