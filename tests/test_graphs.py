@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import vulkan as vk
 
-from tests.vkharness import convert_model
+from tests.vkharness import convert_model, vulkan_context
 from vkcore import arm_ffi, graph_ffi
 from vkcore.errors import DeviceError
 from vkcore.graphs import (
@@ -195,14 +195,7 @@ def test_pipeline_problems_name_what_the_layer_would_abort_on() -> None:
 
 @pytest.fixture(scope="module")
 def ctx() -> Iterator[Any]:
-    from vkcore.device import VulkanContext
-
-    try:
-        context = VulkanContext(need_tensors=True, need_graphs=True)
-    except Exception as exc:  # no Vulkan, or no emulation layer package
-        pytest.skip(f"no graph-capable Vulkan device: {exc}")
-    yield context
-    context.close()
+    yield from vulkan_context("graph-capable", need_tensors=True, need_graphs=True)
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ import vulkan as vk
 
 from tests.builders import ScenarioBuilder, vkcap
 from tests.reference import reference_runner, run_reference
-from tests.vkharness import Submitter, convert_model
+from tests.vkharness import Submitter, convert_model, vulkan_context
 from vkcore.errors import DeviceError, ScenarioError
 from vkcore.graph_dispatch import DATA_GRAPH_USAGE, PreparedGraph, SegmentWrites, graph_bound_tensors
 from vkcore.npyio import read_header
@@ -130,14 +130,7 @@ def vgfs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def ctx() -> Iterator[Any]:
-    from vkcore.device import VulkanContext
-
-    try:
-        context = VulkanContext(need_tensors=True, need_graphs=True)
-    except Exception as exc:  # no Vulkan, or no emulation layer package
-        pytest.skip(f"no graph-capable Vulkan device: {exc}")
-    yield context
-    context.close()
+    yield from vulkan_context("graph-capable", need_tensors=True, need_graphs=True)
 
 
 # --- the harness: PreparedGraph without the session -------------------------------------------------------

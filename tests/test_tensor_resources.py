@@ -17,7 +17,7 @@ import pytest
 import vulkan as vk
 
 from tests.reference import reference_runner, run_reference
-from tests.vkharness import Submitter, compile_tensor_glsl
+from tests.vkharness import Submitter, compile_tensor_glsl, vulkan_context
 from vkcore import arm_ffi, memory, npyio, tensors
 from vkcore.errors import DeviceError, ScenarioError
 from vkcore.formats import tensor_formats
@@ -73,14 +73,7 @@ def spec(uid: str, fmt: str, dims: tuple[int, ...], index: int = 0, **kw: Any) -
 
 @pytest.fixture(scope="module")
 def ctx() -> Iterator[Any]:
-    from vkcore.device import VulkanContext
-
-    try:
-        context = VulkanContext(need_tensors=True)
-    except Exception as exc:  # no Vulkan, or no emulation layer package
-        pytest.skip(f"no tensor-capable Vulkan device: {exc}")
-    yield context
-    context.close()
+    yield from vulkan_context("tensor-capable", need_tensors=True)
 
 
 @pytest.fixture(scope="module")

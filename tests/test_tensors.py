@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import vulkan as vk
 
-from tests.vkharness import compile_tensor_glsl
+from tests.vkharness import compile_tensor_glsl, vulkan_context
 from vkcore import arm_ffi
 from vkcore.errors import DeviceError
 from vkcore.tensors import (
@@ -133,14 +133,7 @@ def test_stride_and_description_checks() -> None:
 
 @pytest.fixture(scope="module")
 def ctx() -> Iterator[Any]:
-    from vkcore.device import VulkanContext
-
-    try:
-        context = VulkanContext(need_tensors=True)
-    except Exception as exc:  # no Vulkan, or no emulation layer package
-        pytest.skip(f"no tensor-capable Vulkan device: {exc}")
-    yield context
-    context.close()
+    yield from vulkan_context("tensor-capable", need_tensors=True)
 
 
 @pytest.fixture(scope="module")

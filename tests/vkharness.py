@@ -7,7 +7,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 import vulkan as vk
@@ -89,3 +89,17 @@ def compile_tensor_glsl(source: str) -> bytes:
                               capture_output=True, text=True)
         assert proc.returncode == 0 and out.is_file(), proc.stdout + proc.stderr
         return out.read_bytes()
+
+
+def vulkan_context(what: str, **needs: Any) -> Iterator[Any]:
+    """For a fixture: a :class:`vkcore.device.VulkanContext` opened with ``needs``, closed afterwards;
+    where none can be opened (no Vulkan, or no emulation layer package) the tests skip with
+    "no <what> Vulkan device: <why>"."""
+    from vkcore.device import VulkanContext
+
+    try:
+        context = VulkanContext(**needs)
+    except Exception as exc:
+        pytest.skip(f"no {what} Vulkan device: {exc}")
+    yield context
+    context.close()
