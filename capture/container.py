@@ -488,11 +488,7 @@ class TraceWriter:
         :meth:`close`, e.g. on a full disk). Idempotent."""
         with self._lock:
             self.closed = True
-            if self._fd is not None:
-                try:
-                    os.close(self._fd)
-                finally:
-                    self._fd = None
+            self._close_fd()
 
     def abort(self) -> None:
         """Close and delete the partial file; the target path is untouched. Idempotent."""
@@ -500,15 +496,18 @@ class TraceWriter:
             if self.closed:
                 return
             self.closed = True
-            if self._fd is not None:
-                try:
-                    os.close(self._fd)
-                finally:
-                    self._fd = None
+            self._close_fd()
             try:
                 os.unlink(self.partial_path)
             except FileNotFoundError:
                 pass
+
+    def _close_fd(self) -> None:
+        """Close the partial file's descriptor if it is open; it is forgotten even if closing fails
+        (the caller holds the lock)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
 
 # ==================================================================================================
