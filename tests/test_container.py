@@ -30,6 +30,7 @@ from capture.container import (
     UnsupportedVersion,
     blob_key,
 )
+from tests.readlog import ReadLog
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB = 1 << 20
@@ -37,36 +38,6 @@ MiB = 1 << 20
 
 # --------------------------------------------------------------------------------------------------
 # helpers
-
-
-class CountingFile(io.RawIOBase):
-    """A read-only file over bytes that records every (offset, length) actually read."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-        self._pos = 0
-        self.reads: list[tuple[int, int]] = []
-
-    def seekable(self) -> bool:
-        return True
-
-    def readable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self._pos, 2: len(self._data)}[whence]
-        self._pos = base + offset
-        return self._pos
-
-    def read(self, n: int = -1) -> bytes:
-        end = len(self._data) if n < 0 else min(len(self._data), self._pos + n)
-        out = self._data[self._pos : end]
-        self.reads.append((self._pos, len(out)))
-        self._pos = end
-        return out
-
-    def bytes_read(self) -> int:
-        return sum(n for _, n in self.reads)
 
 
 def build_sample(path: Path) -> dict[str, Any]:
@@ -220,7 +191,7 @@ def test_dedup_50_identical_blobs(tmp_path: Path) -> None:
 
 
 def test_read_blob_reads_only_that_record(sample: dict[str, Any]) -> None:
-    f = CountingFile(sample["data"])
+    f = ReadLog(io.BytesIO(sample["data"]))
     r = TraceReader(f)
     assert not r.recovered
     # opening reads the file header, the trailer and the index: O(1) records, no payloads

@@ -6,7 +6,6 @@ Recording runs in-process through ``vkcap.cli.main`` (fast); the signal tests ne
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -25,6 +24,7 @@ from capture.container import TraceReader, TraceWriter
 from capture.embed import check_trace_name, safe_join
 from capture.trace import Trace
 from tests.builders import REPO, ScenarioBuilder, load_output, vkcap
+from tests.readlog import ReadLog
 from vkcap.cli import main
 from vkcore.errors import TraceError
 
@@ -267,41 +267,13 @@ def test_readonly_input_whole_trace_under_2mib(builder: ScenarioBuilder, tmp_pat
 # seeking: a frame's snapshot reads only its own blob
 
 
-class ReadLog(io.RawIOBase):
-    """A file object that records the (offset, size) of every read."""
-
-    def __init__(self, path: Path) -> None:
-        self._f = open(path, "rb", buffering=0)
-        self.name = str(path)
-        self.reads: list[tuple[int, int]] = []
-
-    def seekable(self) -> bool:
-        return True
-
-    def readable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self._f.seek(offset, whence)
-
-    def read(self, n: int = -1) -> bytes:
-        at = self._f.tell()
-        data = self._f.read(n)
-        self.reads.append((at, len(data)))
-        return data
-
-    def close(self) -> None:
-        self._f.close()
-        super().close()
-
-
 def test_seek_reads_only_the_frame_asked_for(builder: ScenarioBuilder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     trace_path = tmp_path / "seek.vkt"
     record_ok(accumulate_scenario(builder, 10), trace_path, "--checkpoint-every", 0)
     logs: list[ReadLog] = []
 
     def logging_reader(path: Path, **kw: Any) -> TraceReader:
-        logs.append(ReadLog(path))
+        logs.append(ReadLog(open(path, "rb", buffering=0)))
         return TraceReader(logs[-1], **kw)
 
     monkeypatch.setattr("capture.trace.TraceReader", logging_reader)
