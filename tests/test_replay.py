@@ -200,6 +200,24 @@ def test_frame_seeks_from_the_nearest_checkpoint(base: dict[str, Path], tmp_path
     assert read_json(out)["started_from_checkpoint"] == 39
 
 
+def test_heatmaps_name_the_frame_resource_and_dispatch(base: dict[str, Path], tmp_path: Path) -> None:
+    """A diverged 2-d resource gets a heatmap at the frame boundary and one per dispatch snapshot,
+    named by the command that wrote it; the PNG's pixels are |error| (one hot pixel, at acc[5])."""
+    from PIL import Image
+
+    heat = tmp_path / "heat"
+    assert cli("replay", base["trace"], "--frame", 37, "--replace-shader", f"acc={base['acc37']}", "--dtype", "acc_buf=float32",
+               "--shape", "acc_buf=16x16", "--heatmap", heat) == 1
+    assert sorted(p.name for p in heat.iterdir()) == ["frame00037-acc_buf-111.png", "frame00037-acc_buf.png"]
+    for png in heat.iterdir():
+        with Image.open(png) as image:
+            # the 16x16 map is drawn 8x (128 px) below a 30 px title: acc[5] is the 8x8 block at row 0, column 5
+            area = np.asarray(image.convert("RGB"))[30:158, :128]
+        hot = np.all(area == (253, 231, 37), axis=2)  # the top of the colour ramp
+        assert hot.sum() == 64 and hot[:8, 40:48].all()
+        assert np.all(area[~hot] == (68, 1, 84))  # the bottom of the ramp: no error anywhere else
+
+
 def test_junit_has_one_failure_per_diverged_resource(base: dict[str, Path], tmp_path: Path) -> None:
     junit = tmp_path / "r.xml"
     code = cli("replay", base["trace"], "--frames", "36-38", "--replace-shader", f"acc={base['acc37']}",
