@@ -56,6 +56,12 @@ __all__ = [
 
 #: blobs at least this large are compressed with zstd's worker threads when ``threads`` != 0.
 MT_COMPRESS_MIN_BYTES: Final = 4 << 20
+#: blobs at least this large are tried as byte planes (codec PLANES) when the writer allows it.
+PLANES_MIN_BYTES: Final = 64 << 10
+#: element width of the planes: 4 bytes (float32, int32), the commonest element of a snapshot.
+PLANE_WIDTH: Final = 4
+#: each compressing thread keeps a plane buffer up to this size, so blobs do not fault in fresh pages.
+SCRATCH_MAX_BYTES: Final = 8 << 20
 #: reader limits (constructor arguments override them).
 DEFAULT_MAX_BLOB_BYTES: Final = 4 << 30
 DEFAULT_MAX_META_BYTES: Final = 64 << 20
@@ -264,12 +270,14 @@ class TraceWriter:
         level: int = 3,
         threads: int = 0,
         min_compress: int = 64,
+        planes: bool = True,
         finalize_on_error: bool = False,
     ) -> None:
         self.path: str = os.path.abspath(os.fspath(path))
         self.level = level
         self.threads = threads
         self.min_compress = min_compress
+        self.planes = planes
         self.finalize_on_error = finalize_on_error
         zstandard.ZstdCompressor(level=level)  # validate the level now, not in a worker thread
         folder, name = os.path.split(self.path)
@@ -371,8 +379,9 @@ class TraceWriter:
     def compress_blob(self, data: Buffer, *, skip_if_stored: bool = True) -> PreparedBlob:
         """Hash and compress ``data`` without touching the file. Thread-safe; releases the GIL.
 
-        Stores zstd at the writer's level unless ``data`` is shorter than ``min_compress`` or the frame
-        would not be smaller, in which case the raw bytes are kept (codec NONE; copied unless ``data``
+        Stores byte planes or one zstd frame at the writer's level (see ``_encode``) unless ``data`` is
+        shorter than ``min_compress`` or the encoding would not be smaller, in which case the raw bytes
+        are kept (codec NONE; copied unless ``data``
         is ``bytes``, so the result never aliases a mutable buffer). With ``skip_if_stored`` and a key
         this writer already holds, compression is skipped (``data`` of the result is None).
         """
@@ -385,13 +394,36 @@ class TraceWriter:
             return PreparedBlob(key.hex(), raw_len, Codec.NONE, None, 0)
         codec, stored = Codec.NONE, view  # type: Codec, bytes | memoryview
         if raw_len >= self.min_compress:
-            frame = self._compressor(raw_len).compress(view)
-            if len(frame) < raw_len:
-                codec, stored = Codec.ZSTD, frame
+            codec, stored = self._encode(view)
         if codec == Codec.NONE and copy_raw:
             stored = view.tobytes()
         sub = R.pack_blob_header(key, raw_len, codec)
         return PreparedBlob(key.hex(), raw_len, int(codec), stored, R.checksum(sub, stored))
+
+    def _encode(self, view: memoryview) -> tuple[Codec, bytes | memoryview]:
+        """The smallest of the codecs tried: byte planes when a probe says the data is made of
+        elements (floats) whose planes compress better apart, else one zstd frame; raw when neither
+        is smaller than the data."""
+        if self.planes and len(view) >= PLANES_MIN_BYTES:
+            from . import planes
+
+            if planes.prefers_planes(view, PLANE_WIDTH, self._compressor(0)):
+                encoded = planes.encode(view, PLANE_WIDTH, self._compressor(len(view) // PLANE_WIDTH), self._scratch(len(view)))
+                return (Codec.PLANES, encoded) if len(encoded) < len(view) else (Codec.NONE, view)
+        frame = self._compressor(len(view)).compress(view)
+        return (Codec.ZSTD, frame) if len(frame) < len(view) else (Codec.NONE, view)
+
+    def _scratch(self, nbytes: int) -> Any:
+        """This thread's reusable plane buffer for ``nbytes`` (None above SCRATCH_MAX_BYTES: a
+        fresh one is cheaper than keeping a large buffer per thread)."""
+        if nbytes > SCRATCH_MAX_BYTES:
+            return None
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None or scratch.size < nbytes:
+            import numpy as np
+
+            scratch = self._local.scratch = np.empty(max(nbytes, 1 << 20), np.uint8)
+        return scratch
 
     def write_prepared(self, prepared: PreparedBlob) -> str:
         """Append a prepared blob unless its key is already stored (then only count the duplicate).
@@ -620,10 +652,11 @@ class TraceReader:
         except LayoutError as exc:
             raise NotATrace(f"not a vkcap trace: {exc}", path=self.path) from None
         self.version: tuple[int, int] = (header.major, header.minor)
-        if header.major != R.FORMAT_MAJOR:
+        if header.major not in R.READABLE_MAJORS:
+            readable = " and ".join(f"{m}.x" for m in sorted(R.READABLE_MAJORS))
             raise UnsupportedVersion(
                 f"trace format version {header.major}.{header.minor} is not supported "
-                f"(this reader reads {R.FORMAT_MAJOR}.x)",
+                f"(this reader reads {readable})",
                 path=self.path,
                 version=self.version,
             )
@@ -876,15 +909,22 @@ class TraceReader:
         """Undo the codec with the output bounded by ``e.raw_len``."""
         if e.codec == Codec.NONE:
             return stored
+        dctx = getattr(self._local, "dctx", None)
+        if dctx is None:
+            dctx = self._local.dctx = zstandard.ZstdDecompressor(max_window_size=_MAX_WINDOW_SIZE)
+        if e.codec == Codec.PLANES:
+            from . import planes
+
+            try:
+                return planes.decode(stored, e.raw_len, dctx)
+            except planes.PlanesError as exc:
+                raise self._corrupt(str(exc), e.offset, k) from None
         try:
             declared = zstandard.frame_content_size(stored)
         except zstandard.ZstdError as exc:
             raise self._corrupt(f"bad zstd frame header: {exc}", e.offset, k) from None
         if declared not in (-1, e.raw_len):  # zstandard would allocate the declared size: refuse first
             raise self._corrupt(f"zstd frame declares {declared} bytes, expected {e.raw_len}", e.offset, k)
-        dctx = getattr(self._local, "dctx", None)
-        if dctx is None:
-            dctx = self._local.dctx = zstandard.ZstdDecompressor(max_window_size=_MAX_WINDOW_SIZE)
         try:
             return dctx.decompress(stored, max_output_size=e.raw_len, allow_extra_data=False)
         except zstandard.ZstdError as exc:

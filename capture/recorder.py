@@ -264,7 +264,7 @@ class TraceRecorder:
         original = scenario.path.read_bytes()
         self.writer.add_meta(
             kinds.SCENARIO,
-            {"name": scenario.path.name, "original": original.decode("utf8", "replace"), "portable": json.dumps(portable, indent=1)},
+            {"name": scenario.path.name, "original": original.decode("utf8", "replace"), "portable": json.dumps(portable, separators=(",", ":"))},
         )
         uids = list(session.resources.resources)
         parts = [_file_parts(f) for f in files]

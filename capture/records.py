@@ -26,8 +26,10 @@ import xxhash
 
 MAGIC: Final = b"VKCAPTRC"
 TRAILER_MAGIC: Final = b"VKCAPEND"
-FORMAT_MAJOR: Final = 1
+FORMAT_MAJOR: Final = 2
 FORMAT_MINOR: Final = 0
+#: majors this reader decodes: 1 (codecs NONE and ZSTD) and 2 (adds PLANES).
+READABLE_MAJORS: Final = frozenset({1, 2})
 
 #: file header: magic, major, minor, header flags (0; readers ignore them).
 FILE_HEADER: Final = struct.Struct("<8sHHI")
@@ -61,6 +63,7 @@ class Codec(enum.IntEnum):
 
     NONE = 0
     ZSTD = 1
+    PLANES = 2  # byte planes, each raw or zstd (capture/planes.py); format major 2
 
 
 class LayoutError(ValueError):
@@ -196,9 +199,10 @@ def max_stored_len(raw_len: int, codec: int) -> int:
     """The largest stored length a conforming writer produces for ``raw_len`` bytes with ``codec``.
 
     Codec NONE stores exactly ``raw_len`` bytes; a ZSTD frame is never larger than zstd's compress
-    bound. Readers check this before they allocate, so a stored length cannot exceed the raw limit.
+    bound; a writer keeps PLANES only when it is smaller than the raw bytes. Readers check this before
+    they allocate, so a stored length cannot exceed the raw limit.
     """
-    if codec == Codec.NONE:
+    if codec in (Codec.NONE, Codec.PLANES):
         return raw_len
     return raw_len + (raw_len >> 8) + 1024  # >= ZSTD_COMPRESSBOUND(raw_len)
 

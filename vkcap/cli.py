@@ -14,6 +14,10 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
+# numpy's OpenBLAS starts a thread per core at import and lets them spin after work; vkcap does no
+# linear algebra, and on a small machine those threads compete with the driver and the compressors.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 from vkcore.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED, UsageError, VkcapError
 
 from . import __version__

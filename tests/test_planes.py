@@ -1,0 +1,130 @@
+"""Codec 2 (byte planes): exact round trips, the writer's choice of codec, and every malformed layout
+refused with a message naming what is wrong (capture/planes.py, docs/trace-format.md section 4.4)."""
+
+from __future__ import annotations
+
+import io
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from capture import planes
+from capture import records as R
+from capture.container import TraceCorrupt, TraceReader, TraceWriter
+
+CCTX = zstandard.ZstdCompressor(level=3, write_content_size=True)
+DCTX = zstandard.ZstdDecompressor()
+
+
+def smooth_floats(n: int, seed: int = 0) -> np.ndarray:
+    """float32 like a snapshot: a smooth field plus a little noise (sign and exponent repeat a lot)."""
+    rng = np.random.default_rng(seed)
+    x = np.linspace(0, 20, n, dtype=np.float32)
+    return (np.sin(x) * 3 + rng.normal(0, 0.01, n)).astype(np.float32)
+
+
+@pytest.mark.parametrize("width", [2, 4, 8])
+@pytest.mark.parametrize("n", [0, 1, 7, 4096, 65541])
+def test_round_trip_is_exact_for_every_width_and_tail(width: int, n: int) -> None:
+    raw = smooth_floats(n // 4 + 1).tobytes()[:n]
+    stored = planes.encode(memoryview(raw), width, CCTX)
+    assert planes.decode(stored, len(raw), DCTX) == raw
+    assert len(stored) >= planes.overhead(width) + n % width
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=3000), st.sampled_from([2, 4, 8]))
+def test_round_trip_property(raw: bytes, width: int) -> None:
+    assert planes.decode(planes.encode(memoryview(raw), width, CCTX), len(raw), DCTX) == raw
+
+
+def test_planes_hold_the_kth_byte_of_each_element_and_noise_is_stored_raw() -> None:
+    values = smooth_floats(1 << 16)
+    stored = planes.encode(memoryview(values.tobytes()), 4, CCTX)
+    entries = [planes.PLANE_ENTRY.unpack_from(stored, 8 + 16 * k) for k in range(4)]
+    assert stored[0] == 4
+    # the low mantissa byte is noise: stored raw and verbatim; the sign/exponent byte compresses
+    low_len, low_codec = entries[0]
+    assert (low_len, low_codec) == (1 << 16, planes.PLANE_RAW)
+    assert stored[planes.overhead(4) : planes.overhead(4) + low_len] == values.view(np.uint8)[0::4].tobytes()
+    top_len, top_codec = entries[3]
+    assert top_codec == planes.PLANE_ZSTD and top_len < (1 << 16) // 10
+    start = planes.overhead(4) + sum(length for length, _ in entries[:3])
+    assert DCTX.decompress(stored[start : start + top_len]) == values.view(np.uint8)[3::4].tobytes()
+
+
+def test_writer_stores_float_snapshots_as_planes_smaller_than_one_zstd_frame(tmp_path: Path) -> None:
+    values = smooth_floats(1 << 18).tobytes()
+    text = b"".join(b"frame %6d: everything nominal\n" % i for i in range(1 << 14))  # no element structure
+    with TraceWriter(tmp_path / "t.vkt") as w:
+        k_float, k_text = w.put_blob(values), w.put_blob(text)
+    with TraceReader(tmp_path / "t.vkt") as r:
+        assert r.version == (2, 0)
+        info = r.blob_info(k_float)
+        assert info.codec == R.Codec.PLANES
+        assert info.stored_len < 0.92 * len(CCTX.compress(values))  # 0.90 on this data
+        assert r.read_blob(k_float) == values
+        assert r.blob_info(k_text).codec == R.Codec.ZSTD and r.read_blob(k_text) == text
+
+
+def test_writer_without_planes_writes_zstd_frames(tmp_path: Path) -> None:
+    values = smooth_floats(1 << 16).tobytes()
+    with TraceWriter(tmp_path / "t.vkt", planes=False) as w:
+        key = w.put_blob(values)
+    with TraceReader(tmp_path / "t.vkt") as r:
+        assert r.blob_info(key).codec == R.Codec.ZSTD and r.read_blob(key) == values
+
+
+def layout(width: int, entries: list[tuple[int, int]], bodies: bytes) -> bytes:
+    return planes.PLANES_HEADER.pack(width) + b"".join(planes.PLANE_ENTRY.pack(*e) for e in entries) + bodies
+
+
+@pytest.mark.parametrize(
+    "stored, raw_len, message",
+    [
+        (b"\x04\x00", 8, "PLANES data is 2 bytes, shorter than its header"),
+        (layout(3, [], b""), 9, r"PLANES width 3 is not one of \[2, 4, 8\]"),
+        (planes.PLANES_HEADER.pack(2) + b"\x00" * 16, 4, "PLANES data is 24 bytes, shorter than its 2 plane entries"),
+        (layout(2, [(99, 0), (2, 0)], b"abcd"), 4, "plane 0 declares 99 bytes, more than remain"),
+        (layout(2, [(2, 5), (2, 0)], b"abcd"), 4, "plane 0 codec 5 is unknown"),
+        (layout(2, [(1, 0), (3, 0)], b"abcd"), 4, "plane 0 holds 1 bytes, expected 2"),
+        (layout(2, [(2, 0), (2, 0)], b"abcdXY"), 4, "PLANES data ends with 2 tail bytes, expected 0"),
+        (layout(2, [(2, 0), (2, 0)], b"abcd"), 5, "PLANES data ends with 0 tail bytes, expected 1"),
+        (layout(2, [(len(CCTX.compress(b"abc")), 1), (2, 0)], CCTX.compress(b"abc") + b"cd"), 4,
+         "plane 0: zstd frame declares 3 bytes, expected 2"),
+        (layout(2, [(5, 1), (2, 0)], b"\x28\xb5\x2f\xfd\x00cd"), 4, "plane 0: bad zstd frame header"),
+    ],
+)
+def test_malformed_layouts_are_refused_by_name(stored: bytes, raw_len: int, message: str) -> None:
+    with pytest.raises(planes.PlanesError, match=message):
+        planes.decode(stored, raw_len, DCTX)
+
+
+def test_reader_reports_a_damaged_plane_as_corrupt_with_its_offset(tmp_path: Path) -> None:
+    """A plane whose bytes were changed but whose checksums were recomputed (a buggy writer): the
+    decoded bytes no longer match the content key, and the reader says which record."""
+    values = smooth_floats(1 << 16).tobytes()
+    with TraceWriter(tmp_path / "t.vkt") as w:
+        key = w.put_blob(values)
+    with TraceReader(tmp_path / "t.vkt") as r:
+        offset, info = r.blob_offset(key), r.blob_info(key)
+    data = bytearray((tmp_path / "t.vkt").read_bytes())
+    body = offset + R.RECORD_HEADER.size + R.BLOB_HEADER.size
+    data[body + planes.overhead(4)] ^= 1  # first byte of plane 0 (stored raw)
+    header = R.unpack_record_header(bytes(data[offset : offset + R.RECORD_HEADER.size]))
+    payload = bytes(data[offset + R.RECORD_HEADER.size : body + info.stored_len])
+    data[offset : offset + R.RECORD_HEADER.size] = R.pack_record_header(header.rtype, header.payload_len, R.checksum(payload))
+    with TraceReader(io.BytesIO(bytes(data))) as r:
+        with pytest.raises(TraceCorrupt, match=f"offset {offset}.*decoded data does not match its content key"):
+            r.read_blob(key)
+
+
+def test_plane_entry_layout_matches_the_documented_sizes() -> None:
+    assert planes.PLANES_HEADER.size == 8 and planes.PLANE_ENTRY.size == 16
+    assert planes.overhead(4) == 8 + 16 * 4
+    assert struct.calcsize("<B7x") == 8
