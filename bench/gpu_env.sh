@@ -16,3 +16,6 @@ if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
 export VKCAP_CACHE_DIR=/tmp/vkcap-cache
+# The image's numpy ships without bytecode: compile it once, as any installed numpy is, so that a
+# child's first `import numpy` does not compile 80 modules (0.2 s) inside the measurement.
+python3 -m compileall -q -j 0 "$(python3 -c 'import numpy, os; print(os.path.dirname(numpy.__file__))')" >/dev/null 2>&1 || true

@@ -26,6 +26,7 @@ import secrets
 import threading
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Final, NamedTuple, Protocol
@@ -278,6 +279,7 @@ class TraceWriter:
         self.threads = threads
         self.min_compress = min_compress
         self.planes = planes
+        self._plane_pool: ThreadPoolExecutor | None = None
         self.finalize_on_error = finalize_on_error
         zstandard.ZstdCompressor(level=level)  # validate the level now, not in a worker thread
         folder, name = os.path.split(self.path)
@@ -408,10 +410,21 @@ class TraceWriter:
             from . import planes
 
             if planes.prefers_planes(view, PLANE_WIDTH, self._compressor(0)):
-                encoded = planes.encode(view, PLANE_WIDTH, self._compressor(len(view) // PLANE_WIDTH), self._scratch(len(view)))
+                encoded = planes.encode(view, PLANE_WIDTH, self._compressor, self._scratch(len(view)),
+                                        map_planes=self._plane_map(len(view)))
                 return (Codec.PLANES, encoded) if len(encoded) < len(view) else (Codec.NONE, view)
         frame = self._compressor(len(view)).compress(view)
         return (Codec.ZSTD, frame) if len(frame) < len(view) else (Codec.NONE, view)
+
+    def _plane_map(self, nbytes: int) -> Any:
+        """How to run the planes of a blob: in parallel threads for a large blob when the writer may
+        use threads (as zstd's workers would), else one after the other."""
+        if self.threads == 0 or nbytes < MT_COMPRESS_MIN_BYTES:
+            return map
+        with self._lock:
+            if self._plane_pool is None:
+                self._plane_pool = ThreadPoolExecutor(max_workers=PLANE_WIDTH, thread_name_prefix="vkcap-planes")
+        return self._plane_pool.map
 
     def _scratch(self, nbytes: int) -> Any:
         """This thread's reusable plane buffer for ``nbytes`` (None above SCRATCH_MAX_BYTES: a
@@ -536,7 +549,10 @@ class TraceWriter:
 
     def _close_fd(self) -> None:
         """Close the partial file's descriptor if it is open; it is forgotten even if closing fails
-        (the caller holds the lock)."""
+        (the caller holds the lock). The plane threads, if any, are let go too."""
+        pool, self._plane_pool = self._plane_pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)

@@ -19,7 +19,7 @@ compressor per thread; :func:`decode` bounds every allocation by the raw length 
 from __future__ import annotations
 
 import struct
-from typing import Any, Final
+from typing import Any, Callable, Final, Iterable
 
 import numpy as np
 import zstandard
@@ -48,14 +48,12 @@ def overhead(width: int) -> int:
 
 
 def split(view: memoryview, width: int, out: np.ndarray | None = None) -> np.ndarray:
-    """The ``(width, n)`` byte planes of ``view``'s first ``n = len(view) // width`` elements.
-
-    ``out`` (a uint8 array of at least ``width * n`` bytes) is reused when given, so a caller that
-    encodes many blobs does not fault in fresh pages for each."""
+    """The ``(width, n)`` byte planes of ``view``'s first ``n = len(view) // width`` elements
+    (written into ``out``, a uint8 array of at least ``width * n`` bytes, when given)."""
     n = len(view) // width
     elements = np.frombuffer(view, f"<u{width}", count=n)  # little-endian: byte k is bits 8k..8k+7
     planes = (np.empty(width * n, np.uint8) if out is None else out[: width * n]).reshape(width, n)
-    for k, plane in enumerate(planes):  # shifting is about twice as fast as a transposing copy
+    for k, plane in enumerate(planes):  # shifting is faster than a transposing copy
         np.right_shift(elements, 8 * k, out=plane, casting="unsafe")
     return planes
 
@@ -76,27 +74,38 @@ def _plane_cost(plane: np.ndarray, cctx: zstandard.ZstdCompressor) -> int:
     return min(len(plane), len(cctx.compress(plane)))
 
 
-def encode(view: memoryview, width: int, cctx: zstandard.ZstdCompressor, scratch: np.ndarray | None = None) -> bytes:
-    """The PLANES encoding of ``view``: every plane zstd-compressed with ``cctx`` unless a probe of
-    it shows it would not shrink (then it is stored raw). The result never aliases ``view`` or
-    ``scratch``."""
+def encode(
+    view: memoryview,
+    width: int,
+    compressor: Callable[[int], zstandard.ZstdCompressor],
+    scratch: np.ndarray | None = None,
+    map_planes: Callable[..., Iterable[tuple[int, Any]]] = map,
+) -> bytes:
+    """The PLANES encoding of ``view``: every plane zstd-compressed unless a probe of it shows it
+    would not shrink (then it is stored raw). The result never aliases ``view`` or ``scratch``.
+
+    ``compressor(nbytes)`` returns the compressor for ``nbytes`` of input *of the calling thread*
+    (zstd contexts are not thread-safe). ``map_planes`` (e.g. a thread pool's ``map``) may encode
+    the planes in parallel: they are independent, and shifting and zstd release the GIL."""
     if width not in WIDTHS:
         raise ValueError(f"plane width {width} is not one of {sorted(WIDTHS)}")
-    planes = split(view, width, scratch)
-    bodies: list[Any] = []
-    entries = [PLANES_HEADER.pack(width)]
-    for plane in planes:
+    n = len(view) // width
+    elements = np.frombuffer(view, f"<u{width}", count=n)  # little-endian: byte k is bits 8k..8k+7
+    planes = (np.empty(width * n, np.uint8) if scratch is None else scratch[: width * n]).reshape(width, n)
+
+    def one_plane(k: int) -> tuple[int, Any]:
+        plane = planes[k]
+        np.right_shift(elements, 8 * k, out=plane, casting="unsafe")
         probe = plane[:PROBE_BYTES]
-        body: Any = plane.data
-        codec = PLANE_RAW
-        if len(cctx.compress(probe)) <= RAW_IF_ABOVE * len(probe):
-            packed = cctx.compress(plane)
+        if len(compressor(len(probe)).compress(probe)) <= RAW_IF_ABOVE * len(probe):
+            packed = compressor(len(plane)).compress(plane)
             if len(packed) < len(plane):
-                body, codec = packed, PLANE_ZSTD
-        entries.append(PLANE_ENTRY.pack(len(body), codec))
-        bodies.append(body)
-    tail = view[planes.shape[1] * width :]
-    return b"".join([*entries, *bodies, tail])
+                return PLANE_ZSTD, packed
+        return PLANE_RAW, plane.data
+
+    coded = list(map_planes(one_plane, range(width)))
+    entries = [PLANES_HEADER.pack(width), *(PLANE_ENTRY.pack(len(body), codec) for codec, body in coded)]
+    return b"".join([*entries, *(body for _, body in coded), view[n * width :]])
 
 
 def decode(stored: bytes, raw_len: int, dctx: zstandard.ZstdDecompressor) -> bytes:

@@ -15,6 +15,7 @@ described in ``docs/trace-format.md``.
 from __future__ import annotations
 
 import datetime
+import importlib
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ import platform
 import signal
 import socket
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -376,6 +378,7 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
     import trio
 
     scenario = load_scenario(options.run.scenario)
+    prefetch = _prefetch_codec()
     stop = stop or StopRequest()
     state = _Recording()
     send, receive = trio.open_memory_channel(WRITE_QUEUE)
@@ -409,6 +412,7 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
         status, error = "failed", f"{type(exc).__name__}: {exc}"
         raise
     finally:
+        prefetch.join()
         if state.recorder is not None:
             state.recorder.close()
         writer = state.writer
@@ -430,6 +434,14 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
         dedup_bytes=stats.dedup_bytes,
         file_bytes=stats.file_bytes,
     )
+
+
+def _prefetch_codec() -> threading.Thread:
+    """Import the PLANES codec (and with it numpy, which a plain run never loads) in a background
+    thread, so that the import overlaps the driver's start-up instead of delaying the first snapshot."""
+    thread = threading.Thread(target=importlib.import_module, args=("capture.planes",), name="vkcap-prefetch", daemon=True)
+    thread.start()
+    return thread
 
 
 class _sigint_ignored:

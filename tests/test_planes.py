@@ -21,6 +21,11 @@ CCTX = zstandard.ZstdCompressor(level=3, write_content_size=True)
 DCTX = zstandard.ZstdDecompressor()
 
 
+def SAME(nbytes: int) -> zstandard.ZstdCompressor:
+    """One compressor for every input (single-threaded tests)."""
+    return CCTX
+
+
 def smooth_floats(n: int, seed: int = 0) -> np.ndarray:
     """float32 like a snapshot: a smooth field plus a little noise (sign and exponent repeat a lot)."""
     rng = np.random.default_rng(seed)
@@ -32,7 +37,7 @@ def smooth_floats(n: int, seed: int = 0) -> np.ndarray:
 @pytest.mark.parametrize("n", [0, 1, 7, 4096, 65541])
 def test_round_trip_is_exact_for_every_width_and_tail(width: int, n: int) -> None:
     raw = smooth_floats(n // 4 + 1).tobytes()[:n]
-    stored = planes.encode(memoryview(raw), width, CCTX)
+    stored = planes.encode(memoryview(raw), width, SAME)
     assert planes.decode(stored, len(raw), DCTX) == raw
     assert len(stored) >= planes.overhead(width) + n % width
 
@@ -40,12 +45,12 @@ def test_round_trip_is_exact_for_every_width_and_tail(width: int, n: int) -> Non
 @settings(max_examples=60, deadline=None)
 @given(st.binary(max_size=3000), st.sampled_from([2, 4, 8]))
 def test_round_trip_property(raw: bytes, width: int) -> None:
-    assert planes.decode(planes.encode(memoryview(raw), width, CCTX), len(raw), DCTX) == raw
+    assert planes.decode(planes.encode(memoryview(raw), width, SAME), len(raw), DCTX) == raw
 
 
 def test_planes_hold_the_kth_byte_of_each_element_and_noise_is_stored_raw() -> None:
     values = smooth_floats(1 << 16)
-    stored = planes.encode(memoryview(values.tobytes()), 4, CCTX)
+    stored = planes.encode(memoryview(values.tobytes()), 4, SAME)
     entries = [planes.PLANE_ENTRY.unpack_from(stored, 8 + 16 * k) for k in range(4)]
     assert stored[0] == 4
     # the low mantissa byte is noise: stored raw and verbatim; the sign/exponent byte compresses
@@ -70,6 +75,22 @@ def test_writer_stores_float_snapshots_as_planes_smaller_than_one_zstd_frame(tmp
         assert info.stored_len < 0.92 * len(CCTX.compress(values))  # 0.90 on this data
         assert r.read_blob(k_float) == values
         assert r.blob_info(k_text).codec == R.Codec.ZSTD and r.read_blob(k_text) == text
+
+
+def test_large_blobs_encode_their_planes_in_parallel_threads_and_round_trip(tmp_path: Path) -> None:
+    """A writer allowed threads encodes the planes of a blob >= 4 MiB in a pool, each plane with its
+    own thread's compressor (a shared zstd context would fail or corrupt); several such blobs are
+    compressed at once, as recording does."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    blobs = [smooth_floats(3 << 20, seed).tobytes() for seed in range(4)]  # 12 MiB each
+    with TraceWriter(tmp_path / "t.vkt", threads=-1) as w:
+        with ThreadPoolExecutor(4) as pool:
+            keys = [w.write_prepared(p) for p in pool.map(w.compress_blob, blobs)]
+        assert w._plane_pool is not None  # the planes did run in the writer's pool
+    with TraceReader(tmp_path / "t.vkt") as r:
+        for key, raw in zip(keys, blobs):
+            assert r.blob_info(key).codec == R.Codec.PLANES and r.read_blob(key) == raw
 
 
 def test_writer_without_planes_writes_zstd_frames(tmp_path: Path) -> None:
