@@ -9,7 +9,7 @@ buffer ``x``: ``x = x * 0.999 + 0.001 * sin(...)`` with a few iterations of math
 
 (a) seek     ``vkcap replay T --frame 99`` vs ``vkcap replay T --frame 1``: both start from the nearest
              checkpoint (95 and the initial state), so they execute 4 and 2 frames. Target: <= 1.5x.
-(b) bisect   ``vkcap bisect T --replace-shader step=BAD`` vs ``vkcap replay T --replace-shader step=BAD``
+(b) bisect   ``vkcap bisect T --no-isolate --replace-shader step=BAD`` (and the default, isolated) vs ``vkcap replay T --replace-shader step=BAD``
              (every frame), where BAD adds 1.0 to one element of ``x`` in every frame from ``--bad-from``
              on: a persistent divergence, the case bisect's binary search is made for. Both compare ``x``
              as float32. Target: bisect <= 0.3x the full replay.
@@ -159,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         early_executed = doc["frames_executed"]
         _, bis = vkcap("bisect", trace, "--no-isolate", "--replace-shader", f"step={bad}", *dtype, expect=1)
         assert bis and bis["frame"] == args.bad_from and bis["resource"]["uid"] == "x", bis
+        _, iso = vkcap("bisect", trace, "--replace-shader", f"step={bad}", *dtype, expect=1)
+        assert iso and iso["frame"] == args.bad_from and iso["child_processes"] == 1, iso
         _, full = vkcap("replay", trace, "--replace-shader", f"step={bad}", *dtype, expect=1)
         assert full and next(f["frame"] for f in full["frames"] if f["diverged"]) == args.bad_from
         assert full["frames_executed"] == args.frames
@@ -173,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
             lambda: vkcap("bisect", trace, "--no-isolate", "--replace-shader", f"step={bad}", *dtype, expect=1)[0],
             lambda: vkcap("replay", trace, "--replace-shader", f"step={bad}", *dtype, expect=1)[0],
         )
+        isolated_t, full_iso_t = alternate(
+            args.runs,
+            lambda: vkcap("bisect", trace, "--replace-shader", f"step={bad}", *dtype, expect=1)[0],
+            lambda: vkcap("replay", trace, "--replace-shader", f"step={bad}", *dtype, expect=1)[0],
+        )
         trace_mib = trace.stat().st_size / MiB
 
     med = statistics.median
@@ -184,6 +191,10 @@ def main(argv: list[str] | None = None) -> int:
          "ratio": med(bisect_t) / med(full_t), "target": 0.3,
          "detail": f"bisect: {bis['replays']} segment replay(s) of {bis['segments']} ({bis['replays'] * CHECKPOINT_EVERY} frames at most); full: {args.frames} frames",
          "a_runs": bisect_t, "b_runs": full_t},
+        {"measure": "the same, default bisect (isolated: probes in one child)", "a_s": med(isolated_t), "b_s": med(full_iso_t),
+         "ratio": med(isolated_t) / med(full_iso_t), "target": 0.3,
+         "detail": f"bisect: {iso['replays']} segment replay(s) in {iso['child_processes']} child process", "a_runs": isolated_t,
+         "b_runs": full_iso_t},
     ]
     for r in rows:
         r["met"] = r["ratio"] <= r["target"]

@@ -50,6 +50,7 @@ class BisectResult:
     side_by_side: bool = False  # the dispatch was found by running the frame on both drivers
     crash: str = ""  # the first divergent segment crashed the driver (isolated probes): what happened
     crash_frame: int | None = None
+    child_processes: int = 0  # isolated probes: children started (one, plus one after each crash)
     note: str = ""
 
 
@@ -84,13 +85,20 @@ async def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callab
                        isolate_args: list[str] | None = None) -> BisectResult:
     """Find the first divergent frame and dispatch; see the module docstring.
 
-    With ``isolate_args`` (the child's ``vkcap replay`` arguments, the trace first) every probe runs in
-    a child process and a crash counts as a divergence; otherwise all probes share one Vulkan session.
+    With ``isolate_args`` (the child's ``vkcap replay`` arguments, the trace first) the probes run in a
+    child process (one for all of them, a new one after a crash) and a crash counts as a divergence;
+    otherwise all probes share one Vulkan session in this process.
     """
     segments = segments_of(trace)
     result = BisectResult(len(segments), exhaustive=exhaustive)
     if isolate_args is not None:
-        return await _search(trace, options, _isolated_probe(isolate_args), segments, result, on_probe, exhaustive, reference_icd)
+        from .isolate import ProbeServer
+
+        with ProbeServer(isolate_args) as server:
+            try:
+                return await _search(trace, options, _isolated_probe(server), segments, result, on_probe, exhaustive, reference_icd)
+            finally:
+                result.child_processes = server.children
     with ReplaySession(trace, options) as replay_session:
         async def probe(seg: Segment) -> FrameResult | None:
             report = await replay_session.run(target_frames(trace, seg.first, seg.last), stop_at_first_divergence=True)
@@ -99,15 +107,13 @@ async def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callab
         return await _search(trace, options, probe, segments, result, on_probe, exhaustive, reference_icd)
 
 
-def _isolated_probe(args: list[str]) -> Probe:
+def _isolated_probe(server: Any) -> Probe:  # server: isolate.ProbeServer
     async def probe(seg: Segment) -> FrameResult | None:
         import trio
 
-        from .isolate import run_child
         from .report import frames_from_document
 
-        outcome = await trio.to_thread.run_sync(
-            lambda: run_child([*args, "--frames", f"{seg.first}-{seg.last}", "--stop-at-first-divergence"], echo=False))
+        outcome = await trio.to_thread.run_sync(server.probe, seg.first, seg.last)
         if outcome.report is None:
             raise SegmentCrashed(outcome.crash_line(), outcome.crashed_frame)
         frames = frames_from_document(outcome.report["frames"])

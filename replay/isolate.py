@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,108 @@ def run_child(args: list[str], *, echo: bool = True) -> ChildOutcome:
             frames = [ln.split()[1] for ln in progress.read_text().splitlines() if ln.startswith("frame ")]
             outcome.crashed_frame = int(frames[-1]) if frames else None
         return outcome
+
+
+class ProbeServer:
+    """Isolated probes without a process each: one child ``vkcap replay --serve-probes`` replays frame
+    range after frame range in one Vulkan session (start-up, trace opening and pipelines paid once).
+
+    Requests go to the child's stdin as ``FIRST LAST`` lines; each answer is one JSON line (the report's
+    frames) on a pipe of its own, so nothing a driver prints can be mistaken for it. When the child dies
+    instead of answering, that probe's outcome is the crash (frame, signal, last lines) and the next
+    probe starts a fresh child: the search goes on. Use as a context manager.
+    """
+
+    def __init__(self, args: list[str]) -> None:
+        self.args = args
+        self._tmp = tempfile.TemporaryDirectory(prefix="vkcap-probes-")
+        self.progress = Path(self._tmp.name) / "progress"
+        self.proc: subprocess.Popen[str] | None = None
+        self.children = 0  # started so far (one, unless a probe crashed)
+
+    def __enter__(self) -> "ProbeServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        read_fd, write_fd = os.pipe()
+        cmd = [sys.executable, "-m", "vkcap", "replay", *self.args, "--serve-probes", "--probe-fd", str(write_fd),
+               "--progress-file", str(self.progress)]
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                         text=True, pass_fds=(write_fd,), env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        finally:
+            os.close(write_fd)
+        self.children += 1
+        self.answers = os.fdopen(read_fd, "r")
+        self.last: deque[str] = deque(maxlen=LAST_LINES)
+        self._drain = threading.Thread(target=self._keep_last_lines, args=(self.proc.stderr,), daemon=True)
+        self._drain.start()
+
+    def _keep_last_lines(self, stream: Any) -> None:
+        for line in stream:
+            self.last.append(line.rstrip("\n"))
+
+    def probe(self, first: int, last: int) -> ChildOutcome:
+        """Replay frames ``first..last`` (stopping at the first divergence) in the child."""
+        if self.proc is None:
+            self._start()
+        assert self.proc is not None and self.proc.stdin is not None
+        self.progress.write_text("")
+        try:
+            self.proc.stdin.write(f"{first} {last}\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # it died already: the answer below is empty
+        answer = self.answers.readline()
+        if answer:
+            return ChildOutcome(0, report=json.loads(answer))
+        code = self._stop()
+        outcome = ChildOutcome(code, last_lines=list(self.last), how=describe_exit(code))
+        frames = [ln.split()[1] for ln in self.progress.read_text().splitlines() if ln.startswith("frame ")]
+        outcome.crashed_frame = int(frames[-1]) if frames else None
+        return outcome
+
+    def _stop(self) -> int:
+        """Close the child's stdin (a healthy child then exits), wait for it, return its exit code."""
+        assert self.proc is not None
+        proc, self.proc = self.proc, None
+        try:
+            assert proc.stdin is not None
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        code = proc.wait()
+        self._drain.join()
+        self.answers.close()
+        return code
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self._stop()
+        self._tmp.cleanup()
+
+
+def serve_probes(options: Any, answer_fd: int) -> int:
+    """The child side of :class:`ProbeServer`: answer ``FIRST LAST`` lines from stdin until it closes."""
+    import trio
+
+    from capture.trace import Trace
+
+    from .replayer import ReplaySession, target_frames, use_driver
+    from .report import frames_document
+
+    use_driver(options.icd)
+    with Trace.open(options.trace) as trace, ReplaySession(trace, options) as session, os.fdopen(answer_fd, "w") as out:
+        for line in sys.stdin:
+            first, last = (int(v) for v in line.split())
+            targets = target_frames(trace, first, last)
+            report = trio.run(lambda: session.run(targets, stop_at_first_divergence=True))
+            out.write(json.dumps({"frames": frames_document(report.frames)}) + "\n")
+            out.flush()
+    return 0
 
 
 class ProgressFile:

@@ -56,6 +56,8 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
                      help="run the device work in a child process: a driver crash is reported (frame, signal) as a divergence")
     rep.add_argument("--progress-file", type=Path, help=argparse.SUPPRESS)  # written by an isolated child
     rep.add_argument("--stop-at-first-divergence", action="store_true", help=argparse.SUPPRESS)
+    rep.add_argument("--serve-probes", action="store_true", help=argparse.SUPPRESS)  # an isolated bisect's child
+    rep.add_argument("--probe-fd", type=int, help=argparse.SUPPRESS)
     add_device(rep)
     rep.add_argument("--icd", type=Path, metavar="FILE.json", help="replay on this Vulkan driver (sets VK_DRIVER_FILES)")
     add_common(rep)
@@ -396,6 +398,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     log = logging.getLogger("vkcap")
     options = replay_options(args)
+    if args.serve_probes:
+        from replay.isolate import serve_probes
+
+        return serve_probes(options, args.probe_fd)
     if args.isolate:
         return replay_isolated(args, log)
     if args.tolerance == "auto":
@@ -496,13 +502,14 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         document: dict[str, Any] = {
             "trace": str(args.trace), "segments": result.segments, "replays": result.replays,
             "probes": [{"segment": k, "diverged": d} for k, d in result.probes], "fallback_scan": result.fallback_scan,
-            "exhaustive": result.exhaustive,
+            "exhaustive": result.exhaustive, "child_processes": result.child_processes,
         }
         if result.crash:
             document.update({"diverged": True, "crashed": True, "frame": result.crash_frame, "crash": result.crash})
             report_outputs(args, "bisect", document, [])
             print(f"first divergence: {result.crash}")
-            print(f"search: {result.replays} segment replay(s) of {result.segments} segment(s), each in a child process")
+            print(f"search: {result.replays} segment replay(s) of {result.segments} segment(s) "
+                  f"in {result.child_processes} child process(es), a new one after a crash")
             return 1
         if result.frame is None:
             log.info("no divergence found in %d segment replay(s)", result.replays)
