@@ -543,3 +543,22 @@ def test_tolerance_file_dtype_changes_the_verdict(tmp_path: Path) -> None:
     dtype = policy.dtypes["out"]
     assert compare("out", recorded, live, dtype=dtype, tolerance=policy.for_resource("out", dtype)).status == WITHIN
     assert compare("out", recorded, live, tolerance=policy.for_resource("out", "bytes")).status == DIVERGED
+
+
+def test_statistics_of_a_few_diverged_elements_in_a_large_array_are_exact() -> None:
+    """Only bitwise-different elements are examined: the answers must be those of the whole array."""
+    rng = np.random.default_rng(7)
+    recorded = rng.standard_normal(1 << 20).astype(np.float32)
+    recorded[10] = 0.0
+    live = recorded.copy()
+    live[10] = -0.0  # bitwise different, equal in value: not differing
+    live[700_001] += np.float32(0.5)
+    live[900_000] = np.nan  # a NaN where a number was recorded
+    live[123_456] = np.nextafter(recorded[123_456], np.float32(np.inf))  # one ULP
+    c = compare("x", recorded.tobytes(), live.tobytes(), dtype="float32", shape=(1024, 1024))
+    assert (c.status, c.count, c.differing, c.nan_mismatches, c.inf_mismatches) == (DIVERGED, 1 << 20, 3, 1, 0)
+    assert c.max_abs == pytest.approx(float(np.float64(live[700_001]) - np.float64(recorded[700_001])))
+    assert c.max_ulp >= 1 and c.first_index == divmod(123_456, 1024)
+    assert (c.first_recorded, c.first_live) == (float(recorded[123_456]), float(live[123_456]))
+    within = compare("x", recorded.tobytes(), live.tobytes(), dtype="float32", tolerance=Tolerance(ulp=1))
+    assert within.first_index == (700_001,)  # the first *failing* element once one ULP is allowed
