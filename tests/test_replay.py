@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 import shutil
 import signal
@@ -376,9 +377,11 @@ def test_bisect_exhaustive_finds_an_earlier_one_off_divergence(base: dict[str, P
 def test_bisect_reference_icd_locates_the_dispatch_of_a_frame_level_trace(base: dict[str, Path], tmp_path: Path,
                                                                             capsys: pytest.CaptureFixture[str]) -> None:
     """Without dispatch snapshots, --reference-icd runs the divergent frame dispatch by dispatch on both drivers
-    (here lavapipe twice: the shader replacement is the only difference) and names the first dispatch that differs."""
-    manifests = sorted(Path("/usr/share/vulkan/icd.d").glob("lvp_icd*.json"))
-    assert manifests, "lavapipe's driver manifest is missing (make setup installs mesa-vulkan-drivers)"
+    (here the device's own driver twice, lavapipe or the one VK_DRIVER_FILES names: the shader replacement is
+    the only difference) and names the first dispatch that differs."""
+    chosen = os.environ.get("VK_DRIVER_FILES", "").split(os.pathsep)[0]
+    manifests = [Path(chosen)] if chosen else sorted(Path("/usr/share/vulkan/icd.d").glob("lvp_icd*.json"))
+    assert manifests and manifests[0].is_file(), "no driver manifest (make setup installs mesa-vulkan-drivers)"
     trace = record_ok(base["scenario"], tmp_path / "frames.vkt", "--checkpoint-every", CHECKPOINT_EVERY)
     out = tmp_path / "b.json"
     capsys.readouterr()
