@@ -578,3 +578,27 @@ def test_full_disk_keeps_the_complete_frames(builder: ScenarioBuilder, tmp_path:
         assert not info["recovered"]
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+def test_compression_flags_choose_the_zstd_level_and_refuse_what_zstd_cannot_do(
+        builder: ScenarioBuilder, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = accumulate_scenario(builder, 6)
+    traces = {level: tmp_path / f"level{level}.vkt" for level in (-5, 19)}
+    for level, path in traces.items():
+        record_ok(scenario, path, "--compression-level", level, "--compression-threads", 0)
+    with Trace.open(traces[-5]) as fast, Trace.open(traces[19]) as small:
+        assert [f.seq for f in fast.frames] == [f.seq for f in small.frames] == list(range(6))
+        for f in fast.frames:  # the same snapshots, whatever the level
+            assert fast.snapshot(f.seq, "acc") == small.snapshot(f.seq, "acc")
+        def stored(t: Trace) -> int:
+            return sum(t.reader.blob_info(k).stored_len for k in t.reader.blob_keys())
+        assert stored(small) < stored(fast)
+    bad = tmp_path / "bad.vkt"
+    for flags, message in (
+        (("--compression-level", "23"), "--compression-level must be between -131072 and 22 (zstd's levels), got 23"),
+        (("--compression-threads", "-2"), "--compression-threads must be -1 (one per core), 0 (none) or more, got -2"),
+    ):
+        capsys.readouterr()
+        assert cli("record", scenario, "-o", bad, *flags) == 2
+        assert capsys.readouterr().err.strip() == f"vkcap: error: {message}"
+        assert not bad.exists()

@@ -99,6 +99,9 @@ def add_compare_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
 
 
+ZSTD_MIN_LEVEL, ZSTD_MAX_LEVEL = -(1 << 17), 22  # zstd's ZSTD_minCLevel() and ZSTD_maxCLevel()
+
+
 def cmd_record(args: argparse.Namespace) -> int:
     import logging
 
@@ -108,6 +111,11 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     if args.checkpoint_every < 0:
         raise UsageError(f"--checkpoint-every must be 0 or more, got {args.checkpoint_every}")
+    if not ZSTD_MIN_LEVEL <= args.compression_level <= ZSTD_MAX_LEVEL:
+        raise UsageError(f"--compression-level must be between {ZSTD_MIN_LEVEL} and {ZSTD_MAX_LEVEL} (zstd's levels), "
+                         f"got {args.compression_level}")
+    if args.compression_threads < -1:
+        raise UsageError(f"--compression-threads must be -1 (one per core), 0 (none) or more, got {args.compression_threads}")
     run = run_options(args, capture_all=args.capture == "all")
     options = RecordOptions(
         run=run,
