@@ -36,6 +36,7 @@ import zstandard
 
 from . import records as R
 from .records import BlobEntry, Codec, LayoutError, RecordType
+from .zstdframe import FrameError, inflate
 
 __all__ = [
     "ContainerError",
@@ -936,12 +937,6 @@ class TraceReader:
             except planes.PlanesError as exc:
                 raise self._corrupt(str(exc), e.offset, k) from None
         try:
-            declared = zstandard.frame_content_size(stored)
-        except zstandard.ZstdError as exc:
-            raise self._corrupt(f"bad zstd frame header: {exc}", e.offset, k) from None
-        if declared not in (-1, e.raw_len):  # zstandard would allocate the declared size: refuse first
-            raise self._corrupt(f"zstd frame declares {declared} bytes, expected {e.raw_len}", e.offset, k)
-        try:
-            return dctx.decompress(stored, max_output_size=e.raw_len, allow_extra_data=False)
-        except zstandard.ZstdError as exc:
-            raise self._corrupt(f"zstd decompression failed: {exc}", e.offset, k) from None
+            return inflate(stored, e.raw_len, dctx)
+        except FrameError as exc:
+            raise self._corrupt(str(exc), e.offset, k) from None

@@ -1,0 +1,25 @@
+"""One zstd frame decoded with its output bounded: what codec 1 (a whole blob) and each zstd plane of
+codec 2 share (docs/trace-format.md, section 8.2, step 3). Pure: no file I/O, no numpy."""
+from __future__ import annotations
+
+import zstandard
+
+
+class FrameError(ValueError):
+    """The bytes are not one zstd frame of the expected size; the message says what is wrong."""
+
+
+def inflate(frame: bytes | memoryview, size: int, dctx: zstandard.ZstdDecompressor) -> bytes:
+    """The bytes of ``frame``, which must be a single zstd frame of at most ``size`` bytes: a frame that
+    declares another content size is refused before anything is allocated for it, and the output is
+    bounded by ``size``. Callers check that exactly ``size`` bytes came out."""
+    try:
+        declared = zstandard.frame_content_size(frame)
+    except zstandard.ZstdError as exc:
+        raise FrameError(f"bad zstd frame header: {exc}") from None
+    if declared not in (-1, size):  # zstandard would allocate the declared size: refuse first
+        raise FrameError(f"zstd frame declares {declared} bytes, expected {size}")
+    try:
+        return dctx.decompress(frame, max_output_size=size, allow_extra_data=False)
+    except zstandard.ZstdError as exc:
+        raise FrameError(f"zstd decompression failed: {exc}") from None
