@@ -24,6 +24,8 @@ from typing import Any, Callable, Final, Iterable
 import numpy as np
 import zstandard
 
+from .zstdframe import FrameError, inflate
+
 PLANES_HEADER: Final = struct.Struct("<B7x")
 PLANE_ENTRY: Final = struct.Struct("<QB7x")
 WIDTHS: Final = frozenset({2, 4, 8})
@@ -47,14 +49,29 @@ def overhead(width: int) -> int:
     return PLANES_HEADER.size + width * PLANE_ENTRY.size
 
 
+def _elements_and_planes(view: memoryview, width: int, out: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """``view``'s ``n = len(view) // width`` whole elements as little-endian integers (byte k is bits
+    8k..8k+7), and room for their ``(width, n)`` planes: in ``out`` when given (a uint8 array of at
+    least ``width * n`` bytes), else new."""
+    n = len(view) // width
+    elements = np.frombuffer(view, f"<u{width}", count=n)
+    planes = (np.empty(width * n, np.uint8) if out is None else out[: width * n]).reshape(width, n)
+    return elements, planes
+
+
+def _fill_plane(elements: np.ndarray, planes: np.ndarray, k: int) -> np.ndarray:
+    """Write plane ``k`` (byte k of every element) and return it; shifting is faster than a
+    transposing copy."""
+    np.right_shift(elements, 8 * k, out=planes[k], casting="unsafe")
+    return planes[k]
+
+
 def split(view: memoryview, width: int, out: np.ndarray | None = None) -> np.ndarray:
     """The ``(width, n)`` byte planes of ``view``'s first ``n = len(view) // width`` elements
     (written into ``out``, a uint8 array of at least ``width * n`` bytes, when given)."""
-    n = len(view) // width
-    elements = np.frombuffer(view, f"<u{width}", count=n)  # little-endian: byte k is bits 8k..8k+7
-    planes = (np.empty(width * n, np.uint8) if out is None else out[: width * n]).reshape(width, n)
-    for k, plane in enumerate(planes):  # shifting is faster than a transposing copy
-        np.right_shift(elements, 8 * k, out=plane, casting="unsafe")
+    elements, planes = _elements_and_planes(view, width, out)
+    for k in range(width):
+        _fill_plane(elements, planes, k)
     return planes
 
 
@@ -89,13 +106,10 @@ def encode(
     the planes in parallel: they are independent, and shifting and zstd release the GIL."""
     if width not in WIDTHS:
         raise ValueError(f"plane width {width} is not one of {sorted(WIDTHS)}")
-    n = len(view) // width
-    elements = np.frombuffer(view, f"<u{width}", count=n)  # little-endian: byte k is bits 8k..8k+7
-    planes = (np.empty(width * n, np.uint8) if scratch is None else scratch[: width * n]).reshape(width, n)
+    elements, planes = _elements_and_planes(view, width, scratch)
 
     def one_plane(k: int) -> tuple[int, Any]:
-        plane = planes[k]
-        np.right_shift(elements, 8 * k, out=plane, casting="unsafe")
+        plane = _fill_plane(elements, planes, k)
         probe = plane[:PROBE_BYTES]
         if len(compressor(len(probe)).compress(probe)) <= RAW_IF_ABOVE * len(probe):
             packed = compressor(len(plane)).compress(plane)
@@ -105,7 +119,7 @@ def encode(
 
     coded = list(map_planes(one_plane, range(width)))
     entries = [PLANES_HEADER.pack(width), *(PLANE_ENTRY.pack(len(body), codec) for codec, body in coded)]
-    return b"".join([*entries, *(body for _, body in coded), view[n * width :]])
+    return b"".join([*entries, *(body for _, body in coded), view[elements.size * width :]])
 
 
 def decode(stored: bytes, raw_len: int, dctx: zstandard.ZstdDecompressor) -> bytes:
@@ -131,7 +145,10 @@ def decode(stored: bytes, raw_len: int, dctx: zstandard.ZstdDecompressor) -> byt
         if codec == PLANE_RAW:
             plane = body
         elif codec == PLANE_ZSTD:
-            plane = _inflate(body, n, dctx, k)
+            try:
+                plane = inflate(body, n, dctx)
+            except FrameError as exc:
+                raise PlanesError(f"plane {k}: {exc}") from None
         else:
             raise PlanesError(f"plane {k} codec {codec} is unknown")
         if len(plane) != n:
@@ -142,15 +159,3 @@ def decode(stored: bytes, raw_len: int, dctx: zstandard.ZstdDecompressor) -> byt
     raw[n * width :] = np.frombuffer(stored, np.uint8, offset=pos)
     return raw.tobytes()
 
-
-def _inflate(body: memoryview, n: int, dctx: zstandard.ZstdDecompressor, k: int) -> bytes:
-    try:
-        declared = zstandard.frame_content_size(body)
-    except zstandard.ZstdError as exc:
-        raise PlanesError(f"plane {k}: bad zstd frame header: {exc}") from None
-    if declared not in (-1, n):  # zstandard would allocate the declared size: refuse first
-        raise PlanesError(f"plane {k}: zstd frame declares {declared} bytes, expected {n}")
-    try:
-        return dctx.decompress(body, max_output_size=n, allow_extra_data=False)
-    except zstandard.ZstdError as exc:
-        raise PlanesError(f"plane {k}: zstd decompression failed: {exc}") from None
