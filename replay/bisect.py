@@ -20,12 +20,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from capture.trace import Trace
 
 from .compare import Comparison
 from .replayer import FrameResult, ReplayOptions, ReplaySession, target_frames
+
+if TYPE_CHECKING:
+    from .isolate import ProbeServer
 
 
 @dataclass
@@ -107,7 +110,7 @@ async def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callab
         return await _search(trace, options, probe, segments, result, on_probe, exhaustive, reference_icd)
 
 
-def _isolated_probe(server: Any) -> Probe:  # server: isolate.ProbeServer
+def _isolated_probe(server: "ProbeServer") -> Probe:
     async def probe(seg: Segment) -> FrameResult | None:
         import trio
 

@@ -75,10 +75,19 @@ def run_child(args: list[str], *, echo: bool = True) -> ChildOutcome:
         outcome = ChildOutcome(code, last_lines=list(last), how=describe_exit(code))
         if report_path.is_file() and code in (0, 1):
             outcome.report = json.loads(report_path.read_text())
-        elif progress.is_file():
-            frames = [ln.split()[1] for ln in progress.read_text().splitlines() if ln.startswith("frame ")]
-            outcome.crashed_frame = int(frames[-1]) if frames else None
+        else:
+            outcome.crashed_frame = last_started_frame(progress)
         return outcome
+
+
+def last_started_frame(progress: Path) -> int | None:
+    """The last frame a child's progress file says it started (None: none, or no file)."""
+    try:
+        lines = progress.read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    frames = [ln.split()[1] for ln in lines if ln.startswith("frame ")]
+    return int(frames[-1]) if frames else None
 
 
 class ProbeServer:
@@ -138,10 +147,8 @@ class ProbeServer:
         if answer:
             return ChildOutcome(0, report=json.loads(answer))
         code = self._stop()
-        outcome = ChildOutcome(code, last_lines=list(self.last), how=describe_exit(code))
-        frames = [ln.split()[1] for ln in self.progress.read_text().splitlines() if ln.startswith("frame ")]
-        outcome.crashed_frame = int(frames[-1]) if frames else None
-        return outcome
+        return ChildOutcome(code, last_lines=list(self.last), how=describe_exit(code),
+                            crashed_frame=last_started_frame(self.progress))
 
     def _stop(self) -> int:
         """Close the child's stdin (a healthy child then exits), wait for it, return its exit code."""
