@@ -185,8 +185,10 @@ def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *,
         else:  # 64-bit: exact Python integers for the differing elements only
             gap = np.array([abs(int(x) - int(y)) for x, y in zip(ra.tolist(), rb.tolist())], dtype=object)
             base = np.array([abs(int(x)) for x in ra.tolist()], dtype=object)
-        within = np.array([g <= tolerance.atol for g in gap], dtype=bool) if gap.dtype == object else gap <= tolerance.atol
-        differing_at, failing_at = idx, idx[~within] if tolerance.atol else idx
+        differing_at, failing_at = idx, idx
+        if tolerance.atol:
+            within = np.array([g <= tolerance.atol for g in gap], dtype=bool) if gap.dtype == object else gap <= tolerance.atol
+            failing_at = idx[~within]
         result.max_abs = float(max(gap.tolist(), default=0))
         rels = [g / m if m else (math.inf if g else 0.0) for g, m in zip(gap.tolist(), base.tolist())]
         result.max_rel = float(max(rels, default=0.0))
