@@ -886,8 +886,8 @@ class TraceReader:
         except KeyError:
             raise KeyError(f"no blob {k.hex()} in {self.path}") from None
 
-    def read_blob(self, key: str | bytes) -> bytes:
-        """The raw bytes of a blob, verified. Reads only this blob's record (64 header bytes + its data).
+    def read_blob(self, key: str | bytes) -> bytes | memoryview:
+        """The raw bytes of a blob, verified (a read-only view for a blob stored as byte planes). Reads only this blob's record (64 header bytes + its data).
 
         Raises KeyError if absent, LimitExceeded if its raw length exceeds ``max_blob_bytes``, and
         TraceCorrupt (naming the record offset and the key) if anything about the record is wrong. Never
@@ -922,7 +922,7 @@ class TraceReader:
             raise self._corrupt("decoded data does not match its content key", e.offset, k)
         return raw
 
-    def _decode(self, stored: bytes, e: BlobEntry, k: bytes) -> bytes:
+    def _decode(self, stored: bytes, e: BlobEntry, k: bytes) -> bytes | memoryview:
         """Undo the codec with the output bounded by ``e.raw_len``."""
         if e.codec == Codec.NONE:
             return stored

@@ -122,9 +122,11 @@ def encode(
     return b"".join([*entries, *(body for _, body in coded), view[elements.size * width :]])
 
 
-def decode(stored: bytes, raw_len: int, dctx: zstandard.ZstdDecompressor) -> bytes:
-    """The raw bytes of a PLANES encoding of ``raw_len`` bytes; :class:`PlanesError` if ``stored`` is
-    not exactly such an encoding. Never allocates more than ``raw_len`` plus one plane."""
+def decode(stored: bytes, raw_len: int, dctx: zstandard.ZstdDecompressor) -> memoryview:
+    """The raw bytes of a PLANES encoding of ``raw_len`` bytes, as a read-only view of a buffer of
+    their own; :class:`PlanesError` if ``stored`` is not exactly such an encoding. Never allocates
+    more than ``raw_len`` plus one plane. (A view, not ``bytes``: copying a large result into a new
+    ``bytes`` object would cost more than the whole decoding.)"""
     if len(stored) < PLANES_HEADER.size:
         raise PlanesError(f"PLANES data is {len(stored)} bytes, shorter than its header")
     (width,) = PLANES_HEADER.unpack_from(stored)
@@ -157,5 +159,5 @@ def decode(stored: bytes, raw_len: int, dctx: zstandard.ZstdDecompressor) -> byt
     if len(stored) - pos != tail_len:
         raise PlanesError(f"PLANES data ends with {len(stored) - pos} tail bytes, expected {tail_len}")
     raw[n * width :] = np.frombuffer(stored, np.uint8, offset=pos)
-    return raw.tobytes()
+    return raw.data.toreadonly()
 

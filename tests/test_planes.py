@@ -38,7 +38,8 @@ def smooth_floats(n: int, seed: int = 0) -> np.ndarray:
 def test_round_trip_is_exact_for_every_width_and_tail(width: int, n: int) -> None:
     raw = smooth_floats(n // 4 + 1).tobytes()[:n]
     stored = planes.encode(memoryview(raw), width, SAME)
-    assert planes.decode(stored, len(raw), DCTX) == raw
+    decoded = planes.decode(stored, len(raw), DCTX)
+    assert decoded == raw and decoded.readonly and decoded.nbytes == n  # a read-only view, no extra copy
     assert len(stored) >= planes.overhead(width) + n % width
 
 
