@@ -109,6 +109,39 @@ void main() { uint i = gl_GlobalInvocationID.x; o[i] = twice(float(i)) + FACTOR;
     np.testing.assert_array_equal(load_output(tmp_path / "o.npy", np.float32), np.arange(N, dtype=np.float32) * 2 + 3)
 
 
+INCLUDING_SHADER = """#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "helpers.glsl"
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) buffer Out { float o[]; };
+void main() { uint i = gl_GlobalInvocationID.x; o[i] = scale(float(i)); }
+"""
+
+
+def test_spirv_cache_is_shared_by_copies_of_a_shader_but_not_across_includes(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shader without #include compiles to the same SPIR-V wherever it lies, so copies share one cache
+    entry; one with #include depends on its folder: the same text beside another helpers.glsl compiles anew."""
+    monkeypatch.setenv("VKCAP_CACHE_DIR", str(tmp_path / "cache"))
+    spv = tmp_path / "cache" / "spirv"
+    for k in (1, 2):
+        b = ScenarioBuilder(tmp_path / f"plain{k}")
+        b.shader("s", SCALE_SHADER).buffer("x", N * 4, np.ones(N, np.float32)).buffer("y", N * 4, dst="y.npy")
+        b.dispatch("s", [(0, 0, "x"), (0, 1, "y")], [N])
+        run_ok("run", b.save(), "--output", tmp_path / f"out{k}")
+        np.testing.assert_array_equal(load_output(tmp_path / f"out{k}" / "y.npy", np.float32), np.full(N, 4, np.float32))
+    assert len(list(spv.glob("*.spv"))) == 1
+    for k, factor in ((1, 2), (2, 5)):
+        b = ScenarioBuilder(tmp_path / f"inc{k}")
+        b.file("helpers.glsl", f"float scale(float x) {{ return {factor}.0 * x; }}\n")
+        b.shader("s", INCLUDING_SHADER).buffer("out", N * 4, dst="o.npy")
+        b.dispatch("s", [(0, 0, "out")], [N])
+        run_ok("run", b.save(), "--output", tmp_path / f"inc_out{k}")
+        expected = np.arange(N, dtype=np.float32) * np.float32(factor)
+        np.testing.assert_array_equal(load_output(tmp_path / f"inc_out{k}" / "o.npy", np.float32), expected)
+    assert len(list(spv.glob("*.spv"))) == 3
+
+
 SCALE_SHADER = """#version 450
 layout(local_size_x = 1) in;
 layout(set = 0, binding = 0) readonly buffer I { float i_[]; };

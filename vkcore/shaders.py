@@ -155,20 +155,38 @@ def _file_digest(path: str) -> str:
         return "missing"
 
 
+def _depends_on_location(source: bytes, spec: Shader) -> bool:
+    """Whether the SPIR-V compiled from ``source`` may depend on where its file lies: an ``#include``
+    resolves relative to it, and debug information (``-g...``) records its path. A shader that does
+    neither compiles to the same SPIR-V anywhere, so its cache entry is shared by every copy of it
+    (a replay's ``--replace-shader`` copies the file into a new temporary folder every time)."""
+    try:
+        options = shlex.split(spec.build_options)
+    except ValueError:
+        return True
+    return bool(spec.include_dirs) or INCLUDE_RE.search(source) is not None or any(o.startswith("-g") for o in options)
+
+
 def compile_glsl(scenario: Scenario, spec: Shader, path: Path) -> SpirvModule:
     source = path.read_bytes()
     try:
         kind, compiler = _compiler_for(source)
     except FileNotFoundError as exc:
         raise ScenarioError(str(exc), file=scenario.path, place=spec.place) from None
+    located = _depends_on_location(source, spec)
     key_material = json.dumps(
-        [hashlib.sha256(source).hexdigest(), str(path), spec.build_options, list(spec.include_dirs), spec.entry, str(compiler),
-         os.stat(compiler).st_mtime_ns],
+        [hashlib.sha256(source).hexdigest(), str(path) if located else "", spec.build_options, list(spec.include_dirs),
+         spec.entry, str(compiler), os.stat(compiler).st_mtime_ns],
     ).encode()
     key = hashlib.sha256(key_material).hexdigest()
     cache_dir = cache_root() / "spirv"
     cached = cache_dir / f"{key}.spv"
     manifest = cache_dir / f"{key}.deps.json"
+    if not located and cached.is_file():
+        try:  # the source's bytes are in the key and nothing else is read: no dependency to check
+            return SpirvModule(spec.uid, cached.read_bytes(), spec.entry, path, str(compiler), ())
+        except OSError:
+            pass
     if cached.is_file() and manifest.is_file():
         try:
             deps = json.loads(manifest.read_text())
