@@ -59,6 +59,7 @@ class Trace:
     checkpoints: dict[int, dict[str, str]] = field(default_factory=dict)  # seq -> uid -> blob
     frames: list[FrameRecord] = field(default_factory=list)
     end: dict[str, Any] | None = None
+    _by_seq: dict[int, FrameRecord] = field(default_factory=dict, repr=False)
 
     @classmethod
     def open(cls, path: str | Path) -> "Trace":
@@ -184,9 +185,9 @@ class Trace:
         return self.end is not None and self.end.get("status") == "complete"
 
     def frame(self, seq: int) -> FrameRecord:
-        for f in self.frames:
-            if f.seq == seq:
-                return f
+        found = self._frames_by_seq().get(seq)
+        if found is not None:
+            return found
         last = self.frames[-1].seq if self.frames else None
         raise TraceError(f"no frame {seq} in this trace (frames: {'0-' + str(last) if last is not None else 'none'})", file=self.path)
 
@@ -198,14 +199,14 @@ class Trace:
             raise TraceError(f"embedded file '{name}' is {len(data)} bytes, the trace says {size}", file=self.path)
         return data
 
-    def blob(self, key: str, *, what: str) -> bytes:
+    def blob(self, key: str, *, what: str) -> bytes | memoryview:
         """The bytes of blob ``key``; a damaged blob raises :class:`TraceError` naming ``what``."""
         try:
             return self.reader.read_blob(key)
         except (TraceCorrupt, ContainerError, KeyError) as exc:
             raise TraceError(f"{what}: {exc}", file=self.path) from None
 
-    def snapshot(self, seq: int, uid: str) -> bytes:
+    def snapshot(self, seq: int, uid: str) -> bytes | memoryview:
         frame = self.frame(seq)
         if uid not in frame.snapshots:
             have = ", ".join(sorted(frame.snapshots)) or "none"
@@ -215,6 +216,25 @@ class Trace:
         if isinstance(expected, int) and expected != len(data):
             raise TraceError(f"frame {seq}, resource '{uid}': snapshot is {len(data)} bytes, resource is {expected}", file=self.path)
         return data
+
+    def state_after(self, seq: int) -> dict[str, str] | None:
+        """The complete recorded state after frame ``seq`` (uid -> blob key; -1: the initial state), or
+        None when the trace does not hold it. A checkpoint holds it; so does a frame whose boundary
+        captured every resource a checkpoint holds (always the case with ``--capture all``), because a
+        checkpoint is nothing but those boundary snapshots. A trace without checkpoints after the
+        initial state does not say which resources a state needs: only its checkpoint -1 counts."""
+        if seq in self.checkpoints:
+            return self.checkpoints[seq]
+        needed = next((set(state) for c, state in self.checkpoints.items() if c >= 0), None)
+        frame = self._frames_by_seq().get(seq)
+        if needed is None or frame is None or not needed <= frame.snapshots.keys():
+            return None
+        return {uid: frame.snapshots[uid] for uid in needed}
+
+    def _frames_by_seq(self) -> dict[int, FrameRecord]:
+        if len(self._by_seq) != len(self.frames):
+            self._by_seq = {f.seq: f for f in self.frames}
+        return self._by_seq
 
     def nearest_checkpoint(self, seq: int) -> int:
         """The latest checkpoint taken at or before the state *before* frame ``seq`` (i.e. after seq-1)."""

@@ -1,14 +1,21 @@
 """``bisect``: the first divergent frame of a trace, then the first divergent dispatch inside it.
 
 Checkpoints cut the trace into segments that replay on their own (each starts from its recorded
-checkpoint). The search replays one segment per probe and asks whether it diverges. When a change
-persists once it appears (a driver regression in a shader every frame runs), "segment k diverges" is
-monotonic and a binary search needs about log2(segments) probes: that is the default, and its answer
-is the first divergent segment *under that assumption*. When the search finds no divergent segment,
-it scans the segments it did not probe, in order, so a lone one-off divergence is still found. With
-``exhaustive=True`` every unprobed segment before the one found is probed too, which guarantees the
-first divergent segment even when several one-off divergences exist, at the cost of more replays.
-Probes are never repeated.
+checkpoint). The search asks of segments whether they diverge. When a change persists once it
+appears (a driver regression in a shader every frame runs), "segment k diverges" is monotonic and a
+binary search needs about log2(segments) probes: that is the default, and its answer is the first
+divergent segment *under that assumption*.
+
+A probe is cheap when the trace holds the complete state before a segment's last frame (a frame whose
+boundary captured every resource a checkpoint holds, as with ``--capture all`` or a boundary naming
+every written resource): then the search replays that last frame alone, from that state, which under
+the same assumption answers for the whole segment. The segment found is then replayed whole, from its
+checkpoint, to name its first divergent frame. Without such a state a probe replays the whole segment.
+
+When the search finds no divergent segment, it replays whole, in order, every segment not yet replayed
+whole, so a lone one-off divergence is still found. With ``exhaustive=True`` every earlier segment is
+replayed whole too, which guarantees the first divergent segment even when several one-off divergences
+exist, at the cost of more replays. No replay is ever repeated.
 
 Inside the divergent segment, frames are compared one by one, and with a trace recorded with
 ``--dispatch-level`` every dispatch's output too, which names the first divergent dispatch without
@@ -36,13 +43,25 @@ class Segment:
     index: int
     first: int  # first frame (seq) of the segment
     last: int  # last frame (seq)
+    quick_from: int | None = None  # a known complete state before ``last``, when ``last > first``
+
+
+@dataclass(frozen=True)
+class Span:
+    """One replay: frames ``first..last`` from the recorded state after frame ``start``."""
+
+    segment: int
+    first: int
+    last: int
+    start: int
+    whole: bool  # the whole segment from its checkpoint, or its last frame alone
 
 
 @dataclass
 class BisectResult:
     segments: int
     replays: int = 0
-    probes: list[tuple[int, bool]] = field(default_factory=list)  # (segment, diverged) in probe order
+    probes: list[tuple[Span, bool]] = field(default_factory=list)  # (what was replayed, diverged) in order
     frame: FrameResult | None = None
     resource: Comparison | None = None
     command: int | None = None  # command index of the first divergent dispatch
@@ -56,23 +75,29 @@ class BisectResult:
     child_processes: int = 0  # isolated probes: children started (one, plus one after each crash)
     note: str = ""
 
+    @property
+    def frames_executed(self) -> int:
+        """Frames the probes asked for, at most (a probe stops at its first divergent frame)."""
+        return sum(span.last - span.start for span, _ in self.probes)
+
 
 def segments_of(trace: Trace) -> list[Segment]:
     """Frames grouped by checkpoint: each segment ends at a checkpoint (or at the last frame)."""
     seqs = [f.seq for f in trace.frames]
     cuts = sorted(c for c in trace.checkpoints if c >= 0 and c < seqs[-1])
-    out, start = [], seqs[0]
+    bounds, start = [], seqs[0]
     for c in cuts:
         if c >= start:
-            out.append(Segment(len(out), start, c))
+            bounds.append((start, c))
             start = c + 1
-    out.append(Segment(len(out), start, seqs[-1]))
-    return out
+    bounds.append((start, seqs[-1]))
+    return [Segment(k, first, last, last - 1 if last > first and trace.state_after(last - 1) is not None else None)
+            for k, (first, last) in enumerate(bounds)]
 
 
-# A probe replays one segment and returns its first divergent frame (None: the segment is clean), or
-# raises SegmentCrashed when the device work crashed.
-Probe = Callable[[Segment], Awaitable["FrameResult | None"]]
+# A probe replays a span and returns its first divergent frame (None: clean), or raises
+# SegmentCrashed when the device work crashed.
+Probe = Callable[[Span], Awaitable["FrameResult | None"]]
 
 
 class SegmentCrashed(Exception):
@@ -83,40 +108,39 @@ class SegmentCrashed(Exception):
         self.line, self.frame = line, frame
 
 
-async def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Segment, bool], None] | None = None,
+async def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Span, bool], None] | None = None,
                        exhaustive: bool = False, reference_icd: Path | None = None,
-                       isolate_args: list[str] | None = None) -> BisectResult:
+                       probe_server: "ProbeServer | None" = None) -> BisectResult:
     """Find the first divergent frame and dispatch; see the module docstring.
 
-    With ``isolate_args`` (the child's ``vkcap replay`` arguments, the trace first) the probes run in a
-    child process (one for all of them, a new one after a crash) and a crash counts as a divergence;
-    otherwise all probes share one Vulkan session in this process.
+    With ``probe_server`` the probes run in its child process (one for all of them, a new one after a
+    crash) and a crash counts as a divergence; otherwise all probes share one Vulkan session in this
+    process.
     """
     segments = segments_of(trace)
     result = BisectResult(len(segments), exhaustive=exhaustive)
-    if isolate_args is not None:
-        from .isolate import ProbeServer
-
-        with ProbeServer(isolate_args) as server:
-            try:
-                return await _search(trace, options, _isolated_probe(server), segments, result, on_probe, exhaustive, reference_icd)
-            finally:
-                result.child_processes = server.children
+    if probe_server is not None:
+        try:
+            return await _search(trace, options, _isolated_probe(probe_server), segments, result, on_probe, exhaustive,
+                                 reference_icd)
+        finally:
+            result.child_processes = probe_server.children
     with ReplaySession(trace, options) as replay_session:
-        async def probe(seg: Segment) -> FrameResult | None:
-            report = await replay_session.run(target_frames(trace, seg.first, seg.last), stop_at_first_divergence=True)
+        async def probe(span: Span) -> FrameResult | None:
+            report = await replay_session.run(target_frames(trace, span.first, span.last), stop_at_first_divergence=True,
+                                              start=span.start)
             return report.first_divergence
 
         return await _search(trace, options, probe, segments, result, on_probe, exhaustive, reference_icd)
 
 
 def _isolated_probe(server: "ProbeServer") -> Probe:
-    async def probe(seg: Segment) -> FrameResult | None:
+    async def probe(span: Span) -> FrameResult | None:
         import trio
 
         from .report import frames_from_document
 
-        outcome = await trio.to_thread.run_sync(server.probe, seg.first, seg.last)
+        outcome = await trio.to_thread.run_sync(server.probe, span.first, span.last, span.start)
         if outcome.report is None:
             raise SegmentCrashed(outcome.crash_line(), outcome.crashed_frame)
         frames = frames_from_document(outcome.report["frames"])
@@ -126,34 +150,45 @@ def _isolated_probe(server: "ProbeServer") -> Probe:
 
 
 async def _search(trace: Trace, options: ReplayOptions, run_probe: Probe, segments: list[Segment],
-                  result: BisectResult, on_probe: Callable[[Segment, bool], None] | None, exhaustive: bool,
+                  result: BisectResult, on_probe: Callable[[Span, bool], None] | None, exhaustive: bool,
                   reference_icd: Path | None) -> BisectResult:
-    outcomes: dict[int, FrameResult | SegmentCrashed | None] = {}
+    outcomes: dict[Span, FrameResult | SegmentCrashed | None] = {}
 
-    async def probe(k: int) -> bool:
-        if k not in outcomes:
-            seg = segments[k]
+    async def replay(span: Span) -> FrameResult | SegmentCrashed | None:
+        if span not in outcomes:
             try:
-                outcomes[k] = await run_probe(seg)
+                outcomes[span] = await run_probe(span)
             except SegmentCrashed as crash:
-                outcomes[k] = crash
+                outcomes[span] = crash
             result.replays += 1
-            result.probes.append((k, outcomes[k] is not None))
+            result.probes.append((span, outcomes[span] is not None))
             if on_probe is not None:
-                on_probe(seg, outcomes[k] is not None)
-        return outcomes[k] is not None
+                on_probe(span, outcomes[span] is not None)
+        return outcomes[span]
+
+    def whole(k: int) -> Span:
+        seg = segments[k]
+        return Span(k, seg.first, seg.last, seg.first - 1, True)
+
+    def quick(k: int) -> Span:
+        seg = segments[k]
+        return whole(k) if seg.quick_from is None else Span(k, seg.last, seg.last, seg.quick_from, False)
 
     lo, hi, found = 0, len(segments) - 1, None
     while lo <= hi:
         mid = (lo + hi) // 2
-        if await probe(mid):
+        if await replay(quick(mid)) is not None:
             found, hi = mid, mid - 1
         else:
             lo = mid + 1
+    if found is not None and await replay(whole(found)) is None:
+        # Its last frame diverged from the state recorded before it, but not after the whole segment
+        # (a result that varies between runs): that frame is the answer.
+        outcomes[whole(found)] = outcomes[quick(found)]
     if found is None:
         result.fallback_scan = True
         for k in range(len(segments)):
-            if await probe(k):
+            if await replay(whole(k)) is not None:
                 found = k
                 break
     if found is None:
@@ -161,10 +196,10 @@ async def _search(trace: Trace, options: ReplayOptions, run_probe: Probe, segmen
         return result
     if exhaustive:
         for k in range(found):
-            if await probe(k):
+            if await replay(whole(k)) is not None:
                 found = k
                 break
-    outcome = outcomes[found]
+    outcome = outcomes[whole(found)]
     if isinstance(outcome, SegmentCrashed):
         result.crash, result.crash_frame = outcome.line, outcome.frame
         return result

@@ -94,10 +94,12 @@ class ProbeServer:
     """Isolated probes without a process each: one child ``vkcap replay --serve-probes`` replays frame
     range after frame range in one Vulkan session (start-up, trace opening and pipelines paid once).
 
-    Requests go to the child's stdin as ``FIRST LAST`` lines; each answer is one JSON line (the report's
+    Requests go to the child's stdin as ``FIRST LAST START`` lines; each answer is one JSON line (the report's
     frames) on a pipe of its own, so nothing a driver prints can be mistaken for it. When the child dies
     instead of answering, that probe's outcome is the crash (frame, signal, last lines) and the next
-    probe starts a fresh child: the search goes on. Use as a context manager.
+    probe starts a fresh child: the search goes on. :meth:`start` may be called early, so the child's
+    start-up (Python, Vulkan, pipelines) overlaps the caller's own; the first probe starts it otherwise.
+    Use as a context manager.
     """
 
     def __init__(self, args: list[str]) -> None:
@@ -112,6 +114,11 @@ class ProbeServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def start(self) -> None:
+        """Start the child now (it waits for its first request)."""
+        if self.proc is None:
+            self._start()
 
     def _start(self) -> None:
         read_fd, write_fd = os.pipe()
@@ -132,14 +139,15 @@ class ProbeServer:
         for line in stream:
             self.last.append(line.rstrip("\n"))
 
-    def probe(self, first: int, last: int) -> ChildOutcome:
-        """Replay frames ``first..last`` (stopping at the first divergence) in the child."""
+    def probe(self, first: int, last: int, start: int) -> ChildOutcome:
+        """Replay frames ``first..last`` from the recorded state after frame ``start`` (stopping at the
+        first divergence) in the child."""
         if self.proc is None:
             self._start()
         assert self.proc is not None and self.proc.stdin is not None
         self.progress.write_text("")
         try:
-            self.proc.stdin.write(f"{first} {last}\n")
+            self.proc.stdin.write(f"{first} {last} {start}\n")
             self.proc.stdin.flush()
         except BrokenPipeError:
             pass  # it died already: the answer below is empty
@@ -171,7 +179,7 @@ class ProbeServer:
 
 
 def serve_probes(options: Any, answer_fd: int) -> int:
-    """The child side of :class:`ProbeServer`: answer ``FIRST LAST`` lines from stdin until it closes."""
+    """The child side of :class:`ProbeServer`: answer ``FIRST LAST START`` lines from stdin until it closes."""
     import trio
 
     from capture.trace import Trace
@@ -182,9 +190,9 @@ def serve_probes(options: Any, answer_fd: int) -> int:
     use_driver(options.icd)
     with Trace.open(options.trace) as trace, ReplaySession(trace, options) as session, os.fdopen(answer_fd, "w") as out:
         for line in sys.stdin:
-            first, last = (int(v) for v in line.split())
+            first, last, start = (int(v) for v in line.split())
             targets = target_frames(trace, first, last)
-            report = trio.run(lambda: session.run(targets, stop_at_first_divergence=True))
+            report = trio.run(lambda: session.run(targets, stop_at_first_divergence=True, start=start))
             out.write(json.dumps({"frames": frames_document(report.frames)}) + "\n")
             out.flush()
     return 0

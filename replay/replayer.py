@@ -268,14 +268,19 @@ def target_frames(trace: Trace, first: int | None, last: int | None) -> dict[int
     return chosen
 
 
-def restore_state(session: Session, trace: Trace, checkpoint: int) -> None:
-    """Set every resource to its recorded state after frame ``checkpoint`` (-1: the initial state)."""
+def restore_state(session: Session, trace: Trace, after: int) -> None:
+    """Set every resource to its recorded state after frame ``after`` (-1: the initial state), which
+    :meth:`Trace.state_after` must know."""
     state = dict(trace.checkpoints[-1])
-    if checkpoint >= 0:
-        state.update(trace.checkpoints[checkpoint])
+    if after >= 0:
+        known = trace.state_after(after)
+        if known is None:
+            raise TraceError(f"the trace does not hold the complete state after frame {after}", file=trace.path)
+        state.update(known)
+    what = "checkpoint" if after in trace.checkpoints else "frame"
     for uid, key in state.items():
         if uid in session.resources:
-            session.restore(uid, trace.blob(key, what=f"checkpoint {checkpoint}, resource '{uid}'"))
+            session.restore(uid, trace.blob(key, what=f"{what} {after}, resource '{uid}'"))
 
 
 class ReplaySession:
@@ -320,11 +325,13 @@ class ReplaySession:
         self._tmp.cleanup()
 
     async def run(self, targets: dict[int, FrameRecord], *, on_frame: Callable[[FrameResult], None] | None = None,
-                  comparer_type: type[Comparer] = Comparer, stop_at_first_divergence: bool = False) -> ReplayReport:
-        """Restore the checkpoint before the first target, execute to the last, compare the targets.
-        With ``stop_at_first_divergence`` no frame is submitted after a divergent one is seen."""
+                  comparer_type: type[Comparer] = Comparer, stop_at_first_divergence: bool = False,
+                  start: int | None = None) -> ReplayReport:
+        """Restore the recorded state after frame ``start`` (default: the nearest checkpoint before the
+        first target), execute to the last target, compare the targets. With
+        ``stop_at_first_divergence`` no frame is submitted after a divergent one is seen."""
         assert self.session is not None and self.ctx is not None
-        checkpoint = self.trace.nearest_checkpoint(min(targets))
+        checkpoint = self.trace.nearest_checkpoint(min(targets)) if start is None else start
         restore_state(self.session, self.trace, checkpoint)
         stop = StopRequest()
 

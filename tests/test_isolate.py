@@ -61,15 +61,18 @@ def test_bisect_counts_a_crash_as_a_divergence_and_finds_it(trace: Path, tmp_pat
 
 
 def test_isolated_bisect_runs_every_probe_in_one_child_and_a_new_one_after_a_crash(trace: Path, tmp_path: Path) -> None:
-    """24 frames, checkpoints every 4: six segments. The first probe (segment 2, frames 8-11) crashes at
-    frame 9; the search goes on in a fresh child, which serves both remaining probes."""
+    """24 frames, checkpoints every 4: six segments, and every boundary holds the whole state. The first
+    probe (frame 11, the last of segment 2, alone) crashes; the search goes on in a fresh child, which
+    serves the remaining probes, until segment 2 replayed whole crashes at frame 11 again."""
     report = tmp_path / "b.json"
-    proc = vkcap("bisect", trace, "--json", report, env={"VKCAP_TEST_CRASH_AT_FRAME": "9"})
+    proc = vkcap("bisect", trace, "--json", report, env={"VKCAP_TEST_CRASH_AT_FRAME": "11"})
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(report.read_text())
-    assert [(p["segment"], p["diverged"]) for p in doc["probes"]] == [(2, True), (0, False), (1, False)]
-    assert (doc["frame"], doc["replays"], doc["child_processes"]) == (9, 3, 2)
-    assert "search: 3 segment replay(s) of 6 segment(s) in 2 child process(es), a new one after a crash" in proc.stdout
+    assert [(p["segment"], p["frames"], p["diverged"]) for p in doc["probes"]] == [
+        (2, [11, 11], True), (0, [3, 3], False), (1, [7, 7], False), (2, [8, 11], True)]
+    assert (doc["frame"], doc["replays"], doc["child_processes"]) == (11, 4, 2)
+    assert ("search: 4 replay(s), 7 frame(s) at most, over 6 segment(s) in 2 child process(es), a new one after a crash"
+            in proc.stdout)
 
 
 def test_isolated_bisect_without_a_crash_uses_one_child_for_all_probes(trace: Path, tmp_path: Path) -> None:
@@ -77,4 +80,5 @@ def test_isolated_bisect_without_a_crash_uses_one_child_for_all_probes(trace: Pa
     proc = vkcap("bisect", trace, "--json", report)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(report.read_text())
-    assert not doc["diverged"] and doc["child_processes"] == 1 and doc["replays"] == 6  # search, then the scan
+    # the search (three last frames alone), then the scan (six segments whole)
+    assert not doc["diverged"] and doc["child_processes"] == 1 and doc["replays"] == 3 + 6

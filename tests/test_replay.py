@@ -70,13 +70,14 @@ def acc_expected(seq: int) -> np.ndarray:
     return np.arange(N, dtype=np.float32) * np.float32(0.5) * np.float32(seq + 1)
 
 
-def counter_scenario(b: ScenarioBuilder, frames: int = FRAMES, *, acc_source: str = ACC, acc_size: int = N * 4) -> Path:
+def counter_scenario(b: ScenarioBuilder, frames: int = FRAMES, *, acc_source: str = ACC, acc_size: int = N * 4,
+                     capture: tuple[str, ...] = ("acc_buf", "counter")) -> Path:
     b.shader("acc", acc_source).shader("count", COUNT)
     b.buffer("counter", 4, np.zeros(1, np.uint32)).buffer("acc_buf", acc_size)
     for k in range(frames):
         b.dispatch("acc", [(0, 0, "counter"), (0, 1, "acc_buf")], [N // 64])
         b.dispatch("count", [(0, 0, "counter")], [1])
-        b.boundary(["acc_buf", "counter"], 1000 + k)
+        b.boundary(list(capture), 1000 + k)
     return b.save()
 
 
@@ -150,11 +151,14 @@ def test_replays_after_the_scenario_folder_is_deleted(base: dict[str, Path], tmp
     assert doc["diverged"] is False and len(doc["frames"]) == 12
     assert cli("replay", trace, "--frame", 10, "--json", out) == 0
     assert read_json(out)["started_from_checkpoint"] == 7
-    # bisect without a divergence: the binary search finds nothing, the fallback probes every segment once
+    # bisect without a divergence: the binary search (the last frames of segments 1 and 2 alone, each
+    # boundary holds the whole state) finds nothing, the fallback replays every segment whole once
     assert cli("bisect", trace, "--json", out) == 0
     doc = read_json(out)
     assert doc["diverged"] is False and doc["segments"] == 3 and doc["fallback_scan"] is True
-    assert sorted(p["segment"] for p in doc["probes"]) == [0, 1, 2] and doc["replays"] == 3
+    assert [(p["segment"], p["frames"], p["from_state_after"]) for p in doc["probes"]] == [
+        (1, [7, 7], 6), (2, [11, 11], 10), (0, [0, 3], -1), (1, [4, 7], 3), (2, [8, 11], 7)]
+    assert doc["replays"] == 5 and doc["frames_executed_at_most"] == 2 + 12
     assert not folder.exists()  # replay wrote the scenario's files elsewhere
 
 
@@ -355,6 +359,30 @@ def test_bisect_persistent_divergence_is_a_binary_search(base: dict[str, Path], 
     assert doc["frame"] == 60 and doc["command"] == 180 and doc["dispatch"] == "acc"
     assert doc["fallback_scan"] is False
     assert doc["replays"] <= math.ceil(math.log2(doc["segments"])), doc["probes"]
+    # every boundary holds the whole state: the search replays segments' last frames alone (55, 79, 63),
+    # then the segment found (56-63) whole, from its checkpoint, to name its first divergent frame
+    assert [(p["frames"], p["from_state_after"], p["diverged"]) for p in doc["probes"]] == [
+        ([55, 55], 54, False), ([79, 79], 78, True), ([63, 63], 62, True), ([56, 63], 55, True)]
+    assert doc["frames_executed_at_most"] == 3 + 8
+    with Trace.open(base["trace"]) as t:
+        assert t.state_after(54) == t.frame(54).snapshots and set(t.state_after(54) or ()) == {"acc_buf", "counter"}
+
+
+def test_bisect_replays_whole_segments_when_boundaries_do_not_hold_the_state(tmp_path: Path) -> None:
+    """Boundaries that capture acc_buf but not counter: only checkpoints hold a whole state, so every
+    probe replays a whole segment from its checkpoint."""
+    scenario = counter_scenario(ScenarioBuilder(tmp_path / "scenario"), capture=("acc_buf",))
+    trace = record_ok(scenario, tmp_path / "partial.vkt", "--checkpoint-every", CHECKPOINT_EVERY)
+    with Trace.open(trace) as t:
+        assert t.state_after(7) == t.checkpoints[7] and t.state_after(8) is None and t.state_after(-1) == t.checkpoints[-1]
+    shader = tmp_path / "acc60.comp"
+    shader.write_text(acc_with("if (frame >= 60u) acc[i] += 0.25;"))
+    out = tmp_path / "b.json"
+    assert cli("bisect", trace, "--replace-shader", f"acc={shader}", "--json", out) == 1
+    doc = read_json(out)
+    assert doc["frame"] == 60 and doc["fallback_scan"] is False
+    assert [(p["frames"], p["from_state_after"], p["diverged"]) for p in doc["probes"]] == [
+        ([48, 55], 47, False), ([72, 79], 71, True), ([56, 63], 55, True)]
 
 
 def test_bisect_exhaustive_finds_an_earlier_one_off_divergence(base: dict[str, Path], tmp_path: Path) -> None:
@@ -371,7 +399,7 @@ def test_bisect_exhaustive_finds_an_earlier_one_off_divergence(base: dict[str, P
     assert doc["frame"] == 10 and doc["command"] == 30 and doc["exhaustive"] is True
     # acc_buf read as bytes: acc[5] is bytes 20-23; 27.5 (0x41DC0000) vs 28.5 (0x41E40000) first differ at byte 22
     assert doc["resource"]["first_index"] == [5 * 4 + 2]
-    assert doc["replays"] == len({p["segment"] for p in doc["probes"]})
+    assert doc["replays"] == len({(p["segment"], tuple(p["frames"])) for p in doc["probes"]})  # never repeated
 
 
 def test_bisect_reference_icd_locates_the_dispatch_of_a_frame_level_trace(base: dict[str, Path], tmp_path: Path,
@@ -396,9 +424,9 @@ def test_bisect_reference_icd_locates_the_dispatch_of_a_frame_level_trace(base: 
 
 @pytest.mark.xfail(strict=True, reason=(
     "LIMITATION replay/bisect.py: segments replay from recorded checkpoints, so a change that affects one "
-    "frame only diverges in one segment (not monotonic); the binary search then finds nothing and the fallback scans "
-    "segments in order: a one-off divergence in frame 67 (segment 8, which the search does not probe) costs "
-    "12 segment replays (> ceil(log2(100)) + 2 = 9). Frame 37 passes the bound only because it lies in segment 4"
+    "frame only diverges in one segment (not monotonic); the binary search then finds nothing and the fallback replays "
+    "segments whole, in order: a one-off divergence in frame 67 (segment 8) costs 13 replays, 4 single frames and 9 "
+    "segments (> ceil(log2(100)) + 2 = 9). Frame 37 passes the bound only because it lies in segment 4"
 ))
 def test_bisect_one_off_divergence_late_in_the_trace_within_the_bound(base: dict[str, Path], tmp_path: Path) -> None:
     shader = tmp_path / "acc67.comp"

@@ -5,9 +5,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from vkcore.errors import EXIT_INTERRUPTED, UsageError
+
+if TYPE_CHECKING:
+    from replay.isolate import ProbeServer
 
 AddFlags = Callable[[argparse.ArgumentParser], None]
 
@@ -477,13 +480,26 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
+    if not args.isolate:
+        return _bisect(args, None)
+    from replay.isolate import ProbeServer
+
+    # The probes' child starts first, so its start-up (Python, Vulkan, pipelines) overlaps this
+    # process's own imports and checks; a bad trace or flag ends it with this process.
+    with ProbeServer(child_arguments(args, "bisect", {"--exhaustive", "--no-isolate"},
+                                     {"--json", "--junit", "--reference-icd"})) as server:
+        server.start()
+        return _bisect(args, server)
+
+
+def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     import json as _json
     import logging
 
     import trio
 
     from capture.trace import Trace
-    from replay.bisect import bisect_trace, dispatch_name
+    from replay.bisect import Span, bisect_trace, dispatch_name
     from replay.replayer import use_driver
     from replay.report import comparison_line
 
@@ -496,31 +512,30 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         options = auto_tolerances(options, log)
     use_driver(options.icd)
     with Trace.open(args.trace) as trace:
-        def on_probe(seg, diverged):  # type: ignore[no-untyped-def]
-            log.info("segment %d (frames %d-%d): %s", seg.index, seg.first, seg.last, "DIVERGED" if diverged else "ok")
+        def on_probe(span: Span, diverged: bool) -> None:
+            what = (f"frames {span.first}-{span.last}" if span.whole
+                    else f"frame {span.last} alone, from the state recorded after frame {span.start}")
+            log.info("segment %d (%s): %s", span.segment, what, "DIVERGED" if diverged else "ok")
 
         if args.reference_icd is not None and not args.reference_icd.is_file():
             raise UsageError(f"--reference-icd {args.reference_icd}: no such driver manifest")
-        isolate_args = None
-        if args.isolate:
-            isolate_args = child_arguments(args, "bisect", {"--exhaustive", "--no-isolate"},
-                                           {"--json", "--junit", "--reference-icd"})
         result = trio.run(lambda: bisect_trace(trace, options, on_probe=on_probe, exhaustive=args.exhaustive,
-                                               reference_icd=args.reference_icd, isolate_args=isolate_args))
+                                               reference_icd=args.reference_icd, probe_server=server))
         document: dict[str, Any] = {
             "trace": str(args.trace), "segments": result.segments, "replays": result.replays,
-            "probes": [{"segment": k, "diverged": d} for k, d in result.probes], "fallback_scan": result.fallback_scan,
+            "probes": [{"segment": p.segment, "frames": [p.first, p.last], "from_state_after": p.start, "diverged": d}
+                       for p, d in result.probes],
+            "frames_executed_at_most": result.frames_executed, "fallback_scan": result.fallback_scan,
             "exhaustive": result.exhaustive, "child_processes": result.child_processes,
         }
         if result.crash:
             document.update({"diverged": True, "crashed": True, "frame": result.crash_frame, "crash": result.crash})
             report_outputs(args, "bisect", document, [])
             print(f"first divergence: {result.crash}")
-            print(f"search: {result.replays} segment replay(s) of {result.segments} segment(s) "
-                  f"in {result.child_processes} child process(es), a new one after a crash")
+            print(f"search: {search_size(result)} in {result.child_processes} child process(es), a new one after a crash")
             return 1
         if result.frame is None:
-            log.info("no divergence found in %d segment replay(s)", result.replays)
+            log.info("no divergence found in %s", search_size(result))
             document["diverged"] = False
             report_outputs(args, "bisect", document, [])
             return 0
@@ -545,8 +560,14 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     how = ("binary search found nothing; scanned in order" if result.fallback_scan
            else "every earlier segment checked" if result.exhaustive
            else "binary search, assuming the divergence persists; --exhaustive checks every earlier segment")
-    print(f"search: {result.replays} segment replay(s) of {result.segments} segment(s) ({how})")
+    print(f"search: {search_size(result)} ({how})")
     return 1
+
+
+def search_size(result: Any) -> str:
+    """How much a bisection replayed, e.g. ``4 replay(s), 8 frame(s) at most, over 13 segment(s)``."""
+    return (f"{result.replays} replay(s), {result.frames_executed} frame(s) at most, "
+            f"over {result.segments} segment(s)")
 
 
 def child_arguments(args: argparse.Namespace, command: str, drop: set[str], drop_with_value: set[str]) -> list[str]:
