@@ -189,11 +189,11 @@ def main(argv: list[str] | None = None) -> int:
          "detail": f"executed {last_executed} vs {early_executed} frame(s) from checkpoint", "a_runs": seek_last, "b_runs": seek_early},
         {"measure": f"bisect vs full replay (bad from frame {args.bad_from})", "a_s": med(bisect_t), "b_s": med(full_t),
          "ratio": med(bisect_t) / med(full_t), "target": 0.3,
-         "detail": f"bisect: {bis['replays']} segment replay(s) of {bis['segments']} ({bis['replays'] * CHECKPOINT_EVERY} frames at most); full: {args.frames} frames",
+         "detail": f"bisect: {bis['replays']} replay(s), {bis['frames_executed_at_most']} frames at most, over {bis['segments']} segments; full: {args.frames} frames",
          "a_runs": bisect_t, "b_runs": full_t},
         {"measure": "the same, default bisect (isolated: probes in one child)", "a_s": med(isolated_t), "b_s": med(full_iso_t),
          "ratio": med(isolated_t) / med(full_iso_t), "target": 0.3,
-         "detail": f"bisect: {iso['replays']} segment replay(s) in {iso['child_processes']} child process", "a_runs": isolated_t,
+         "detail": f"bisect: {iso['replays']} replay(s) in {iso['child_processes']} child process, started first", "a_runs": isolated_t,
          "b_runs": full_iso_t},
     ]
     for r in rows:
