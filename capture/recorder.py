@@ -35,7 +35,7 @@ from vkcore.npyio import NpyFormatError, read_header
 from vkcore.plan import Frame, Plan
 from vkcore.runner import RunOptions, RunResult, run_async
 from vkcore.resource_set import ResourceSet
-from vkcore.scenario import DispatchCompute, Scenario, load_scenario
+from vkcore.scenario import DispatchCompute, DispatchGraph, Scenario, load_scenario
 from vkcore.session import Session
 from vkcore.staging import CaptureLayout, build_layout
 
@@ -115,8 +115,10 @@ class TraceRecorder:
         self.graphs = graphs or {}
         self._size = lambda uid: resources[uid].snapshot_size
         self._align = {uid: getattr(r, "snapshot_alignment", 1) for uid, r in resources.resources.items()}
-        bound = {b.resource_ref for c in self.scenario.commands if isinstance(c, DispatchCompute) for b in c.bindings}
-        # A checkpoint stores every resource a dispatch binds: the declared access is advice, not a promise.
+        bound = {b.resource_ref for c in self.scenario.commands if isinstance(c, (DispatchCompute, DispatchGraph))
+                 for b in c.bindings}
+        # A checkpoint stores every resource a dispatch (compute or graph) binds: the declared access is
+        # advice, not a promise.
         self.checkpoint_set = tuple(uid for uid in resources.resources if uid in bound)
         self._layouts: dict[tuple[int, bool], CaptureLayout] = {}
         self._pool = ThreadPoolExecutor(max_workers=options.compress_workers, thread_name_prefix="vkcap-compress")

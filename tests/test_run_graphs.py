@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 import vulkan as vk
 
+from capture.trace import Trace
 from tests.builders import ScenarioBuilder, vkcap
 from tests.reference import reference_runner, run_reference
 from tests.vkharness import Submitter, convert_model, vulkan_context
@@ -699,6 +700,8 @@ def test_compute_graph_compute_recorded_replayed_and_bisected(vgfs: dict[str, Pa
     expected = np.float32(0.5) * maxpool(-(np.float32(2) * a + bb))
     np.testing.assert_allclose(np.load(tmp_path / "p.npy"), expected, rtol=1e-6)
     assert vkcap("replay", trace).returncode == 0
+    with Trace.open(trace) as t:  # B is bound by the graph alone: a checkpoint must hold it too
+        assert set(t.checkpoints[3]) == {"A", "A2", "B", "O", "P"}
     bad = builder.file("bad.comp", NEGATE_GLSL.replace("-x);", "-x + ((h == 1u && w == 2u && c == 1u) ? 0.25 : 0.0));"))
     proc = vkcap("bisect", trace, "--no-isolate", "--replace-shader", f"negate={bad}", "--json", tmp_path / "b.json")
     assert proc.returncode == 1, proc.stderr
