@@ -59,7 +59,7 @@ class Trace:
     checkpoints: dict[int, dict[str, str]] = field(default_factory=dict)  # seq -> uid -> blob
     frames: list[FrameRecord] = field(default_factory=list)
     end: dict[str, Any] | None = None
-    _by_seq: dict[int, FrameRecord] = field(default_factory=dict, repr=False)
+    by_seq: dict[int, FrameRecord] = field(default_factory=dict, repr=False)  # the frames by seq, built with them
 
     @classmethod
     def open(cls, path: str | Path) -> "Trace":
@@ -120,6 +120,7 @@ class Trace:
                 raise self._bad(str(body.get("kind")), offset) from None
         if not self.header or not self.portable_json:
             raise TraceError("the trace holds no scenario (recording died before its first records)", file=self.path)
+        self.by_seq = {f.seq: f for f in self.frames}
 
     def _on_header(self, body: dict[str, Any], offset: int) -> None:
         self.header = dict(body)
@@ -185,7 +186,7 @@ class Trace:
         return self.end is not None and self.end.get("status") == "complete"
 
     def frame(self, seq: int) -> FrameRecord:
-        found = self._frames_by_seq().get(seq)
+        found = self.by_seq.get(seq)
         if found is not None:
             return found
         last = self.frames[-1].seq if self.frames else None
@@ -226,15 +227,10 @@ class Trace:
         if seq in self.checkpoints:
             return self.checkpoints[seq]
         needed = next((set(state) for c, state in self.checkpoints.items() if c >= 0), None)
-        frame = self._frames_by_seq().get(seq)
+        frame = self.by_seq.get(seq)
         if needed is None or frame is None or not needed <= frame.snapshots.keys():
             return None
         return {uid: frame.snapshots[uid] for uid in needed}
-
-    def _frames_by_seq(self) -> dict[int, FrameRecord]:
-        if len(self._by_seq) != len(self.frames):
-            self._by_seq = {f.seq: f for f in self.frames}
-        return self._by_seq
 
     def nearest_checkpoint(self, seq: int) -> int:
         """The latest checkpoint taken at or before the state *before* frame ``seq`` (i.e. after seq-1)."""

@@ -43,7 +43,7 @@ class Segment:
     index: int
     first: int  # first frame (seq) of the segment
     last: int  # last frame (seq)
-    quick_from: int | None = None  # a known complete state before ``last``, when ``last > first``
+    last_alone: bool = False  # the trace holds the complete state before ``last`` (and ``last > first``)
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def segments_of(trace: Trace) -> list[Segment]:
             bounds.append((start, c))
             start = c + 1
     bounds.append((start, seqs[-1]))
-    return [Segment(k, first, last, last - 1 if last > first and trace.state_after(last - 1) is not None else None)
+    return [Segment(k, first, last, last > first and trace.state_after(last - 1) is not None)
             for k, (first, last) in enumerate(bounds)]
 
 
@@ -172,7 +172,7 @@ async def _search(trace: Trace, options: ReplayOptions, run_probe: Probe, segmen
 
     def quick(k: int) -> Span:
         seg = segments[k]
-        return whole(k) if seg.quick_from is None else Span(k, seg.last, seg.last, seg.quick_from, False)
+        return Span(k, seg.last, seg.last, seg.last - 1, False) if seg.last_alone else whole(k)
 
     lo, hi, found = 0, len(segments) - 1, None
     while lo <= hi:

@@ -350,12 +350,18 @@ def test_bisect_finds_frame_37_and_its_dispatch(base: dict[str, Path], tmp_path:
     assert "first divergent frame: 37 (frame_id 1037)" in printed and "commands[111] (acc)" in printed
 
 
-def test_bisect_persistent_divergence_is_a_binary_search(base: dict[str, Path], tmp_path: Path) -> None:
-    shader = tmp_path / "acc60.comp"
-    shader.write_text(acc_with("if (frame >= 60u) acc[i] += 0.25;"))
+def bisect_diverging(trace: Path, tmp_path: Path, extra: str, *flags: Any) -> dict[str, Any]:
+    """``vkcap bisect`` of ``trace`` with ``acc`` replaced by ``acc_with(extra)``, which must find a
+    divergence (exit 1); its JSON report."""
+    shader = tmp_path / "acc_changed.comp"
+    shader.write_text(acc_with(extra))
     out = tmp_path / "b.json"
-    assert cli("bisect", base["trace"], "--replace-shader", f"acc={shader}", "--json", out) == 1
-    doc = read_json(out)
+    assert cli("bisect", trace, "--replace-shader", f"acc={shader}", *flags, "--json", out) == 1
+    return read_json(out)
+
+
+def test_bisect_persistent_divergence_is_a_binary_search(base: dict[str, Path], tmp_path: Path) -> None:
+    doc = bisect_diverging(base["trace"], tmp_path, "if (frame >= 60u) acc[i] += 0.25;")
     assert doc["frame"] == 60 and doc["command"] == 180 and doc["dispatch"] == "acc"
     assert doc["fallback_scan"] is False
     assert doc["replays"] <= math.ceil(math.log2(doc["segments"])), doc["probes"]
@@ -375,11 +381,7 @@ def test_bisect_replays_whole_segments_when_boundaries_do_not_hold_the_state(tmp
     trace = record_ok(scenario, tmp_path / "partial.vkt", "--checkpoint-every", CHECKPOINT_EVERY)
     with Trace.open(trace) as t:
         assert t.state_after(7) == t.checkpoints[7] and t.state_after(8) is None and t.state_after(-1) == t.checkpoints[-1]
-    shader = tmp_path / "acc60.comp"
-    shader.write_text(acc_with("if (frame >= 60u) acc[i] += 0.25;"))
-    out = tmp_path / "b.json"
-    assert cli("bisect", trace, "--replace-shader", f"acc={shader}", "--json", out) == 1
-    doc = read_json(out)
+    doc = bisect_diverging(trace, tmp_path, "if (frame >= 60u) acc[i] += 0.25;")
     assert doc["frame"] == 60 and doc["fallback_scan"] is False
     assert [(p["frames"], p["from_state_after"], p["diverged"]) for p in doc["probes"]] == [
         ([48, 55], 47, False), ([72, 79], 71, True), ([56, 63], 55, True)]
@@ -388,14 +390,10 @@ def test_bisect_replays_whole_segments_when_boundaries_do_not_hold_the_state(tmp
 def test_bisect_exhaustive_finds_an_earlier_one_off_divergence(base: dict[str, Path], tmp_path: Path) -> None:
     """A one-off divergence in frame 10 and a persistent one from frame 60: the default search assumes
     persistence and answers 60; --exhaustive probes every earlier segment and answers 10."""
-    shader = tmp_path / "acc10_60.comp"
-    shader.write_text(acc_with("if ((i == 5u && frame == 10u) || frame >= 60u) acc[i] += 1.0;"))
-    out = tmp_path / "b.json"
-    assert cli("bisect", base["trace"], "--replace-shader", f"acc={shader}", "--json", out) == 1
-    doc = read_json(out)
+    change = "if ((i == 5u && frame == 10u) || frame >= 60u) acc[i] += 1.0;"
+    doc = bisect_diverging(base["trace"], tmp_path, change)
     assert doc["frame"] == 60 and doc["exhaustive"] is False
-    assert cli("bisect", base["trace"], "--replace-shader", f"acc={shader}", "--exhaustive", "--json", out) == 1
-    doc = read_json(out)
+    doc = bisect_diverging(base["trace"], tmp_path, change, "--exhaustive")
     assert doc["frame"] == 10 and doc["command"] == 30 and doc["exhaustive"] is True
     # acc_buf read as bytes: acc[5] is bytes 20-23; 27.5 (0x41DC0000) vs 28.5 (0x41E40000) first differ at byte 22
     assert doc["resource"]["first_index"] == [5 * 4 + 2]
@@ -429,11 +427,7 @@ def test_bisect_reference_icd_locates_the_dispatch_of_a_frame_level_trace(base: 
     "segments (> ceil(log2(100)) + 2 = 9). Frame 37 passes the bound only because it lies in segment 4"
 ))
 def test_bisect_one_off_divergence_late_in_the_trace_within_the_bound(base: dict[str, Path], tmp_path: Path) -> None:
-    shader = tmp_path / "acc67.comp"
-    shader.write_text(acc_with("if (i == 5u && frame == 67u) acc[i] += 1.0;"))
-    out = tmp_path / "b.json"
-    assert cli("bisect", base["trace"], "--replace-shader", f"acc={shader}", "--json", out) == 1
-    doc = read_json(out)
+    doc = bisect_diverging(base["trace"], tmp_path, "if (i == 5u && frame == 67u) acc[i] += 1.0;")
     assert doc["frame"] == 67 and doc["fallback_scan"] is True
     assert doc["replays"] <= math.ceil(math.log2(FRAMES)) + 2, doc["probes"]
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from vkcore.errors import EXIT_INTERRUPTED, UsageError
 
 if TYPE_CHECKING:
+    from replay.bisect import BisectResult
     from replay.isolate import ProbeServer
 
 AddFlags = Callable[[argparse.ArgumentParser], None]
@@ -564,7 +565,7 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     return 1
 
 
-def search_size(result: Any) -> str:
+def search_size(result: "BisectResult") -> str:
     """How much a bisection replayed, e.g. ``4 replay(s), 8 frame(s) at most, over 13 segment(s)``."""
     return (f"{result.replays} replay(s), {result.frames_executed} frame(s) at most, "
             f"over {result.segments} segment(s)")
