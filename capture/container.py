@@ -503,10 +503,19 @@ class TraceWriter:
 
     # -- finishing ---------------------------------------------------------------------------------
 
-    def sync(self) -> None:
-        """fsync what was written so far (records survive a power loss, not just a process kill)."""
+    def sync(self, *, release_cache: bool = False) -> None:
+        """fsync what was written so far (records survive a power loss, not just a process kill).
+
+        With ``release_cache``, the synced bytes then leave the page cache (they are on disk, and a
+        recorder does not read them back). A long recording then reuses a few recently freed pages
+        instead of filling memory with the whole trace: on the VMs we measured, writing into pages
+        the kernel had not used for a few seconds cost 2.6 ms/MiB of CPU, against 0.6 ms/MiB when
+        the cache was released every 32 MiB."""
         with self._lock:
-            os.fsync(self._check_open())
+            fd = self._check_open()
+            os.fsync(fd)
+            if release_cache and hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(fd, 0, self._pos, os.POSIX_FADV_DONTNEED)
 
     def close(self) -> None:
         """Write INDEX and TRAILER, fsync, and atomically rename the partial file onto ``path``.

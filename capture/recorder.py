@@ -48,7 +48,9 @@ if sys.version_info < (3, 11):  # pragma: no cover
 
 TRACE_SCHEMA = 1  # version of the META record layout described in docs/trace-format.md
 WRITE_QUEUE = 2  # compressed frames waiting for the writer (bounds memory in flight)
-SYNC_EVERY = 64 << 20  # the writer flushes to disk every this many bytes, so closing does not wait long
+# The writer flushes to disk (and releases the flushed bytes from the page cache) every this many
+# bytes, so closing does not wait long and the trace never crowds memory.
+SYNC_EVERY = 32 << 20
 log = logging.getLogger("vkcap")
 
 
@@ -210,7 +212,7 @@ class TraceRecorder:
             self.writer.write_prepared(p)
         written = self.writer.stats.file_bytes
         if written - self._synced >= SYNC_EVERY:
-            self.writer.sync()  # in the writer's thread, while the GPU and the compressors go on
+            self.writer.sync(release_cache=True)  # in the writer's thread, while the GPU and the compressors go on
             self._synced = written
         boundary = {i.uid: p.key for i, p in zip(c.layout.items, c.prepared) if i.after_command is None}
         body: dict[str, Any] = {
