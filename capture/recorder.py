@@ -107,7 +107,7 @@ class TraceRecorder:
     """The executor's frame consumer, feeding a :class:`TraceWriter` through a writer task."""
 
     def __init__(self, writer: TraceWriter, plan: Plan, options: RecordOptions, resources: ResourceSet,
-                 graphs: dict[int, Any] | None = None) -> None:
+                 graphs: dict[int, Any] | None = None, unwritable: frozenset[str] = frozenset()) -> None:
         self.writer = writer
         self.plan = plan
         self.scenario = plan.scenario
@@ -122,6 +122,12 @@ class TraceRecorder:
         # A checkpoint stores every resource a dispatch (compute or graph) binds: the declared access is
         # advice, not a promise.
         self.checkpoint_set = tuple(uid for uid in resources.resources if uid in bound)
+        # What no command can write keeps its initial content: its boundary snapshots and checkpoint
+        # entries name the initial state's blob, and are never copied back from the device.
+        self.unwritable = unwritable
+        self._unwritable_size = {uid: self._size(uid) for uid in unwritable}  # the writer may outlive the resources
+        self.initial_keys: dict[str, str] = {}  # set by write_preamble
+        self.reused_bytes = 0  # snapshot bytes named by reference to the initial state
         self._layouts: dict[tuple[int, bool], CaptureLayout] = {}
         self._pool = ThreadPoolExecutor(max_workers=options.compress_workers, thread_name_prefix="vkcap-compress")
         self.queue: Any = None  # the send side of the writer channel, set by record_async
@@ -155,7 +161,7 @@ class TraceRecorder:
             boundary = list(frame.capture)
             if checkpoint:
                 boundary += [u for u in self.checkpoint_set if u not in boundary]
-            entries += [(uid, self._size(uid), None) for uid in boundary]
+            entries += [(uid, self._size(uid), None) for uid in boundary if uid not in self.unwritable]
             self._layouts[key] = build_layout(entries, align_of=self._align)
         return self._layouts[key]
 
@@ -215,6 +221,12 @@ class TraceRecorder:
             self.writer.sync(release_cache=True)  # in the writer's thread, while the GPU and the compressors go on
             self._synced = written
         boundary = {i.uid: p.key for i, p in zip(c.layout.items, c.prepared) if i.after_command is None}
+        unchanged = [u for u in c.frame.capture if u in self.unwritable]
+        if self.is_checkpoint(c.seq):
+            unchanged += [u for u in self.checkpoint_set if u in self.unwritable and u not in unchanged]
+        for uid in unchanged:
+            boundary[uid] = self.initial_keys[uid]
+            self.reused_bytes += self._unwritable_size[uid]
         body: dict[str, Any] = {
             "seq": c.seq,
             "pass": c.pass_index,
@@ -292,7 +304,8 @@ class TraceRecorder:
                     if name not in described:
                         described[name] = graph.resource(name).meta()
         self.writer.add_meta(kinds.RESOURCES, {"resources": described})
-        self.writer.add_meta(kinds.CHECKPOINT, {"seq": -1, "state": dict(zip(uids, keys[len(files):]))})
+        self.initial_keys = dict(zip(uids, keys[len(files):]))
+        self.writer.add_meta(kinds.CHECKPOINT, {"seq": -1, "state": self.initial_keys})
 
 
 def _file_parts(f: EmbeddedFile) -> tuple[bytes | None, bytes]:
@@ -392,7 +405,8 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
     async def on_session(session: Session) -> None:
         options.trace.parent.mkdir(parents=True, exist_ok=True)
         state.writer = TraceWriter(options.trace, level=options.level, threads=options.threads)
-        state.recorder = TraceRecorder(state.writer, session.plan, options, session.resources, session.graphs)
+        state.recorder = TraceRecorder(state.writer, session.plan, options, session.resources, session.graphs,
+                                       session.unwritable_resources())
         state.recorder.queue = send
         await trio.to_thread.run_sync(state.recorder.write_preamble, session, argv)
         nursery.start_soon(state.recorder.writer_loop, receive)
@@ -433,9 +447,9 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
         run=result,
         trace=options.trace,
         frames=state.recorder.frames_written,
-        raw_bytes=stats.raw_bytes + stats.dedup_bytes,
+        raw_bytes=stats.raw_bytes + stats.dedup_bytes + state.recorder.reused_bytes,
         stored_bytes=stats.stored_bytes,
-        dedup_bytes=stats.dedup_bytes,
+        dedup_bytes=stats.dedup_bytes + state.recorder.reused_bytes,
         file_bytes=stats.file_bytes,
     )
 

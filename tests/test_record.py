@@ -263,6 +263,52 @@ def test_readonly_input_whole_trace_under_2mib(builder: ScenarioBuilder, tmp_pat
     assert trace_path.stat().st_size < 2 * MiB
 
 
+# acc += inc; noted += 1. ``inc`` is readonly in the shader; ``noted`` is written although the
+# scenario below declares it readonly (the declaration is advice, the shader decides).
+ACCUMULATE_AND_COUNT = """#version 450
+layout(local_size_x = 64) in;
+layout(set = 0, binding = 0) readonly buffer I { float inc[]; };
+layout(set = 0, binding = 1) buffer A { float acc[]; };
+layout(set = 0, binding = 2) buffer N { float noted[]; };
+void main() { uint i = gl_GlobalInvocationID.x; acc[i] += inc[i]; noted[i] += 1.0; }
+"""
+
+
+def test_what_no_shader_can_write_is_named_not_read_back(
+    builder: ScenarioBuilder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``inc`` (declared readwrite, readonly in the shader) is never copied back from the device: its
+    snapshots and checkpoint entries name its initial blob, and read back as its initial content.
+    ``noted`` (declared readonly, written by the shader) is captured like any written resource."""
+    from vkcore.session import Session
+
+    copied: set[str] = set()
+    record_copies = Session._record_copies
+
+    def spy(self: Session, cb: Any, items: Any, slot: Any) -> None:
+        copied.update(i.uid for i in items)
+        record_copies(self, cb, items, slot)
+
+    monkeypatch.setattr(Session, "_record_copies", spy)
+    zeros = np.zeros(N, np.float32)
+    builder.shader("step", ACCUMULATE_AND_COUNT).buffer("inc", INC.nbytes, INC, shader_access="readwrite")
+    builder.buffer("acc", INC.nbytes).buffer("noted", INC.nbytes, zeros, shader_access="readonly")
+    for k in range(6):
+        builder.dispatch("step", [(0, 0, "inc"), (0, 1, "acc"), (0, 2, "noted")], [N // 64])
+        builder.boundary(["inc", "acc", "noted"], k)
+    trace_path = tmp_path / "unwritable.vkt"
+    record_ok(builder.save(), trace_path, "--checkpoint-every", 3)
+    assert copied == {"acc", "noted"}
+    with Trace.open(trace_path) as trace:
+        initial = trace.checkpoints[-1]["inc"]
+        assert {f.snapshots["inc"] for f in trace.frames} == {initial}
+        assert {trace.checkpoints[s]["inc"] for s in (2, 5)} == {initial}
+        for f in trace.frames:
+            np.testing.assert_array_equal(snap(trace, f.seq, "inc"), INC)
+            np.testing.assert_array_equal(snap(trace, f.seq, "acc"), (f.seq + 1) * INC)
+            np.testing.assert_array_equal(snap(trace, f.seq, "noted"), zeros + f.seq + 1)
+
+
 # --------------------------------------------------------------------------------------------------
 # seeking: a frame's snapshot reads only its own blob
 

@@ -7,6 +7,7 @@ captures every resource a command can write.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 from .scenario import (
     AnyCommand,
@@ -62,6 +63,25 @@ def written_resources(scenario: Scenario) -> tuple[str, ...]:
         for r in scenario.resources
         if isinstance(r, DATA_KINDS) and r.uid in bound and getattr(r, "shader_access", "readwrite") != "readonly"
     )
+
+
+def unwritable_resources(scenario: Scenario, read_only: Mapping[str, set[tuple[int, int]]]) -> frozenset[str]:
+    """Uids of the data resources no command can write, whatever their declared access: every
+    compute dispatch binding one does so through a descriptor its shader cannot write (``read_only``
+    maps a shader uid to those (set, binding) pairs, from SPIR-V reflection; a shader missing from it
+    counts as writing all it binds), no graph binds it, and it shares memory with no other resource
+    (an alias may be written under another name). Their content is the initial one at every frame."""
+    shared = {r.uid for r in scenario.resources if getattr(r, "memory_group", "") or getattr(r, "alias_target", "")}
+    shared |= {getattr(r, "alias_target", "") for r in scenario.resources}
+    written: set[str] = set()
+    for cmd in scenario.commands:
+        if isinstance(cmd, DispatchCompute):
+            cannot = read_only.get(cmd.shader_ref, set())
+            written.update(b.resource_ref for b in cmd.bindings if (b.set, b.id) not in cannot)
+        elif isinstance(cmd, DispatchGraph):
+            written.update(b.resource_ref for b in cmd.bindings)
+    return frozenset(r.uid for r in scenario.resources
+                     if isinstance(r, DATA_KINDS) and r.uid not in written and r.uid not in shared)
 
 
 def make_plan(scenario: Scenario, *, capture_all: bool = False) -> Plan:

@@ -21,7 +21,7 @@ from .device import FRAME_BOUNDARY_EXT, VulkanContext
 from .errors import DeviceError, ScenarioError, UnsupportedDeviceFeature
 from .npyio import read_header
 from .pipelines import ComputePipeline, PipelineCache, PipelineFactory
-from .plan import Frame, Plan
+from .plan import Frame, Plan, unwritable_resources
 from .scenario import (
     Binding,
     BufferBarrier,
@@ -122,6 +122,7 @@ class Session:
         self.cache: PipelineCache | None = None
         self.factory: PipelineFactory | None = None
         self.modules: dict[str, SpirvModule] = {}
+        self.read_only_bindings: dict[str, set[tuple[int, int]]] = {}  # shader uid -> what it cannot write
         self.raw_data: dict[str, bytes] = {}
         self.dispatches: dict[int, PreparedDispatch] = {}  # by command index
         self.graphs: dict[int, PreparedGraph] = {}  # by command index
@@ -230,6 +231,7 @@ class Session:
             r = reflect(module.code, {c.id: c.value for c in spec.specialization_constants})
         except SpirvError:
             return  # not ours to judge: the driver reports it
+        self.read_only_bindings[spec.uid] = r.read_only
         provided = {(b.set, b.id) for b in cmd.bindings}
         missing = sorted(r.bindings - provided)
         if missing:
@@ -532,6 +534,10 @@ class Session:
             self.one_time_submit(lambda cb: resource.record_restore(cb, staging, 0))
         finally:
             free_staging(self.ctx, staging, alloc)
+
+    def unwritable_resources(self) -> frozenset[str]:
+        """The data resources no command of the scenario can write (see :func:`unwritable_resources`)."""
+        return unwritable_resources(self.scenario, self.read_only_bindings)
 
     def resource_bytes(self, uid: str) -> memoryview | bytes:
         """The current content of a resource in its snapshot layout (a mapped view for buffers)."""
