@@ -425,7 +425,7 @@ def print_report(doc: dict[str, Any]) -> None:
                       f"{r['ours_1mib_blobs_mb_s']:.0f}", f"{r['ratio_1mib_blobs_over_zstd']:.2f}x",
                       f"{r['ours_compression_ratio']:.3f}", f"{r['zstd_compression_ratio']:.3f}", _verdict(r["ratio_ours_over_zstd"] >= 0.8))
         console.print(t)
-        console.print("  compress_blob: one blob (zstd workers when threads > 1, blobs >= 4 MiB), xxh3-128 hash included; "
+        console.print("  compress_blob: one blob (planes in parallel when threads > 1 and the blob >= 4 MiB, zstd workers for inputs >= 16 MiB), xxh3-128 hash included; "
                       "1 MiB blobs: as recording cuts them, in a thread pool of the same size")
 
 

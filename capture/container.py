@@ -56,8 +56,12 @@ __all__ = [
     "MT_COMPRESS_MIN_BYTES",
 ]
 
-#: blobs at least this large are compressed with zstd's worker threads when ``threads`` != 0.
-MT_COMPRESS_MIN_BYTES: Final = 4 << 20
+#: blobs (or planes) at least this large are compressed with zstd's worker threads when ``threads`` != 0.
+#: zstd gives each worker a job of 8 MiB at level 3: a smaller input gains nothing from them, and
+#: blobs are compressed several at a time anyway.
+MT_COMPRESS_MIN_BYTES: Final = 16 << 20
+#: blobs at least this large have their planes encoded in parallel threads when ``threads`` != 0.
+PARALLEL_PLANES_MIN_BYTES: Final = 4 << 20
 #: blobs at least this large are tried as byte planes (codec PLANES) when the writer allows it.
 PLANES_MIN_BYTES: Final = 64 << 10
 #: element width of the planes: 4 bytes (float32, int32), the commonest element of a snapshot.
@@ -214,7 +218,8 @@ def _fsync_dir(path: str) -> None:
 class PreparedBlob:
     """A blob hashed and compressed, ready to be appended by :meth:`TraceWriter.write_prepared`.
 
-    Self-contained: ``data`` never aliases the caller's buffer once :meth:`TraceWriter.compress_blob`
+    ``data`` is the stored data as parts written one after the other (never joined: that would copy
+    them). Self-contained: no part aliases the caller's buffer once :meth:`TraceWriter.compress_blob`
     returns, so the caller may reuse its buffer at once. ``data is None`` means compression was skipped
     because the writer already stored this key.
     """
@@ -222,13 +227,13 @@ class PreparedBlob:
     key: str
     raw_len: int
     codec: int
-    data: bytes | memoryview | None
+    data: tuple[Any, ...] | None
     payload_checksum: int
 
     @property
     def stored_len(self) -> int:
         """Bytes the blob's data occupies in the file (its record adds 64 bytes of headers)."""
-        return 0 if self.data is None else len(self.data)
+        return 0 if self.data is None else sum(memoryview(p).nbytes for p in self.data)
 
 
 @dataclass(frozen=True)
@@ -395,36 +400,40 @@ class TraceWriter:
         raw_len = len(view)
         if skip_if_stored and key in self._blobs:
             return PreparedBlob(key.hex(), raw_len, Codec.NONE, None, 0)
-        codec, stored = Codec.NONE, view  # type: Codec, bytes | memoryview
+        codec, parts = Codec.NONE, (view,)  # type: Codec, tuple[Any, ...]
         if raw_len >= self.min_compress:
-            codec, stored = self._encode(view)
+            codec, parts = self._encode(view)
         if codec == Codec.NONE and copy_raw:
-            stored = view.tobytes()
+            parts = (view.tobytes(),)
         sub = R.pack_blob_header(key, raw_len, codec)
-        return PreparedBlob(key.hex(), raw_len, int(codec), stored, R.checksum(sub, stored))
+        return PreparedBlob(key.hex(), raw_len, int(codec), parts, R.checksum(sub, *parts))
 
-    def _encode(self, view: memoryview) -> tuple[Codec, bytes | memoryview]:
-        """The smallest of the codecs tried: byte planes when a probe says the data is made of
-        elements (floats) whose planes compress better apart, else one zstd frame; raw when neither
-        is smaller than the data."""
+    def _encode(self, view: memoryview) -> tuple[Codec, tuple[Any, ...]]:
+        """The smallest of the codecs tried, as the parts of its stored data: byte planes when a
+        probe says the data is made of elements (floats) whose planes compress better apart, else
+        one zstd frame; the raw ``view`` when neither is smaller than the data."""
         if self.planes and len(view) >= PLANES_MIN_BYTES:
             from . import planes
 
             if planes.prefers_planes(view, PLANE_WIDTH, self._compressor(0)):
-                encoded = planes.encode(view, PLANE_WIDTH, self._compressor, self._scratch(len(view)),
-                                        map_planes=self._plane_map(len(view)))
-                return (Codec.PLANES, encoded) if len(encoded) < len(view) else (Codec.NONE, view)
+                parts = planes.encode_parts(view, PLANE_WIDTH, self._compressor, self._scratch(len(view)),
+                                            map_planes=self._plane_map(len(view)))
+                if sum(memoryview(p).nbytes for p in parts) < len(view):
+                    return Codec.PLANES, tuple(parts)
+                return Codec.NONE, (view,)
         frame = self._compressor(len(view)).compress(view)
-        return (Codec.ZSTD, frame) if len(frame) < len(view) else (Codec.NONE, view)
+        return (Codec.ZSTD, (frame,)) if len(frame) < len(view) else (Codec.NONE, (view,))
 
     def _plane_map(self, nbytes: int) -> Any:
         """How to run the planes of a blob: in parallel threads for a large blob when the writer may
         use threads (as zstd's workers would), else one after the other."""
-        if self.threads == 0 or nbytes < MT_COMPRESS_MIN_BYTES:
+        if self.threads == 0 or nbytes < PARALLEL_PLANES_MIN_BYTES:
             return map
         with self._lock:
             if self._plane_pool is None:
-                self._plane_pool = ThreadPoolExecutor(max_workers=PLANE_WIDTH, thread_name_prefix="vkcap-planes")
+                # one pool for all blobs, which are compressed several at a time: room for all cores
+                workers = max(PLANE_WIDTH, os.cpu_count() or 1)
+                self._plane_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vkcap-planes")
         return self._plane_pool.map
 
     def _scratch(self, nbytes: int) -> Any:
@@ -454,8 +463,8 @@ class TraceWriter:
             if prepared.data is None:
                 raise ValueError(f"blob {prepared.key} was prepared without data for another writer")
             sub = R.pack_blob_header(key, prepared.raw_len, prepared.codec)
-            offset = self._append_record(RecordType.BLOB, prepared.payload_checksum, sub, prepared.data)
-            stored_len = len(prepared.data)
+            offset = self._append_record(RecordType.BLOB, prepared.payload_checksum, sub, *prepared.data)
+            stored_len = prepared.stored_len
             self._blobs[key] = BlobEntry(offset, stored_len, prepared.raw_len, prepared.codec)
             s = self._stats
             self._stats = replace(
@@ -506,16 +515,20 @@ class TraceWriter:
     def sync(self, *, release_cache: bool = False) -> None:
         """fsync what was written so far (records survive a power loss, not just a process kill).
 
+        Does not hold the writer's lock while the disk works: another thread may append records
+        meanwhile (they may or may not be included). The caller must not close the writer before
+        this returns.
+
         With ``release_cache``, the synced bytes then leave the page cache (they are on disk, and a
         recorder does not read them back). A long recording then reuses a few recently freed pages
         instead of filling memory with the whole trace: on the VMs we measured, writing into pages
         the kernel had not used for a few seconds cost 2.6 ms/MiB of CPU, against 0.6 ms/MiB when
         the cache was released every 32 MiB."""
         with self._lock:
-            fd = self._check_open()
-            os.fsync(fd)
-            if release_cache and hasattr(os, "posix_fadvise"):
-                os.posix_fadvise(fd, 0, self._pos, os.POSIX_FADV_DONTNEED)
+            fd, end = self._check_open(), self._pos
+        os.fsync(fd)
+        if release_cache and hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(fd, 0, end, os.POSIX_FADV_DONTNEED)
 
     def close(self) -> None:
         """Write INDEX and TRAILER, fsync, and atomically rename the partial file onto ``path``.

@@ -13,8 +13,8 @@ Stored layout (all integers little-endian; docs/trace-format.md is normative)::
     w plane bodies  plane k holds byte k of every element, raw_len // w bytes once decoded
     tail            the raw_len % w bytes after the last whole element, raw
 
-This module is pure: no file I/O, no knowledge of traces. :func:`encode` is thread-safe given one
-compressor per thread; :func:`decode` bounds every allocation by the raw length it is told.
+This module is pure: no file I/O, no knowledge of traces. :func:`encode` (and :func:`encode_parts`) is
+thread-safe given one compressor per thread; :func:`decode` bounds every allocation by the raw length it is told.
 """
 from __future__ import annotations
 
@@ -91,15 +91,18 @@ def _plane_cost(plane: np.ndarray, cctx: zstandard.ZstdCompressor) -> int:
     return min(len(plane), len(cctx.compress(plane)))
 
 
-def encode(
+def encode_parts(
     view: memoryview,
     width: int,
     compressor: Callable[[int], zstandard.ZstdCompressor],
     scratch: np.ndarray | None = None,
     map_planes: Callable[..., Iterable[tuple[int, Any]]] = map,
-) -> bytes:
-    """The PLANES encoding of ``view``: every plane zstd-compressed unless a probe of it shows it
-    would not shrink (then it is stored raw). The result never aliases ``view`` or ``scratch``.
+) -> list[Any]:
+    """The PLANES encoding of ``view`` as a list of buffers to be written one after the other: every
+    plane zstd-compressed unless a probe of it shows it would not shrink (then it is stored raw).
+    No part aliases ``view`` or ``scratch`` (raw planes are copied out of a scratch buffer; without
+    one they are views of a plane buffer of their own), so the caller may reuse both at once. Not
+    joining the parts saves a copy of the whole encoding, made while holding the GIL.
 
     ``compressor(nbytes)`` returns the compressor for ``nbytes`` of input *of the calling thread*
     (zstd contexts are not thread-safe). ``map_planes`` (e.g. a thread pool's ``map``) may encode
@@ -115,11 +118,22 @@ def encode(
             packed = compressor(len(plane)).compress(plane)
             if len(packed) < len(plane):
                 return PLANE_ZSTD, packed
-        return PLANE_RAW, plane.data
+        return PLANE_RAW, plane.tobytes() if scratch is not None else plane.data
 
     coded = list(map_planes(one_plane, range(width)))
     entries = [PLANES_HEADER.pack(width), *(PLANE_ENTRY.pack(len(body), codec) for codec, body in coded)]
-    return b"".join([*entries, *(body for _, body in coded), view[elements.size * width :]])
+    return [b"".join(entries), *(body for _, body in coded), view[elements.size * width :].tobytes()]
+
+
+def encode(
+    view: memoryview,
+    width: int,
+    compressor: Callable[[int], zstandard.ZstdCompressor],
+    scratch: np.ndarray | None = None,
+    map_planes: Callable[..., Iterable[tuple[int, Any]]] = map,
+) -> bytes:
+    """The PLANES encoding of ``view`` in one ``bytes`` (see :func:`encode_parts`)."""
+    return b"".join(encode_parts(view, width, compressor, scratch, map_planes))
 
 
 def decode(stored: bytes, raw_len: int, dctx: zstandard.ZstdDecompressor) -> memoryview:

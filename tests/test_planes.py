@@ -49,6 +49,22 @@ def test_round_trip_property(raw: bytes, width: int) -> None:
     assert planes.decode(planes.encode(memoryview(raw), width, SAME), len(raw), DCTX) == raw
 
 
+@pytest.mark.parametrize("with_scratch", [True, False], ids=["scratch", "own-buffer"])
+def test_parts_alias_neither_the_input_nor_the_scratch(with_scratch: bool) -> None:
+    """The parts of an encoding stay valid when the caller overwrites its input and the scratch
+    buffer at once (as a recorder reuses both for the next blob), and join to :func:`encode`."""
+    raw = bytearray(smooth_floats(1 << 15).tobytes() + b"tail!")
+    expected = planes.encode(memoryview(bytes(raw)), 4, SAME)
+    scratch = np.empty(len(raw), np.uint8) if with_scratch else None
+    parts = planes.encode_parts(memoryview(raw), 4, SAME, scratch)
+    original = bytes(raw)
+    raw[:] = bytes(len(raw))
+    if scratch is not None:
+        scratch[:] = 0xFF
+    joined = b"".join(parts)
+    assert joined == expected and planes.decode(joined, len(original), DCTX) == original
+
+
 def test_planes_hold_the_kth_byte_of_each_element_and_noise_is_stored_raw() -> None:
     values = smooth_floats(1 << 16)
     stored = planes.encode(memoryview(values.tobytes()), 4, SAME)
