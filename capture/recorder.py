@@ -39,7 +39,7 @@ from vkcore.scenario import DispatchCompute, DispatchGraph, Scenario, load_scena
 from vkcore.session import Session
 from vkcore.staging import CaptureLayout, build_layout
 
-from . import kinds
+from . import kinds, records
 from .container import PreparedBlob, TraceWriter
 from .embed import EmbeddedFile, portable_scenario
 
@@ -93,6 +93,20 @@ def dispatch_writes(scenario: Scenario, cmd: DispatchCompute) -> list[str]:
 
 
 @dataclass
+class Preamble:
+    """The content of a trace's first records, gathered from the session before the first frame so
+    that writing them can overlap the frames and need not outlive the session."""
+
+    header: dict[str, Any]
+    portable: str  # the portable scenario, as JSON
+    files: list[EmbeddedFile]
+    initial: dict[str, bytes]  # uid -> content before the first frame
+    spirv: dict[str, bytes]  # shader uid -> its SPIR-V
+    fingerprint: dict[str, Any]
+    described: dict[str, Any]  # uid -> resource description, graph intermediates included
+
+
+@dataclass
 class CompressedFrame:
     """A frame whose blobs are compressed and ready to append (the staging slot is already free)."""
 
@@ -134,11 +148,16 @@ class TraceRecorder:
         self._turns: dict[int, Any] = {}  # seq -> trio.Event set when that frame may be queued
         self._next_seq = 0  # a recording always starts at frame 0
         self._synced = 0
-        # Staging slots: one frame on the GPU while the others are compressed in parallel.
-        self.slots = 1 + min(4, max(2, os.cpu_count() or 1))
+        self._sync_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vkcap-sync")
+        self._syncing: Any = None  # the Future of the fsync in flight
+        # Staging slots: one frame on the GPU while the others are compressed in parallel, as many as
+        # the cores can compress at once (each blob's planes run in parallel too).
+        self.slots = 1 + min(8, max(2, os.cpu_count() or 1))
 
     def close(self) -> None:
+        """Wait for the compressors and the fsync in flight (the writer may be closed after this)."""
         self._pool.shutdown(wait=True)
+        self._sync_pool.shutdown(wait=True)
 
     # -- FrameConsumer --------------------------------------------------------------------------
 
@@ -196,11 +215,13 @@ class TraceRecorder:
 
     # -- the writer stage ------------------------------------------------------------------------
 
-    async def writer_loop(self, receive: Any) -> None:
-        """Append queued frames in order, in a worker thread, until the channel closes."""
+    async def writer_loop(self, receive: Any, preamble: Preamble) -> None:
+        """Write the preamble, then append queued frames in order, in a worker thread, until the
+        channel closes. The frames run on the GPU (and are compressed) while the preamble is written."""
         import trio
 
         async with receive:
+            await trio.to_thread.run_sync(self.write_preamble, preamble)
             async for compressed in receive:
                 await trio.to_thread.run_sync(self.write_frame, compressed)
 
@@ -217,8 +238,11 @@ class TraceRecorder:
         for p in c.prepared:
             self.writer.write_prepared(p)
         written = self.writer.stats.file_bytes
-        if written - self._synced >= SYNC_EVERY:
-            self.writer.sync(release_cache=True)  # in the writer's thread, while the GPU and the compressors go on
+        if written - self._synced >= SYNC_EVERY and (self._syncing is None or self._syncing.done()):
+            if self._syncing is not None:
+                self._syncing.result()  # an fsync that failed (EIO, ENOSPC) fails the recording here
+            # in its own thread: the writer goes on appending while the disk works
+            self._syncing = self._sync_pool.submit(self.writer.sync, release_cache=True)
             self._synced = written
         boundary = {i.uid: p.key for i, p in zip(c.layout.items, c.prepared) if i.after_command is None}
         unchanged = [u for u in c.frame.capture if u in self.unwritable]
@@ -254,18 +278,31 @@ class TraceRecorder:
     # -- the start of a trace --------------------------------------------------------------------
 
     def _put_all(self, payloads: list[Any]) -> list[str]:
-        """Store several blobs: compressed in parallel, appended in order; returns their keys."""
-        return [self.writer.write_prepared(p) for p in self.compress_all(payloads)]
+        """Store several blobs: compressed in parallel (each content once: an input file's payload
+        and the initial state it gave are usually equal), appended in order; returns their keys."""
+        keys = [records.content_key(p).hex() for p in payloads]
+        first = {key: i for i, key in reversed(list(enumerate(keys)))}
+        unique = sorted(first.values())
+        for p in self.compress_all([payloads[i] for i in unique]):
+            self.writer.write_prepared(p)
+        return keys
 
-    def write_preamble(self, session: Session, argv: list[str]) -> None:
-        """Header, scenario (original and portable), embedded files, fingerprint, resources, and the
-        initial state as checkpoint -1. Runs in a worker thread before the first frame."""
+    def gather_preamble(self, session: Session, argv: list[str]) -> Preamble:
+        """Everything the preamble needs from the session, taken before the first frame. The initial
+        state is copied: frames change it, and the session (and its mapped memory) may be gone
+        before the preamble is written."""
         scenario = self.scenario
         deps = {uid: m.dependencies for uid, m in session.modules.items()}
         portable, files = portable_scenario(scenario, deps)
-        self.writer.add_meta(
-            kinds.HEADER,
-            {
+        initial = session.contents(session.resources.resources)
+        described = {u: session.resources[u].meta() for u in initial}
+        for graph in session.graphs.values():  # intermediates, snapshotted after segments
+            for seg in graph.segments:
+                for name in seg.writes:
+                    if name not in described:
+                        described[name] = graph.resource(name).meta()
+        return Preamble(
+            header={
                 "schema": TRACE_SCHEMA,
                 "vkcap_version": _version(),
                 "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -278,33 +315,44 @@ class TraceRecorder:
                 "capture_all": self.options.run.capture_all,
                 "repeat": self.options.run.repeat,
             },
+            portable=json.dumps(portable, separators=(",", ":")),
+            files=files,
+            initial=initial,
+            spirv={uid: m.code for uid, m in session.modules.items()},
+            fingerprint=session.ctx.fingerprint(),
+            described=described,
         )
-        original = scenario.path.read_bytes()
+
+    def write_preamble(self, preamble: Preamble) -> None:
+        """Header, scenario (original and portable), embedded files, fingerprint, resources, and the
+        initial state as checkpoint -1: the records before the first frame's."""
+        try:
+            self._write_preamble(preamble)
+        except OSError as exc:
+            raise TraceWriteFailed(f"cannot write the trace ({exc.strerror or exc}) before its first frame",
+                                   file=self.options.trace) from None
+
+    def _write_preamble(self, p: Preamble) -> None:
+        self.writer.add_meta(kinds.HEADER, p.header)
+        original = self.scenario.path.read_bytes()
         self.writer.add_meta(
             kinds.SCENARIO,
-            {"name": scenario.path.name, "original": original.decode("utf8", "replace"), "portable": json.dumps(portable, separators=(",", ":"))},
+            {"name": self.scenario.path.name, "original": original.decode("utf8", "replace"), "portable": p.portable},
         )
-        uids = list(session.resources.resources)
-        parts = [_file_parts(f) for f in files]
+        parts = [_file_parts(f) for f in p.files]
         # Initial state and .npy payloads are usually the same bytes: one blob serves both.
-        keys = self._put_all([payload for _, payload in parts] + [session.resource_bytes(u) for u in uids])
-        for f, (header, _), key in zip(files, parts, keys):
+        keys = self._put_all([payload for _, payload in parts] + list(p.initial.values()))
+        for f, (header, _), key in zip(p.files, parts, keys):
             body: dict[str, Any] = {"name": f.name, "role": f.role, "blob": key, "size": f.source.stat().st_size}
             if header is not None:
                 body["npy_header"] = header
             self.writer.add_meta(kinds.FILE, body)
-        spirv_keys = self._put_all([m.code for m in session.modules.values()])
-        for uid, key in zip(session.modules, spirv_keys):
+        spirv_keys = self._put_all(list(p.spirv.values()))
+        for uid, key in zip(p.spirv, spirv_keys):
             self.writer.add_meta(kinds.SPIRV, {"shader": uid, "blob": key})
-        self.writer.add_meta(kinds.FINGERPRINT, session.ctx.fingerprint())
-        described = {u: session.resources[u].meta() for u in uids}
-        for graph in session.graphs.values():  # intermediates, snapshotted after segments
-            for seg in graph.segments:
-                for name in seg.writes:
-                    if name not in described:
-                        described[name] = graph.resource(name).meta()
-        self.writer.add_meta(kinds.RESOURCES, {"resources": described})
-        self.initial_keys = dict(zip(uids, keys[len(files):]))
+        self.writer.add_meta(kinds.FINGERPRINT, p.fingerprint)
+        self.writer.add_meta(kinds.RESOURCES, {"resources": p.described})
+        self.initial_keys = dict(zip(p.initial, keys[len(p.files):]))
         self.writer.add_meta(kinds.CHECKPOINT, {"seq": -1, "state": self.initial_keys})
 
 
@@ -408,8 +456,8 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
         state.recorder = TraceRecorder(state.writer, session.plan, options, session.resources, session.graphs,
                                        session.unwritable_resources())
         state.recorder.queue = send
-        await trio.to_thread.run_sync(state.recorder.write_preamble, session, argv)
-        nursery.start_soon(state.recorder.writer_loop, receive)
+        preamble = await trio.to_thread.run_sync(state.recorder.gather_preamble, session, argv)
+        nursery.start_soon(state.recorder.writer_loop, receive, preamble)
 
     result: RunResult | None = None
     status, error = "complete", ""

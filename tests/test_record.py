@@ -626,6 +626,28 @@ def test_full_disk_keeps_the_complete_frames(builder: ScenarioBuilder, tmp_path:
         subprocess.run(["umount", str(disk)], capture_output=True)
 
 
+def test_full_disk_before_the_first_frame_leaves_nothing(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """The preamble (written while the first frames run) does not fit: one clear error, exit 1, and
+    neither a trace nor a partial file."""
+    disk = tmp_path / "tiny"
+    if not _small_disk(disk, "32k"):
+        pytest.skip("needs root and mount to create a small tmpfs (a full disk is simulated with it)")
+    try:
+        data = np.random.default_rng(4).integers(0, 2**32, 16384, dtype=np.uint32)  # 64 KiB, incompressible
+        builder.shader("shuffle", SHUFFLE).buffer("state", data.nbytes, data)
+        for f in range(3):
+            builder.dispatch("shuffle", [(0, 0, "state")], [data.size // 64]).boundary(["state"], f)
+        trace = disk / "t.vkt"
+        proc = vkcap("record", builder.save(), "-o", trace)
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.strip().splitlines()[-1] == (
+            f"vkcap: error: {trace}: cannot write the trace (No space left on device) before its first frame")
+        assert "Traceback" not in proc.stderr
+        assert sorted(p.name for p in disk.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)
+
+
 def test_compression_flags_choose_the_zstd_level_and_refuse_what_zstd_cannot_do(
         builder: ScenarioBuilder, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     scenario = accumulate_scenario(builder, 6)

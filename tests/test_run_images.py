@@ -77,6 +77,32 @@ def test_dds_input_sampled_by_a_shader(builder: ScenarioBuilder, tmp_path: Path)
     np.testing.assert_allclose(got, rgba.astype(np.float32) / 255, atol=1e-6)
 
 
+def test_recorded_initial_state_of_a_sampled_image_and_a_buffer(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """The initial state (checkpoint -1) comes back from the device in one submission for the image
+    and from the mapping for the buffer; the image, which its shader only samples, is never read
+    back again: every frame names its initial blob."""
+    from capture.trace import Trace
+
+    rgba = np.random.default_rng(6).integers(0, 256, (H, W, 4), dtype=np.uint8)
+    write_dds(builder.root / "in.dds", W, H, 28, [rgba.tobytes()])
+    start = np.arange(W * H * 4, dtype=np.float32)
+    builder.shader("read", READ_IMAGE, build_options=f"-DWIDTH={W} -DLOD=0")
+    image(builder, "src", "VK_FORMAT_R8G8B8A8_UNORM", src="in.dds", shader_access="image_read")
+    builder.buffer("out", W * H * 16, start)
+    for k in range(3):
+        builder.dispatch("read", [(0, 0, "src"), (0, 1, "out")], [W, H]).boundary(["src", "out"], k)
+    trace_path = tmp_path / "t.vkt"
+    proc = vkcap("record", builder.save(), "-o", trace_path)
+    assert proc.returncode == 0, proc.stderr
+    with Trace.open(trace_path) as trace:
+        initial = trace.checkpoints[-1]
+        np.testing.assert_array_equal(np.frombuffer(trace.blob(initial["src"], what="initial src"), np.uint8).reshape(H, W, 4), rgba)
+        np.testing.assert_array_equal(np.frombuffer(trace.blob(initial["out"], what="initial out"), np.float32), start)
+        assert [f.snapshots["src"] for f in trace.frames] == [initial["src"]] * 3
+        got = np.frombuffer(trace.snapshot(2, "out"), np.float32).reshape(H, W, 4)
+        np.testing.assert_allclose(got, rgba.astype(np.float32) / 255, atol=1e-6)
+
+
 def test_generated_mip_level_sampled(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Level 1 is generated with a linear blit: each texel the mean of a 2x2 block of level 0."""
     values = np.random.default_rng(6).random((H, W, 4), dtype=np.float32)

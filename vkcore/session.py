@@ -12,7 +12,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Hashable
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable
 
 import vulkan as vk
 
@@ -39,7 +39,7 @@ from .resource_set import ResourceSet
 from .resources import free_staging, staging_buffer
 from .shaders import SpirvModule, load_shader
 from .spirv import SpirvError, reflect
-from .staging import CaptureItem, CaptureLayout, StagingRing, StagingSlot
+from .staging import CaptureItem, CaptureLayout, StagingRing, StagingSlot, build_layout
 from .sync import (
     ACCESS,
     LAYOUT,
@@ -551,6 +551,32 @@ class Session:
             return bytes(alloc.view[: resource.snapshot_size])
         finally:
             free_staging(self.ctx, staging, alloc)
+
+    def contents(self, uids: Iterable[str]) -> dict[str, bytes]:
+        """The current content of several resources in their snapshot layout, copied: buffers the
+        host maps directly are copied from the mapping, all others come back in one submission
+        through one staging buffer (one allocation, one wait, however many resources)."""
+        uids = list(uids)
+        out: dict[str, bytes] = {}
+        device_side = []
+        for uid in uids:
+            resource = self.resources[uid]
+            if isinstance(resource, DeviceBuffer) and resource.mapped:
+                out[uid] = bytes(resource.view)
+            else:
+                device_side.append((uid, resource.snapshot_size, None))
+        if device_side:
+            layout = build_layout(device_side, align_of={u: getattr(self.resources[u], "snapshot_alignment", 1)
+                                                          for u, _, _ in device_side})
+            staging, alloc = staging_buffer(self.ctx, layout.size)
+            try:
+                self.one_time_submit(lambda cb: [self.resources[i.uid].record_snapshot(cb, staging, i.offset)
+                                                 for i in layout.items])
+                assert alloc.view is not None
+                out.update((i.uid, bytes(alloc.view[i.offset : i.offset + i.size])) for i in layout.items)
+            finally:
+                free_staging(self.ctx, staging, alloc)
+        return {uid: out[uid] for uid in uids}
 
     def write_outputs(self, output_dir: Path | None) -> list[Path]:
         """Write every ``dst`` (atomically, each through a temporary name); returns the paths written."""
