@@ -95,6 +95,8 @@ async def run_async(
 ) -> RunResult:
     """Validate, build, execute and write outputs. ``on_session`` runs once the session is built
     (and inputs loaded), before the first frame: recording uses it to store the initial state."""
+    import trio
+
     t_start = time.perf_counter()
     timer = HostTimer()
     with timer.measure("Scenario Setup", "Parse Scenario"):
@@ -139,7 +141,9 @@ async def run_async(
             if stop is not None and stop.requested:
                 result.interrupted = True
                 return result
-            result.outputs = session.write_outputs(options.output)
+            # In a worker thread, as the session's and the context's teardown below: the trio loop
+            # stays free for the consumer's tasks (a recorder still writing its last frames).
+            result.outputs = await trio.to_thread.run_sync(session.write_outputs, options.output)
             result.seconds = time.perf_counter() - t_start
             if options.profiling_dump_path is not None:
                 from .reports import profiling_document, write_json
@@ -154,9 +158,17 @@ async def run_async(
                 )
             return result
         finally:
-            session.close()
+            await _in_thread(session.close)
     finally:
-        ctx.close()
+        await _in_thread(ctx.close)
+
+
+async def _in_thread(release: Callable[[], None]) -> None:
+    """Run a teardown in a worker thread, to completion even when the run is being cancelled."""
+    import trio
+
+    with trio.CancelScope(shield=True):
+        await trio.to_thread.run_sync(release)
 
 
 def run(options: RunOptions, **kwargs: Any) -> RunResult:
