@@ -128,6 +128,12 @@ def _bits(a: np.ndarray, dtype: str) -> np.ndarray:
     return a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
 
 
+def identical(uid: str, nbytes: int, dtype: str = "bytes") -> Comparison:
+    """The comparison of two equal snapshots of ``nbytes`` bytes read as ``dtype``."""
+    storage, _ = DTYPES[dtype]
+    return Comparison(uid, dtype, IDENTICAL, nbytes // np.dtype(storage).itemsize)
+
+
 def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *, dtype: str = "bytes",
             tolerance: Tolerance = Tolerance(), shape: tuple[int, ...] | None = None) -> Comparison:
     """Compare ``live`` against ``recorded`` read as ``dtype`` (optionally shaped ``shape`` for indices)."""
@@ -145,7 +151,7 @@ def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *,
     if bytes(recorded) == bytes(live) if len(recorded) < 4096 else np.array_equal(
         np.frombuffer(recorded, np.uint8), np.frombuffer(live, np.uint8)
     ):
-        return Comparison(uid, dtype, IDENTICAL, a.size)
+        return identical(uid, len(live), dtype)
     is_float = DTYPES[dtype][1]
     result = Comparison(uid, dtype, DIVERGED, a.size)
     if is_float:

@@ -139,6 +139,32 @@ def test_untouched_trace_replays_identical(base: dict[str, Path], tmp_path: Path
             assert np.frombuffer(trace.snapshot(seq, "counter"), np.uint32)[0] == seq + 1
 
 
+
+def test_identical_snapshots_are_known_by_their_key_without_reading_the_trace(
+        base: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A live snapshot whose xxh3-128 is the recorded key is identical: the recorded blob is not read
+    (only the checkpoint restored is); a changed one is read and compared in full."""
+    read: list[str] = []
+    blob = Trace.blob
+
+    def spy(self: Trace, key: str, *, what: str) -> Any:
+        read.append(key)
+        return blob(self, key, what=what)
+
+    monkeypatch.setattr(Trace, "blob", spy)
+    out = tmp_path / "r.json"
+    assert cli("replay", base["trace"], "--frames", "33-36", "--json", out) == 0
+    with Trace.open(base["trace"]) as trace:
+        restored = set(trace.checkpoints[31].values())
+        compared = {key for seq in range(33, 37) for key in trace.frame(seq).snapshots.values()}
+        compared |= {d.blob for seq in range(33, 37) for d in trace.frame(seq).dispatches}
+    assert restored <= set(read) and not set(read) & (compared - restored)
+    read.clear()
+    assert cli("replay", base["trace"], "--frames", "36-37", "--replace-shader", f"acc={base['acc37']}", "--json", out) == 1
+    with Trace.open(base["trace"]) as trace:
+        assert trace.frame(37).snapshots["acc_buf"] in read and trace.frame(36).snapshots["acc_buf"] not in read
+    assert diverged_frames(read_json(out)) == [37]
+
 def test_replays_after_the_scenario_folder_is_deleted(base: dict[str, Path], tmp_path: Path) -> None:
     folder = tmp_path / "gone"
     scenario = counter_scenario(ScenarioBuilder(folder), 12)
