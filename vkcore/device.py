@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import vulkan as vk
 
-from .errors import DeviceError, UnsupportedDeviceFeature
+from .errors import DeviceError, UnsupportedDeviceFeature, UsageError
 from . import native_support
 from .layers import EmulationLayersUnavailable, prepare_emulation_layers
 
@@ -152,7 +152,8 @@ def list_devices(emulation: EmulationMode = "auto") -> list[DeviceInfo]:
 def choose_device(devices: list[DeviceInfo], selector: str | int | None) -> DeviceInfo:
     """Pick by index or (case-insensitive substring of) name; by default the most capable type.
 
-    Raises :class:`DeviceError` when nothing matches, listing what exists.
+    Raises :class:`DeviceError` when there is no device at all, :class:`UsageError` (bad input) when the
+    selector matches none, listing what exists.
     """
     if not devices:
         raise DeviceError("no Vulkan device found (install mesa-vulkan-drivers for a CPU device)")
@@ -168,7 +169,7 @@ def choose_device(devices: list[DeviceInfo], selector: str | int | None) -> Devi
         if matches:
             return matches[0]
     names = ", ".join(f"{d.index}: {d.name}" for d in devices)
-    raise DeviceError(f"no device matches --device {text!r} (devices: {names})")
+    raise UsageError(f"no device matches --device {text!r} (devices: {names})")  # bad input: exit 2, not 1
 
 
 def _rank_of(d: DeviceInfo) -> int:
