@@ -8,7 +8,6 @@ trace is read: the scenario's files are written from the trace into a temporary 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from typing import Any, Callable
 from capture import records
 from capture.embed import safe_join
 from capture.trace import FrameRecord, Trace
-from vkcore.device import VulkanContext
+from vkcore.device import VulkanContext, use_driver
 from vkcore.errors import ScenarioError, TraceError, UsageError
 from vkcore.executor import Event, FrameSnapshot, FrameStarted, StopRequest, execute
 from vkcore.plan import Frame, Plan, make_plan
@@ -81,16 +80,6 @@ class ReplayReport:
     @property
     def first_divergence(self) -> FrameResult | None:
         return next((f for f in self.frames if f.diverged), None)
-
-
-def use_driver(icd: Path | None) -> None:
-    """Make the Vulkan loader use only the driver manifest ``icd`` (before any instance exists)."""
-    if icd is None:
-        return
-    if not icd.is_file():
-        raise UsageError(f"--icd {icd}: no such driver manifest (a Vulkan ICD .json file)")
-    os.environ["VK_DRIVER_FILES"] = str(icd.resolve())
-    os.environ["VK_ICD_FILENAMES"] = str(icd.resolve())
 
 
 def rebuild_scenario(trace: Trace, folder: Path, replace_shaders: tuple[tuple[str, Path], ...] = ()) -> Scenario:

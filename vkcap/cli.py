@@ -122,12 +122,22 @@ def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
     )
 
 
+def start_vulkan_early(icd: Path | None = None) -> None:
+    """Choose the driver (``--icd``) and let it start while the command imports and reads its files
+    (see :func:`vkcore.device.start_instance_early`); call once the arguments are checked."""
+    from vkcore.device import start_instance_early, use_driver
+
+    use_driver(icd)
+    start_instance_early()
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from vkcore.runner import run
 
     from .progress import FrameProgress
 
     options = run_options(args)
+    start_vulkan_early()
     with FrameProgress.for_terminal() as progress:
         result = run(options, on_event=progress.on_event)
     if options.dry_run:

@@ -109,9 +109,7 @@ ZSTD_MIN_LEVEL, ZSTD_MAX_LEVEL = -(1 << 17), 22  # zstd's ZSTD_minCLevel() and Z
 def cmd_record(args: argparse.Namespace) -> int:
     import logging
 
-    from capture.recorder import RecordOptions, default_trace_path, record
-
-    from .cli import run_options
+    from .cli import run_options, start_vulkan_early
 
     if args.checkpoint_every < 0:
         raise UsageError(f"--checkpoint-every must be 0 or more, got {args.checkpoint_every}")
@@ -121,6 +119,9 @@ def cmd_record(args: argparse.Namespace) -> int:
     if args.compression_threads < -1:
         raise UsageError(f"--compression-threads must be -1 (one per core), 0 (none) or more, got {args.compression_threads}")
     run = run_options(args, capture_all=args.capture == "all")
+    start_vulkan_early()
+    from capture.recorder import RecordOptions, default_trace_path, record
+
     options = RecordOptions(
         run=run,
         trace=args.trace or default_trace_path(run.scenario),
@@ -405,17 +406,20 @@ def report_outputs(args: argparse.Namespace, kind: str, document: dict[str, Any]
 def cmd_replay(args: argparse.Namespace) -> int:
     import logging
 
+    from .cli import start_vulkan_early
+
+    log = logging.getLogger("vkcap")
+    if args.isolate and not args.serve_probes:
+        return replay_isolated(args, log)
+    start_vulkan_early(args.icd)  # the replay runs in this process (perhaps the probes' child)
     from replay.report import comparison_line, frames_document, print_frames
     from replay.replayer import replay
 
-    log = logging.getLogger("vkcap")
     options = replay_options(args)
     if args.serve_probes:
         from replay.isolate import serve_probes
 
         return serve_probes(options, args.probe_fd)
-    if args.isolate:
-        return replay_isolated(args, log)
     if args.tolerance == "auto":
         from replay.auto import auto_tolerances
 
@@ -497,12 +501,16 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     import json as _json
     import logging
 
+    if server is None:  # the probes run here: let the driver start while the modules load
+        from .cli import start_vulkan_early
+
+        start_vulkan_early(args.icd)
     import trio
 
     from capture.trace import Trace
     from replay.bisect import Span, bisect_trace, dispatch_name
-    from replay.replayer import use_driver
     from replay.report import comparison_line
+    from vkcore.device import use_driver
 
     log = logging.getLogger("vkcap")
     args.frame = args.frames = None

@@ -7,9 +7,12 @@ faster without them); ``emulation="off"`` never loads them, ``emulation="always"
 """
 from __future__ import annotations
 
+import atexit
 import os
 import signal
+import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import vulkan as vk
@@ -191,6 +194,92 @@ class signals_deferred:
         signal.pthread_sigmask(signal.SIG_SETMASK, self.previous)
 
 
+def use_driver(icd: Path | None) -> None:
+    """Make the Vulkan loader use only the driver manifest ``icd`` (before any instance exists)."""
+    if icd is None:
+        return
+    if not icd.is_file():
+        raise UsageError(f"--icd {icd}: no such driver manifest (a Vulkan ICD .json file)")
+    os.environ["VK_DRIVER_FILES"] = str(icd.resolve())
+    os.environ["VK_ICD_FILENAMES"] = str(icd.resolve())
+
+
+class _InstanceStart:
+    """A plain instance (no layers) and its physical devices, made in a background thread from the
+    moment :func:`start_instance_early` is called; see there. (Describing the devices is left to
+    the caller: it is mostly Python, which would only contend for the interpreter.)"""
+
+    def __init__(self) -> None:
+        self.environment = _loader_environment()
+        self.found: tuple[Any, list[Any]] | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._start, name="vkcap-vulkan-start", daemon=True)
+        with signals_deferred():  # the driver's own threads inherit the blocked signals
+            self.thread.start()
+        atexit.register(self.discard)
+
+    def _start(self) -> None:
+        try:
+            instance = _create_instance(())
+        except BaseException as exc:
+            self.error = exc
+            return
+        try:
+            self.found = (instance, vk.vkEnumeratePhysicalDevices(instance))
+        except BaseException as exc:
+            vk.vkDestroyInstance(instance, None)
+            self.error = exc
+
+    def take(self) -> tuple[Any, list[Any]] | None:
+        """The instance and its physical devices (the caller owns the instance), or None when the
+        loader's environment changed since (another driver, layers)."""
+        self.thread.join()
+        if _loader_environment() != self.environment:
+            self.discard()
+            return None
+        if self.error is not None:
+            raise self.error
+        found, self.found = self.found, None
+        return found
+
+    def discard(self) -> None:
+        self.thread.join()
+        if self.found is not None:
+            vk.vkDestroyInstance(self.found[0], None)
+            self.found = None
+
+
+_early: _InstanceStart | None = None
+
+
+def _loader_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith("VK_")}
+
+
+def start_instance_early() -> None:
+    """Begin creating the Vulkan instance in a background thread, so that the driver's start-up
+    (about 100 ms on NVIDIA's, where the device list is slow too) overlaps the imports and file
+    reading before the first :class:`VulkanContext`, which takes it when it starts without layers.
+    Call once the loader's environment is final (after ``--icd``); an instance never taken, or
+    made for another environment, is destroyed."""
+    global _early
+    if _early is None:
+        _early = _InstanceStart()
+
+
+def _take_early() -> tuple[Any, list[Any]] | None:
+    global _early
+    early, _early = _early, None
+    return early.take() if early is not None else None
+
+
+def _discard_early() -> None:
+    global _early
+    early, _early = _early, None
+    if early is not None:
+        early.discard()
+
+
 class VulkanContext:
     """One instance, one logical device with a compute queue, and what the executor needs to know of them."""
 
@@ -212,6 +301,7 @@ class VulkanContext:
         needed = [e for e, need in ((TENSORS_EXT, need_tensors), (GRAPH_EXT, need_graphs)) if need]
         if needed and emulation == "auto" and native_support.known_native(needed) is False:
             # No installed driver provides them (learnt on an earlier run): start with the layers at once.
+            _discard_early()
             self.instance = None
             self._restart_with_emulation(0)
             physicals = vk.vkEnumeratePhysicalDevices(self.instance)
@@ -223,8 +313,12 @@ class VulkanContext:
                     f"device '{chosen.name}' lacks {', '.join(still)} even with ARM's emulation layers loaded"
                 )
         else:
-            self.instance = _create_instance(())
-            physicals = vk.vkEnumeratePhysicalDevices(self.instance)
+            early = _take_early()
+            if early is not None:
+                self.instance, physicals = early
+            else:
+                self.instance = _create_instance(())
+                physicals = vk.vkEnumeratePhysicalDevices(self.instance)
             infos = [_describe(i, pd, False) for i, pd in enumerate(physicals)]
             native_support.remember([[e for e in (TENSORS_EXT, GRAPH_EXT) if e in d.extensions] for d in infos])
             chosen = choose_device(infos, device)
