@@ -420,8 +420,9 @@ def test_property_ulp_distance_counts_representable_floats(x: float, steps: int,
     start = np.float32(x)
     y = start
     target = np.float32(np.inf if up else -np.inf)
-    for _ in range(steps):
-        y = np.nextafter(y, target)
+    with np.errstate(over="ignore"):  # stepping past the largest float gives inf: that example is dropped
+        for _ in range(steps):
+            y = np.nextafter(y, target)
     assume(np.isfinite(y))
     c = compare("r", np.array([start]).tobytes(), np.array([y]).tobytes(), dtype="float32")
     assert c.max_ulp == steps
