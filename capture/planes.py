@@ -125,15 +125,9 @@ def encode_parts(
     return [b"".join(entries), *(body for _, body in coded), view[elements.size * width :].tobytes()]
 
 
-def encode(
-    view: memoryview,
-    width: int,
-    compressor: Callable[[int], zstandard.ZstdCompressor],
-    scratch: np.ndarray | None = None,
-    map_planes: Callable[..., Iterable[tuple[int, Any]]] = map,
-) -> bytes:
-    """The PLANES encoding of ``view`` in one ``bytes`` (see :func:`encode_parts`)."""
-    return b"".join(encode_parts(view, width, compressor, scratch, map_planes))
+def encode(view: memoryview, width: int, compressor: Callable[[int], zstandard.ZstdCompressor]) -> bytes:
+    """The PLANES encoding of ``view`` in one ``bytes``, planes one after the other (see :func:`encode_parts`)."""
+    return b"".join(encode_parts(view, width, compressor))
 
 
 def decode(stored: bytes, raw_len: int, dctx: zstandard.ZstdDecompressor) -> memoryview:

@@ -6,6 +6,7 @@ Recording runs in-process through ``vkcap.cli.main`` (fast); the signal tests ne
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pytest
@@ -594,58 +595,52 @@ void main() {  // xorshift32 on every element: new, incompressible data every fr
 """
 
 
-def _small_disk(path: Path, size: str) -> bool:
-    """Mount a tmpfs of ``size`` at ``path``; False where this process may not mount."""
+@contextlib.contextmanager
+def small_disk(path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted at ``path`` for the block (a full disk is simulated with it); the
+    test is skipped where this process may not mount."""
     path.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        return False
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True).returncode == 0
+    if os.geteuid() != 0 or shutil.which("mount") is None or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True).returncode != 0:
+        pytest.skip("needs root and mount to create a small tmpfs (a full disk is simulated with it)")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], capture_output=True)
+
+
+def record_incompressible_onto(builder: ScenarioBuilder, disk: Path, frames: int, seed: int) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Record ``frames`` frames of 64 KiB of incompressible, changing data into ``disk``/t.vkt."""
+    data = np.random.default_rng(seed).integers(0, 2**32, 16384, dtype=np.uint32)
+    builder.shader("shuffle", SHUFFLE).buffer("state", data.nbytes, data)
+    for f in range(frames):
+        builder.dispatch("shuffle", [(0, 0, "state")], [data.size // 64]).boundary(["state"], f)
+    trace = disk / "t.vkt"
+    proc = vkcap("record", builder.save(), "-o", trace)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return proc, trace
 
 
 def test_full_disk_keeps_the_complete_frames(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """A disk that fills up mid-recording: one clear error, exit 1, and a valid trace holding the
     frames completed before, marked failed with the reason."""
-    disk = tmp_path / "small"
-    if not _small_disk(disk, "200k"):
-        pytest.skip("needs root and mount to create a small tmpfs (a full disk is simulated with it)")
-    try:
-        data = np.random.default_rng(3).integers(0, 2**32, 16384, dtype=np.uint32)  # 64 KiB, incompressible
-        builder.shader("shuffle", SHUFFLE).buffer("state", data.nbytes, data)
-        for f in range(20):
-            builder.dispatch("shuffle", [(0, 0, "state")], [data.size // 64]).boundary(["state"], f)
-        trace = disk / "t.vkt"
-        proc = vkcap("record", builder.save(), "-o", trace)
-        assert proc.returncode == 1, proc.stderr
+    with small_disk(tmp_path / "small", "200k") as disk:
+        proc, trace = record_incompressible_onto(builder, disk, 20, seed=3)
         message = proc.stderr.strip().splitlines()[-1]
         assert message.startswith(f"vkcap: error: {trace}: cannot write the trace (No space left on device) at frame ")
-        assert "Traceback" not in proc.stderr
         info = json.loads(vkcap("info", trace, "--json").stdout)
         assert info["status"] == "failed" and info["frames"] >= 1 and "No space left" in info["error"]
         assert not info["recovered"]
-    finally:
-        subprocess.run(["umount", str(disk)], capture_output=True)
 
 
 def test_full_disk_before_the_first_frame_leaves_nothing(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """The preamble (written while the first frames run) does not fit: one clear error, exit 1, and
     neither a trace nor a partial file."""
-    disk = tmp_path / "tiny"
-    if not _small_disk(disk, "32k"):
-        pytest.skip("needs root and mount to create a small tmpfs (a full disk is simulated with it)")
-    try:
-        data = np.random.default_rng(4).integers(0, 2**32, 16384, dtype=np.uint32)  # 64 KiB, incompressible
-        builder.shader("shuffle", SHUFFLE).buffer("state", data.nbytes, data)
-        for f in range(3):
-            builder.dispatch("shuffle", [(0, 0, "state")], [data.size // 64]).boundary(["state"], f)
-        trace = disk / "t.vkt"
-        proc = vkcap("record", builder.save(), "-o", trace)
-        assert proc.returncode == 1, proc.stderr
+    with small_disk(tmp_path / "tiny", "32k") as disk:
+        proc, trace = record_incompressible_onto(builder, disk, 3, seed=4)
         assert proc.stderr.strip().splitlines()[-1] == (
             f"vkcap: error: {trace}: cannot write the trace (No space left on device) before its first frame")
-        assert "Traceback" not in proc.stderr
         assert sorted(p.name for p in disk.iterdir()) == []
-    finally:
-        subprocess.run(["umount", str(disk)], capture_output=True)
 
 
 def test_compression_flags_choose_the_zstd_level_and_refuse_what_zstd_cannot_do(
