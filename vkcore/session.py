@@ -557,21 +557,27 @@ class Session:
         host maps directly are copied from the mapping, all others come back in one submission
         through one staging buffer (one allocation, one wait, however many resources)."""
         uids = list(uids)
+        resources = self.resources
+        assert resources is not None
         out: dict[str, bytes] = {}
         device_side = []
         for uid in uids:
-            resource = self.resources[uid]
+            resource = resources[uid]
             if isinstance(resource, DeviceBuffer) and resource.mapped:
                 out[uid] = bytes(resource.view)
             else:
                 device_side.append((uid, resource.snapshot_size, None))
         if device_side:
-            layout = build_layout(device_side, align_of={u: getattr(self.resources[u], "snapshot_alignment", 1)
+            layout = build_layout(device_side, align_of={u: getattr(resources[u], "snapshot_alignment", 1)
                                                           for u, _, _ in device_side})
             staging, alloc = staging_buffer(self.ctx, layout.size)
+
+            def record_copies(cb: Any) -> None:
+                for item in layout.items:
+                    resources[item.uid].record_snapshot(cb, staging, item.offset)
+
             try:
-                self.one_time_submit(lambda cb: [self.resources[i.uid].record_snapshot(cb, staging, i.offset)
-                                                 for i in layout.items])
+                self.one_time_submit(record_copies)
                 assert alloc.view is not None
                 out.update((i.uid, bytes(alloc.view[i.offset : i.offset + i.size])) for i in layout.items)
             finally:
