@@ -88,7 +88,7 @@ def prefers_planes(view: memoryview, width: int, cctx: zstandard.ZstdCompressor)
 
 
 def _plane_cost(plane: np.ndarray, cctx: zstandard.ZstdCompressor) -> int:
-    return min(len(plane), len(cctx.compress(plane)))
+    return min(len(plane), len(cctx.compress(plane)))  # type: ignore[arg-type]  # zstandard's stubs refuse an ndarray
 
 
 def encode_parts(
@@ -114,8 +114,8 @@ def encode_parts(
     def one_plane(k: int) -> tuple[int, Any]:
         plane = _fill_plane(elements, planes, k)
         probe = plane[:PROBE_BYTES]
-        if len(compressor(len(probe)).compress(probe)) <= RAW_IF_ABOVE * len(probe):
-            packed = compressor(len(plane)).compress(plane)
+        if len(compressor(len(probe)).compress(probe)) <= RAW_IF_ABOVE * len(probe):  # type: ignore[arg-type]  # as above
+            packed = compressor(len(plane)).compress(plane)  # type: ignore[arg-type]  # as above
             if len(packed) < len(plane):
                 return PLANE_ZSTD, packed
         return PLANE_RAW, plane.tobytes() if scratch is not None else plane.data
@@ -152,6 +152,7 @@ def decode(stored: bytes, raw_len: int, dctx: zstandard.ZstdDecompressor) -> mem
             raise PlanesError(f"plane {k} declares {stored_len} bytes, more than remain")
         body = memoryview(stored)[pos : pos + stored_len]
         pos += stored_len
+        plane: bytes | memoryview
         if codec == PLANE_RAW:
             plane = body
         elif codec == PLANE_ZSTD:

@@ -168,7 +168,7 @@ class TraceRecorder:
     def _layout(self, frame: Frame, checkpoint: bool) -> CaptureLayout:
         key = (frame.index, checkpoint)
         if key not in self._layouts:
-            entries: list[tuple[str, int, int | None]] = []
+            entries: list[tuple[Any, ...]] = []
             if self.options.dispatch_level:
                 for cmd in frame.dispatches:
                     if isinstance(cmd, DispatchCompute):
@@ -294,8 +294,10 @@ class TraceRecorder:
         scenario = self.scenario
         deps = {uid: m.dependencies for uid, m in session.modules.items()}
         portable, files = portable_scenario(scenario, deps)
-        initial = session.contents(session.resources.resources)
-        described = {u: session.resources[u].meta() for u in initial}
+        resources = session.resources
+        assert resources is not None
+        initial = session.contents(resources.resources)
+        described = {u: resources[u].meta() for u in initial}
         for graph in session.graphs.values():  # intermediates, snapshotted after segments
             for seg in graph.segments:
                 for name in seg.writes:
@@ -453,7 +455,9 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
     async def on_session(session: Session) -> None:
         options.trace.parent.mkdir(parents=True, exist_ok=True)
         state.writer = TraceWriter(options.trace, level=options.level, threads=options.threads)
-        state.recorder = TraceRecorder(state.writer, session.plan, options, session.resources, session.graphs,
+        resources = session.resources
+        assert resources is not None
+        state.recorder = TraceRecorder(state.writer, session.plan, options, resources, session.graphs,
                                        session.unwritable_resources())
         state.recorder.queue = send
         preamble = await trio.to_thread.run_sync(state.recorder.gather_preamble, session, argv)

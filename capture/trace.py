@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from vkcore.errors import TraceError
 
@@ -99,7 +99,7 @@ class Trace:
             metas = self.reader.metas()
         except (TraceCorrupt, ContainerError) as exc:
             raise TraceError(str(exc)) from None
-        handlers = {
+        handlers: dict[str | None, Callable[[dict[str, Any], int], None]] = {
             kinds.HEADER: self._on_header,
             kinds.SCENARIO: self._on_scenario,
             kinds.FILE: self._on_file,

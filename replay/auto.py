@@ -55,10 +55,11 @@ def auto_tolerances(options: ReplayOptions, log: logging.Logger, runs: int = RUN
         # A relative error is infinite where one run had 0: that says nothing about scale, and an
         # infinite rtol would accept anything. atol covers those elements.
         rel = c.max_rel * SAFETY if math.isfinite(c.max_rel) else 0.0
-        per[uid] = Tolerance(atol=max(base.atol, c.max_abs * SAFETY), rtol=max(base.rtol, rel), ulp=max(base.ulp, int(c.max_ulp * SAFETY)))
+        learned = Tolerance(atol=max(base.atol, c.max_abs * SAFETY), rtol=max(base.rtol, rel), ulp=max(base.ulp, int(c.max_ulp * SAFETY)))
+        per[uid] = learned
         log.warning(
             "nondeterministic: %s varies between identical runs (max abs %.6g, max %d ULP); tolerance set to atol %.6g, rtol %.3g, ulp %d",
-            uid, c.max_abs, c.max_ulp, per[uid].atol, per[uid].rtol, per[uid].ulp,
+            uid, c.max_abs, c.max_ulp, learned.atol, learned.rtol, learned.ulp,
         )
     if not _Collector.spreads:
         log.info("tolerance auto: every resource was deterministic over %d runs", runs)

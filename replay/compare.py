@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -202,7 +202,7 @@ def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *,
     if result.differing:
         flat = int(failing_at[0]) if failing_at.size else int(differing_at[0])
         in_shape = shape is not None and flat < int(np.prod(shape)) <= a.size  # e.g. level 0 of a mipmapped image
-        result.first_index = tuple(int(i) for i in np.unravel_index(flat, shape)) if in_shape else (flat,)
+        result.first_index = tuple(int(i) for i in np.unravel_index(flat, cast(tuple[int, ...], shape))) if in_shape else (flat,)
         result.first_recorded = _widen(a[flat : flat + 1], dtype)[0].item()
         result.first_live = _widen(b[flat : flat + 1], dtype)[0].item()
     result.status = DIVERGED if failing_at.size else WITHIN

@@ -22,7 +22,7 @@ BAR_WIDTH = 24
 MIN_SIDE = 128  # small maps are scaled up so a person can see them
 
 
-def error_map(recorded: bytes, live: bytes, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+def error_map(recorded: bytes | memoryview, live: bytes, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
     """|recorded - live| as float64, reduced to 2-d (rows, columns)."""
     storage = DTYPES[dtype][0]
     a = _widen(np.frombuffer(recorded, storage), dtype).astype(np.float64)
@@ -59,7 +59,7 @@ def write_heatmap(path: Path, err: np.ndarray, title: str) -> Path:
     image = Image.fromarray(rgb, "RGB")
     factor = max(1, MIN_SIDE // max(1, min(err.shape)))
     if factor > 1:
-        image = image.resize((err.shape[1] * factor, err.shape[0] * factor), Image.NEAREST)
+        image = image.resize((err.shape[1] * factor, err.shape[0] * factor), Image.Resampling.NEAREST)
     width, height = image.size
     canvas = Image.new("RGB", (width + BAR_WIDTH + 110, max(height, 160) + 30), (255, 255, 255))
     canvas.paste(image, (0, 30))

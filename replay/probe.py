@@ -25,7 +25,7 @@ from vkcore.scenario import DispatchCompute
 from .compare import IDENTICAL, Comparison, compare
 from .replayer import Comparer, ReplayOptions, rebuild_scenario, replay_trace
 
-Captures = dict[tuple[int, str], bytes]  # (command index, uid) -> bytes after that dispatch
+Captures = dict[tuple[int, str], bytes | memoryview]  # (command index, uid) -> bytes after that dispatch
 PLACEHOLDER = "0" * 32
 
 

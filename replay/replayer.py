@@ -143,9 +143,9 @@ class Comparer:
         self._layouts: dict[int, CaptureLayout] = {}
         self._align = {uid: int(m.get("texel_bytes", 1)) for uid, m in trace.resources.items() if m.get("kind") == "image"}
 
-    def _entries(self, record: FrameRecord) -> list[tuple[str, int, int | None]]:
+    def _entries(self, record: FrameRecord) -> list[tuple[Any, ...]]:
         size = lambda uid: self.trace.resources[uid]["size"]  # noqa: E731
-        entries: list[tuple[str, int, int | None]] = []
+        entries: list[tuple[Any, ...]] = []
         if self.options.dispatch_level:
             entries += [(d.uid, size(d.uid), d.command, d.segment) for d in record.dispatches]
         entries += [(uid, size(uid), None) for uid in record.snapshots]
@@ -272,8 +272,10 @@ def restore_state(session: Session, trace: Trace, after: int) -> None:
             raise TraceError(f"the trace does not hold the complete state after frame {after}", file=trace.path)
         state.update(known)
     what = "checkpoint" if after in trace.checkpoints else "frame"
+    resources = session.resources
+    assert resources is not None
     for uid, key in state.items():
-        if uid in session.resources:
+        if uid in resources:
             session.restore(uid, trace.blob(key, what=f"{what} {after}, resource '{uid}'"))
 
 

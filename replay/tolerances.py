@@ -31,7 +31,7 @@ class TolerancePolicy:
     keys its table sets: a table that sets ``dtype`` alone still gets the command line's tolerances."""
 
     default: Tolerance = Tolerance()
-    per_resource: dict[str, Tolerance | dict[str, float]] = field(default_factory=dict)
+    per_resource: dict[str, Tolerance | dict[str, Any]] = field(default_factory=dict)
     dtypes: dict[str, str] = field(default_factory=dict)
     default_dtype: str = "bytes"
 
@@ -47,7 +47,7 @@ class TolerancePolicy:
         return self.dtypes.get(uid, self.default_dtype)
 
     def with_defaults(self, atol: float | None, rtol: float | None, ulp: int | None) -> "TolerancePolicy":
-        changes = {k: v for k, v in (("atol", atol), ("rtol", rtol), ("ulp", ulp)) if v is not None}
+        changes: dict[str, Any] = {k: v for k, v in (("atol", atol), ("rtol", rtol), ("ulp", ulp)) if v is not None}
         return replace(self, default=replace(self.default, **changes))
 
 

@@ -282,7 +282,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def export_image(path: Path, meta: dict[str, Any], data: bytes) -> None:
+def export_image(path: Path, meta: dict[str, Any], data: bytes | memoryview) -> None:
     """Level 0 of an image snapshot as .dds or .png (like ``dst``); .npy as an NHWC array of all of level 0."""
     from vkcore.formats import format_info
     from vkcore.images import write_image_file

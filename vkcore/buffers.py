@@ -111,7 +111,7 @@ class DeviceBuffer:
     def descriptor_type(self, descriptor_type_override: str) -> int:
         return vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
 
-    def descriptor(self, dst_set: Any, binding: int, lod: int, descriptor_type: int) -> DescriptorWrite:
+    def descriptor(self, dst_set: Any, binding: int, lod: int | None, descriptor_type: int) -> DescriptorWrite:
         info = vk.VkDescriptorBufferInfo(buffer=self.handle, offset=0, range=self.size)
         write = vk.VkWriteDescriptorSet(
             dstSet=dst_set, dstBinding=binding, descriptorCount=1, descriptorType=descriptor_type, pBufferInfo=[info]

@@ -374,7 +374,7 @@ class VulkanContext:
         return best[1], best[2]
 
     def info_name(self) -> str:
-        return getattr(self, "info", None).name if hasattr(self, "info") else "?"
+        return self.info.name if hasattr(self, "info") else "?"
 
     def _create_device(self, extensions: list[str]) -> Any:
         # Extension feature structs to query and enable, chained after the core ones.

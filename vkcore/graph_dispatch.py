@@ -123,7 +123,7 @@ class SegmentWrites(NamedTuple):
     """One segment, for capture: its index in the VGF's sequence, its name, its module's name, and what it
     writes (scenario uids for model outputs, intermediate names otherwise)."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # a field named index shadows tuple.index, as intended
     name: str
     module: str
     writes: tuple[str, ...]
@@ -889,8 +889,8 @@ class _Checker:
         spirv = dataclasses.replace(spirv, uid=uid)
         by_set: dict[int, list[tuple[int, int]]] = {}
         for ds in seg.descriptor_sets:
-            for b in ds.bindings:
-                by_set.setdefault(ds.set_index, []).append((b.binding, TENSOR_DESCRIPTOR))
+            for binding in ds.bindings:
+                by_set.setdefault(ds.set_index, []).append((binding.binding, TENSOR_DESCRIPTOR))
         signature = tuple(sorted((s, tuple(sorted(v))) for s, v in by_set.items()))
         return _ComputeStep(seg, module, spirv, spec, push, (int(shape[0]), int(shape[1]), int(shape[2])), signature)
 

@@ -202,7 +202,8 @@ def write_dds(
     if texel_bytes is None:
         texel_bytes = _texel_bytes(dxgi_format)
     header = dds_header(width, height, dxgi_format, texel_bytes, len(levels))
-    views = [memoryview(np.ascontiguousarray(level) if isinstance(level, np.ndarray) else level).cast("B")
+    # The ignore: numpy's stubs give ndarray a __buffer__ only on Python >= 3.12.
+    views = [memoryview(np.ascontiguousarray(level) if isinstance(level, np.ndarray) else level).cast("B")  # type: ignore[arg-type]
              for level in levels]
     for i, (view, size) in enumerate(zip(views, mip_level_sizes(width, height, texel_bytes, len(levels)))):
         if view.nbytes != size:

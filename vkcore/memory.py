@@ -55,7 +55,7 @@ def allocate(ctx: VulkanContext, requirements: Any, size: int, *, host_access: b
     mp = ctx.memory_properties
     if host_access:
         required = HOST_VISIBLE | HOST_COHERENT
-        orders = (DEVICE_LOCAL | HOST_CACHED, HOST_CACHED, DEVICE_LOCAL, 0)
+        orders: tuple[int, ...] = (DEVICE_LOCAL | HOST_CACHED, HOST_CACHED, DEVICE_LOCAL, 0)
     else:
         required = 0
         orders = (DEVICE_LOCAL, 0)

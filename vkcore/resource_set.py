@@ -8,7 +8,7 @@ A group is host-visible (and mapped) when all its members want host access.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, cast
 
 import vulkan as vk
 
@@ -197,7 +197,7 @@ class ResourceSet:
         for alloc in self._allocations:
             if alloc.view is not None:
                 alloc.zero(0, alloc.size)
-        specs = [self.scenario.by_uid[uid] for uid in self.resources]
+        specs = [cast("Buffer | Image | Tensor", self.scenario.by_uid[uid]) for uid in self.resources]
         for spec in sorted(specs, key=lambda s: bool(getattr(s, "src", ""))):
             src = self.scenario.src_path(spec.src) if getattr(spec, "src", "") else None
             if timer is not None and src is not None:

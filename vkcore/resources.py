@@ -45,7 +45,9 @@ class OneTimeSubmit(Protocol):
 
 
 class DeviceResource(Protocol):
-    uid: str
+    @property
+    def uid(self) -> str: ...
+
     kind: str  # "buffer", "image" or "tensor"
 
     @property
@@ -64,7 +66,7 @@ class DeviceResource(Protocol):
 
     def descriptor_type(self, descriptor_type_override: str) -> int: ...
 
-    def descriptor(self, dst_set: Any, binding: int, lod: int, descriptor_type: int) -> DescriptorWrite: ...
+    def descriptor(self, dst_set: Any, binding: int, lod: int | None, descriptor_type: int) -> DescriptorWrite: ...
 
     def record_snapshot(self, cb: Any, staging: Any, offset: int) -> None:
         """Copy the whole content into buffer ``staging`` at ``offset`` (snapshot layout), with the

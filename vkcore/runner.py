@@ -16,7 +16,7 @@ from .executor import DispatchTimed, Event, FrameConsumer, StopRequest, execute
 from .pipelines import cache_file_for
 from .plan import Plan, make_plan
 from .errors import ScenarioError
-from .scenario import Graph, Image, Scenario, Tensor, load_scenario
+from .scenario import Barrier, Graph, Image, Scenario, Tensor, load_scenario
 from .session import HostTimer, Session, SessionOptions
 from .sync import uses_graph_sync
 
@@ -57,7 +57,7 @@ def scenario_needs(scenario: Scenario) -> tuple[bool, bool]:
     graphs = any(isinstance(r, Graph) for r in scenario.resources) or any(
         uses_graph_sync(r.src_access, r.dst_access, r.src_stage, r.dst_stage)
         for r in scenario.resources
-        if hasattr(r, "src_access")
+        if isinstance(r, Barrier)
     )
     return tensors or graphs, graphs
 
@@ -120,9 +120,11 @@ async def run_async(
             exc.file = exc.file or str(scenario.path)  # device-dependent checks name the scenario too
             raise
         try:
-            result.pipeline_cache_hits = session.cache.hits
-            result.pipeline_cache_misses = session.cache.misses
-            session.cache.save()
+            cache = session.cache
+            assert cache is not None
+            result.pipeline_cache_hits = cache.hits
+            result.pipeline_cache_misses = cache.misses
+            cache.save()
             if options.dry_run:
                 return result
             session.load_inputs()

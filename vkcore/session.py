@@ -133,7 +133,7 @@ class Session:
         self.fences: list[Any] = []
         self.ring = StagingRing(ctx)
         self.descriptor_pool = None
-        self._command_buffers: dict[tuple[int, Hashable, int], Any] = {}
+        self._command_buffers: dict[Hashable, Any] = {}
         try:
             self.resources = ResourceSet(ctx, self.scenario)
             self.cache = PipelineCache(
@@ -150,6 +150,13 @@ class Session:
         except BaseException:
             self.close()
             raise
+
+    @property
+    def _resources(self) -> ResourceSet:
+        """``resources``, set whenever a method runs (``None`` only for ``close()`` after a failed ``__init__``)."""
+        resources = self.resources
+        assert resources is not None
+        return resources
 
     # -- building -------------------------------------------------------------------------------
 
@@ -171,17 +178,18 @@ class Session:
         return self.modules[spec.uid]
 
     def _descriptor_type(self, binding: Binding) -> int:
-        return self.resources[binding.resource_ref].descriptor_type(binding.descriptor_type)
+        return self._resources[binding.resource_ref].descriptor_type(binding.descriptor_type)
 
     def _prepare_dispatches(self) -> None:
+        assert self.factory is not None
         computes = [c for c in self.scenario.commands if isinstance(c, DispatchCompute)]
         counts: dict[int, int] = {}
         total_sets = 0
         if not self.options.profiling:  # identical dispatches share one prepared dispatch (and its sets)
             computes = list({command_key(c): c for c in reversed(computes)}.values())[::-1]
         for cmd in computes:
-            sets = {b.set for b in cmd.bindings}
-            total_sets += len(sets) if sets else 0
+            set_indices = {b.set for b in cmd.bindings}
+            total_sets += len(set_indices) if set_indices else 0
             for b in cmd.bindings:
                 t = self._descriptor_type(b)
                 counts[t] = counts.get(t, 0) + 1
@@ -287,7 +295,7 @@ class Session:
             self.ctx.device, vk.VkDescriptorSetAllocateInfo(descriptorPool=self.descriptor_pool, pSetLayouts=layouts)
         )
         sets = dict(zip(used, handles))
-        parts = [self.resources[b.resource_ref].descriptor(sets[b.set], b.id, b.lod, self._descriptor_type(b)) for b in cmd.bindings]
+        parts = [self._resources[b.resource_ref].descriptor(sets[b.set], b.id, b.lod, self._descriptor_type(b)) for b in cmd.bindings]
         writes = [p.write for p in parts]
         vk.vkUpdateDescriptorSets(self.ctx.device, len(writes), writes, 0, None)
         return sets
@@ -303,7 +311,7 @@ class Session:
         for uid in cmd.buffer_barrier_refs:
             b = self.scenario.by_uid[uid]
             assert isinstance(b, BufferBarrier)
-            buf = self.resources[b.buffer_resource]
+            buf = self._resources[b.buffer_resource]
             assert isinstance(buf, DeviceBuffer)
             batch.buffer.append(
                 buffer_barrier(
@@ -314,7 +322,7 @@ class Session:
         for uid in cmd.image_barrier_refs:
             ib = self.scenario.by_uid[uid]
             assert isinstance(ib, ImageBarrier)
-            image = self.resources[ib.image_resource]
+            image = self._resources[ib.image_resource]
             r = ib.subresource_range
             old, new = LAYOUT[ib.old_layout], LAYOUT[ib.new_layout]
             batch.image.append(image._barrier(  # type: ignore[attr-defined]
@@ -326,7 +334,7 @@ class Session:
         for uid in cmd.tensor_barrier_refs:
             t = self.scenario.by_uid[uid]
             assert isinstance(t, TensorBarrier)
-            resource = self.resources[t.tensor_resource]
+            resource = self._resources[t.tensor_resource]
             tensor_barriers.append(resource.barrier(  # type: ignore[attr-defined]
                 stage_mask(t.src_stage), ACCESS[t.src_access], stage_mask(t.dst_stage), ACCESS[t.dst_access]))
         if tensor_barriers:
@@ -443,7 +451,7 @@ class Session:
 
     def load_inputs(self) -> None:
         """Every resource's initial content: its ``src``, else zeros."""
-        self.resources.load_initial(self.one_time_submit, self.timer)
+        self._resources.load_initial(self.one_time_submit, self.timer)
 
     def one_time_submit(self, record: Callable[[Any], None]) -> None:
         """Record commands with ``record(cb)``, submit them alone and wait (setup and read-back work)."""
@@ -480,7 +488,7 @@ class Session:
         """A VkFrameBoundaryEXT naming the captured buffers, for tools like RenderDoc (when the device has it)."""
         if frame.boundary is None or not self.ctx.has_extension(FRAME_BOUNDARY_EXT):
             return None
-        handles = [r.handle for u in frame.capture if isinstance(r := self.resources[u], DeviceBuffer)]
+        handles = [r.handle for u in frame.capture if isinstance(r := self._resources[u], DeviceBuffer)]
         return vk.VkFrameBoundaryEXT(
             flags=vk.VK_FRAME_BOUNDARY_FRAME_END_BIT_EXT, frameID=frame.frame_id, pBuffers=handles or None,
         )
@@ -521,7 +529,7 @@ class Session:
 
     def restore(self, uid: str, data: bytes | memoryview) -> None:
         """Overwrite the content of a resource (replay from a checkpoint). Sizes must match."""
-        resource = self.resources[uid]
+        resource = self._resources[uid]
         if len(data) != resource.snapshot_size:
             raise DeviceError(f"cannot restore '{uid}': {len(data)} bytes for a resource of {resource.snapshot_size}")
         if isinstance(resource, DeviceBuffer) and resource.mapped:
@@ -541,7 +549,7 @@ class Session:
 
     def resource_bytes(self, uid: str) -> memoryview | bytes:
         """The current content of a resource in its snapshot layout (a mapped view for buffers)."""
-        resource = self.resources[uid]
+        resource = self._resources[uid]
         if isinstance(resource, DeviceBuffer) and resource.mapped:
             return resource.view
         staging, alloc = staging_buffer(self.ctx, resource.snapshot_size)
@@ -587,7 +595,7 @@ class Session:
     def write_outputs(self, output_dir: Path | None) -> list[Path]:
         """Write every ``dst`` (atomically, each through a temporary name); returns the paths written."""
         written = []
-        for resource, path in self.resources.outputs(output_dir):
+        for resource, path in self._resources.outputs(output_dir):
             with self.timer.measure("Save Results", f"Save Resource: {resource.uid}"):
                 resource.write_dst(path, self.one_time_submit)
             written.append(path)

@@ -184,7 +184,7 @@ class TensorResource:
                                 "tensors bind as VK_DESCRIPTOR_TYPE_TENSOR_ARM (leave descriptor_type unset)")
         return DESCRIPTOR_TYPE_TENSOR_ARM
 
-    def descriptor(self, dst_set: Any, binding: int, lod: int, descriptor_type: int) -> DescriptorWrite:
+    def descriptor(self, dst_set: Any, binding: int, lod: int | None, descriptor_type: int) -> DescriptorWrite:
         """A ``VkWriteDescriptorSet`` of the tensor's view (``lod`` has no meaning for tensors)."""
         if descriptor_type != DESCRIPTOR_TYPE_TENSOR_ARM:
             raise DeviceError(f"tensor '{self.uid}' can only be written as a TENSOR_ARM descriptor, not {descriptor_type}")
@@ -331,7 +331,7 @@ class TensorResource:
             raise ScenarioError(f"tensor '{self.uid}': {src}: " + "; ".join(problems), place=place)
         return header
 
-    def _through_staging(self, fill: Callable[[memoryview], None] | None, record: str, submit: OneTimeSubmit) -> bytes | None:
+    def _through_staging(self, fill: Callable[[memoryview], object] | None, record: str, submit: OneTimeSubmit) -> bytes | None:
         """Fill a staging buffer and restore from it (``record="restore"``), or snapshot into one and
         return its bytes (``record="snapshot"``)."""
         handle, alloc = staging_buffer(self.ctx, self.snapshot_size)
@@ -376,6 +376,7 @@ class TensorResource:
             elif self.packed:
                 fill_from_npy(self.tensor.host_view(), Path(src))  # type: ignore[arg-type]
             else:
+                assert src is not None
                 data = np.fromfile(src, dtype=_raw_dtype(self.element_size), count=header.count,
                                    offset=header.data_offset).reshape(self.dims)
                 self._raw_array()[...] = data

@@ -231,7 +231,7 @@ def _describe(error: Any, parts: list[str | int]) -> tuple[str, str]:
         got = f"got {len(value)}: {', '.join(value)}" if value else "got none"
         return place, f"expected exactly one key (the {what} kind), {got}"
     if kind == "type":
-        wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        wanted: list[str] = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         nouns = [_TYPE_NOUNS.get(t, t) for t in wanted]
         return place, f"must be {' or '.join(nouns)}, got {_show(value)}"
     if kind == "enum":
