@@ -6,7 +6,7 @@ STAMPS := .stamps
 APT_PACKAGES := libvulkan1 mesa-vulkan-drivers glslang-tools spirv-tools zstd vulkan-validationlayers
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test bench setup clean
+.PHONY: demo test typecheck bench setup clean
 
 setup: $(STAMPS)/system $(VENV)/.installed
 	@# Bytecode for our modules even where PYTHONDONTWRITEBYTECODE is set: it halves start-up.
@@ -34,6 +34,10 @@ demo: setup
 
 test: setup
 	$(VENV)/bin/python -m pytest -q -n 2 tests
+
+typecheck: setup
+	@$(VENV)/bin/python -m mypy --version >/dev/null 2>&1 || $(VENV)/bin/pip install -q --disable-pip-version-check ".[dev]"
+	$(VENV)/bin/python -m mypy vkcore capture replay vkcap
 
 bench: setup
 	$(VENV)/bin/python bench/run_vs_reference.py
