@@ -100,7 +100,7 @@ class Preamble:
     header: dict[str, Any]
     portable: str  # the portable scenario, as JSON
     files: list[EmbeddedFile]
-    initial: dict[str, bytes]  # uid -> content before the first frame
+    initial: dict[str, bytes | memoryview]  # uid -> content before the first frame (a live mapping: unwritable)
     spirv: dict[str, bytes]  # shader uid -> its SPIR-V
     fingerprint: dict[str, Any]
     described: dict[str, Any]  # uid -> resource description, graph intermediates included
@@ -215,13 +215,17 @@ class TraceRecorder:
 
     # -- the writer stage ------------------------------------------------------------------------
 
-    async def writer_loop(self, receive: Any, preamble: Preamble) -> None:
+    async def writer_loop(self, receive: Any, preamble: Preamble, preamble_done: Any) -> None:
         """Write the preamble, then append queued frames in order, in a worker thread, until the
-        channel closes. The frames run on the GPU (and are compressed) while the preamble is written."""
+        channel closes. The frames run on the GPU (and are compressed) while the preamble is written;
+        ``preamble_done`` (a trio.Event) is set once it is, or could not be, written."""
         import trio
 
         async with receive:
-            await trio.to_thread.run_sync(self.write_preamble, preamble)
+            try:
+                await trio.to_thread.run_sync(self.write_preamble, preamble)
+            finally:
+                preamble_done.set()
             async for compressed in receive:
                 await trio.to_thread.run_sync(self.write_frame, compressed)
 
@@ -289,14 +293,15 @@ class TraceRecorder:
 
     def gather_preamble(self, session: Session, argv: list[str]) -> Preamble:
         """Everything the preamble needs from the session, taken before the first frame. The initial
-        state is copied: frames change it, and the session (and its mapped memory) may be gone
-        before the preamble is written."""
+        state is copied, as frames change it, except where no command can write it: a buffer the
+        host maps is then read from its mapping, which the session keeps until the preamble is
+        written (``record_async`` holds it open)."""
         scenario = self.scenario
         deps = {uid: m.dependencies for uid, m in session.modules.items()}
         portable, files = portable_scenario(scenario, deps)
         resources = session.resources
         assert resources is not None
-        initial = session.contents(resources.resources)
+        initial = session.contents(resources.resources, live=self.unwritable)
         described = {u: resources[u].meta() for u in initial}
         for graph in session.graphs.values():  # intermediates, snapshotted after segments
             for seg in graph.segments:
@@ -356,6 +361,7 @@ class TraceRecorder:
         self.writer.add_meta(kinds.RESOURCES, {"resources": p.described})
         self.initial_keys = dict(zip(p.initial, keys[len(p.files):]))
         self.writer.add_meta(kinds.CHECKPOINT, {"seq": -1, "state": self.initial_keys})
+        p.initial.clear()  # some are live mappings, valid only while the session is open
 
 
 def _file_parts(f: EmbeddedFile) -> tuple[bytes | None, bytes]:
@@ -412,6 +418,12 @@ class _Recording:
 
     writer: TraceWriter | None = None
     recorder: TraceRecorder | None = None
+    preamble_done: Any = None  # a trio.Event, once the writer task runs
+
+    async def session_released(self) -> None:
+        """Return once nothing reads the session's memory any more (the preamble is written)."""
+        if self.preamble_done is not None:
+            await self.preamble_done.wait()
 
 
 class _Consumer:
@@ -461,7 +473,8 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
                                        session.unwritable_resources())
         state.recorder.queue = send
         preamble = await trio.to_thread.run_sync(state.recorder.gather_preamble, session, argv)
-        nursery.start_soon(state.recorder.writer_loop, receive, preamble)
+        state.preamble_done = trio.Event()
+        nursery.start_soon(state.recorder.writer_loop, receive, preamble, state.preamble_done)
 
     result: RunResult | None = None
     status, error = "complete", ""
@@ -469,7 +482,8 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
         try:
             async with trio.open_nursery() as nursery:
                 async with send:
-                    result = await run_async(options.run, consumer=_Consumer(state), on_session=on_session, stop=stop,
+                    result = await run_async(options.run, consumer=_Consumer(state), on_session=on_session,
+                                             before_close=state.session_released, stop=stop,
                                              scenario=scenario, on_event=on_event)
         except BaseExceptionGroup as group:
             raise_single(group)

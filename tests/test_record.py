@@ -310,6 +310,23 @@ def test_what_no_shader_can_write_is_named_not_read_back(
             np.testing.assert_array_equal(snap(trace, f.seq, "noted"), zeros + f.seq + 1)
 
 
+def test_a_large_unwritable_input_outlasting_the_frames_is_recorded_whole(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """The preamble reads an unwritable buffer straight from its mapping while the frames run. With
+    one short frame and 48 MiB of incompressible input the frames end long before the preamble is
+    written: the session must stay open until it is (else the mapping is gone under the reader)."""
+    words = 12 << 20
+    data = np.random.default_rng(8).integers(0, 2**32, words, dtype=np.uint32)
+    builder.shader("sum", SUM_UINT).buffer("big", data.nbytes, data, shader_access="readonly").buffer("acc", 1024)
+    builder.dispatch("sum", [(0, 0, "big"), (0, 1, "acc")], [256 // 64]).boundary(["big", "acc"], 0)
+    trace_path = tmp_path / "big.vkt"
+    proc = vkcap("record", builder.save(), "-o", trace_path, "--checkpoint-every", 0)
+    assert proc.returncode == 0, proc.stderr
+    with Trace.open(trace_path) as trace:
+        assert trace.frame(0).snapshots["big"] == trace.checkpoints[-1]["big"]
+        np.testing.assert_array_equal(snap(trace, 0, "big", np.uint32), data)
+        np.testing.assert_array_equal(snap(trace, 0, "acc", np.uint32), data[:256])  # acc starts at zero
+
+
 # --------------------------------------------------------------------------------------------------
 # seeking: a frame's snapshot reads only its own blob
 

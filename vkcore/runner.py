@@ -91,10 +91,13 @@ async def run_async(
     consumer: FrameConsumer | None = None,
     stop: StopRequest | None = None,
     on_session: Callable[[Session], Awaitable[None]] | None = None,
+    before_close: Callable[[], Awaitable[None]] | None = None,
     scenario: Scenario | None = None,
 ) -> RunResult:
     """Validate, build, execute and write outputs. ``on_session`` runs once the session is built
-    (and inputs loaded), before the first frame: recording uses it to store the initial state."""
+    (and inputs loaded), before the first frame: recording uses it to store the initial state.
+    ``before_close`` is awaited before the session closes, also after an error or a cancellation:
+    a recorder that still reads the session's memory holds it open until it is done."""
     import trio
 
     t_start = time.perf_counter()
@@ -160,6 +163,9 @@ async def run_async(
                 )
             return result
         finally:
+            if before_close is not None:
+                with trio.CancelScope(shield=True):
+                    await before_close()
             await _in_thread(session.close)
     finally:
         await _in_thread(ctx.close)

@@ -560,19 +560,20 @@ class Session:
         finally:
             free_staging(self.ctx, staging, alloc)
 
-    def contents(self, uids: Iterable[str]) -> dict[str, bytes]:
-        """The current content of several resources in their snapshot layout, copied: buffers the
-        host maps directly are copied from the mapping, all others come back in one submission
-        through one staging buffer (one allocation, one wait, however many resources)."""
+    def contents(self, uids: Iterable[str], *, live: frozenset[str] = frozenset()) -> dict[str, bytes | memoryview]:
+        """The current content of several resources in their snapshot layout. Buffers the host maps
+        directly come from the mapping: as a copy, or for those in ``live`` as the mapping itself
+        (valid while the session is open). All others come back as copies, in one submission through
+        one staging buffer (one allocation, one wait, however many resources)."""
         uids = list(uids)
         resources = self.resources
         assert resources is not None
-        out: dict[str, bytes] = {}
+        out: dict[str, bytes | memoryview] = {}
         device_side = []
         for uid in uids:
             resource = resources[uid]
             if isinstance(resource, DeviceBuffer) and resource.mapped:
-                out[uid] = bytes(resource.view)
+                out[uid] = resource.view if uid in live else bytes(resource.view)
             else:
                 device_side.append((uid, resource.snapshot_size, None))
         if device_side:
