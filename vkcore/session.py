@@ -547,19 +547,6 @@ class Session:
         """The data resources no command of the scenario can write (see :func:`unwritable_resources`)."""
         return unwritable_resources(self.scenario, self.read_only_bindings)
 
-    def resource_bytes(self, uid: str) -> memoryview | bytes:
-        """The current content of a resource in its snapshot layout (a mapped view for buffers)."""
-        resource = self._resources[uid]
-        if isinstance(resource, DeviceBuffer) and resource.mapped:
-            return resource.view
-        staging, alloc = staging_buffer(self.ctx, resource.snapshot_size)
-        try:
-            self.one_time_submit(lambda cb: resource.record_snapshot(cb, staging, 0))
-            assert alloc.view is not None
-            return bytes(alloc.view[: resource.snapshot_size])
-        finally:
-            free_staging(self.ctx, staging, alloc)
-
     def contents(self, uids: Iterable[str], *, live: frozenset[str] = frozenset()) -> dict[str, bytes | memoryview]:
         """The current content of several resources in their snapshot layout. Buffers the host maps
         directly come from the mapping: as a copy, or for those in ``live`` as the mapping itself
