@@ -196,6 +196,11 @@ def _pwrite_all(fd: int, offset: int, parts: Sequence[Any]) -> None:
             views[0] = views[0][n:]
 
 
+def _size_of(parts: Sequence[Any]) -> int:
+    """Bytes in buffers written one after the other."""
+    return sum(memoryview(p).nbytes for p in parts)
+
+
 def _fsync_dir(path: str) -> None:
     """fsync a directory so a rename in it is durable; best effort (not possible on every platform)."""
     try:
@@ -233,7 +238,7 @@ class PreparedBlob:
     @property
     def stored_len(self) -> int:
         """Bytes the blob's data occupies in the file (its record adds 64 bytes of headers)."""
-        return 0 if self.data is None else sum(memoryview(p).nbytes for p in self.data)
+        return 0 if self.data is None else _size_of(self.data)
 
 
 @dataclass(frozen=True)
@@ -361,12 +366,12 @@ class TraceWriter:
             except OSError:
                 pass
             raise
-        self._pos = offset + sum(memoryview(p).nbytes for p in parts)
+        self._pos = offset + _size_of(parts)
         return offset
 
     def _append_record(self, rtype: int, payload_checksum: int, *payload_parts: Any) -> int:
         """Append one record (header + payload parts); the lock must be held."""
-        payload_len = sum(memoryview(p).nbytes for p in payload_parts)
+        payload_len = _size_of(payload_parts)
         header = R.pack_record_header(rtype, payload_len, payload_checksum)
         return self._append_raw(header, *payload_parts)
 
@@ -384,19 +389,21 @@ class TraceWriter:
             setattr(self._local, attr, cctx)
         return cctx
 
-    def compress_blob(self, data: Buffer, *, skip_if_stored: bool = True) -> PreparedBlob:
+    def compress_blob(self, data: Buffer, *, skip_if_stored: bool = True, key: bytes | None = None) -> PreparedBlob:
         """Hash and compress ``data`` without touching the file. Thread-safe; releases the GIL.
 
         Stores byte planes or one zstd frame at the writer's level (see ``_encode``) unless ``data`` is
         shorter than ``min_compress`` or the encoding would not be smaller, in which case the raw bytes
         are kept (codec NONE; copied unless ``data``
         is ``bytes``, so the result never aliases a mutable buffer). With ``skip_if_stored`` and a key
-        this writer already holds, compression is skipped (``data`` of the result is None).
+        this writer already holds, compression is skipped (``data`` of the result is None). ``key`` is
+        ``data``'s content key when the caller has computed it already (it is not checked).
         """
-        return self._prepare(_byte_view(data), skip_if_stored=skip_if_stored, copy_raw=not isinstance(data, bytes))
+        return self._prepare(_byte_view(data), skip_if_stored=skip_if_stored, copy_raw=not isinstance(data, bytes),
+                             key=key)
 
-    def _prepare(self, view: memoryview, *, skip_if_stored: bool, copy_raw: bool) -> PreparedBlob:
-        key = R.content_key(view)
+    def _prepare(self, view: memoryview, *, skip_if_stored: bool, copy_raw: bool, key: bytes | None = None) -> PreparedBlob:
+        key = R.content_key(view) if key is None else key
         raw_len = len(view)
         if skip_if_stored and key in self._blobs:
             return PreparedBlob(key.hex(), raw_len, Codec.NONE, None, 0)
@@ -418,7 +425,7 @@ class TraceWriter:
             if planes.prefers_planes(view, PLANE_WIDTH, self._compressor(0)):
                 parts = planes.encode_parts(view, PLANE_WIDTH, self._compressor, self._scratch(len(view)),
                                             map_planes=self._plane_map(len(view)))
-                if sum(memoryview(p).nbytes for p in parts) < len(view):
+                if _size_of(parts) < len(view):
                     return Codec.PLANES, tuple(parts)
                 return Codec.NONE, (view,)
         frame = self._compressor(len(view)).compress(view)

@@ -207,11 +207,13 @@ class TraceRecorder:
         self._turns.pop(snapshot.seq, None)
         self._turns.setdefault(self._next_seq, trio.Event()).set()
 
-    def compress_all(self, views: list[Any]) -> list[PreparedBlob]:
-        """Hash and compress every view; the results never alias the views (safe to reuse them)."""
+    def compress_all(self, views: list[Any], keys: list[bytes] | None = None) -> list[PreparedBlob]:
+        """Hash (unless their content ``keys`` are given) and compress every view; the results never
+        alias the views (safe to reuse them)."""
+        known: list[bytes | None] = list(keys) if keys is not None else [None] * len(views)
         if len(views) <= 1:
-            return [self.writer.compress_blob(v) for v in views]
-        return list(self._pool.map(self.writer.compress_blob, views))
+            return [self.writer.compress_blob(v, key=k) for v, k in zip(views, known)]
+        return list(self._pool.map(lambda v, k: self.writer.compress_blob(v, key=k), views, known))
 
     # -- the writer stage ------------------------------------------------------------------------
 
@@ -284,12 +286,12 @@ class TraceRecorder:
     def _put_all(self, payloads: list[Any]) -> list[str]:
         """Store several blobs: compressed in parallel (each content once: an input file's payload
         and the initial state it gave are usually equal), appended in order; returns their keys."""
-        keys = [records.content_key(p).hex() for p in payloads]
+        keys = [records.content_key(p) for p in payloads]
         first = {key: i for i, key in reversed(list(enumerate(keys)))}
         unique = sorted(first.values())
-        for p in self.compress_all([payloads[i] for i in unique]):
+        for p in self.compress_all([payloads[i] for i in unique], [keys[i] for i in unique]):
             self.writer.write_prepared(p)
-        return keys
+        return [key.hex() for key in keys]
 
     def gather_preamble(self, session: Session, argv: list[str]) -> Preamble:
         """Everything the preamble needs from the session, taken before the first frame. The initial
