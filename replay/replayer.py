@@ -83,18 +83,24 @@ class ReplayReport:
 
 
 def rebuild_scenario(trace: Trace, folder: Path, replace_shaders: tuple[tuple[str, Path], ...] = ()) -> Scenario:
-    """Write the trace's files and portable scenario into ``folder`` and load it from there.
+    """Write the trace's files and portable scenario into ``folder`` and load it from there. Inputs
+    that checkpoint -1 supersedes are written as placeholders (:func:`write_placeholder`): the scenario
+    validates, but loading its inputs from ``folder`` would read zeros.
 
     ``replace_shaders`` swaps shader sources (``.spv`` as SPIR-V, anything else as GLSL) by uid.
     """
-    for name in trace.files:
-        target = safe_join(folder, name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(trace.file_bytes(name))
     try:
         document = json.loads(trace.portable_json)
     except ValueError:
         raise TraceError("the trace's scenario is not valid JSON", file=trace.path) from None
+    unread = restored_inputs(document, trace.checkpoints.get(-1, {}))
+    for name in trace.files:
+        target = safe_join(folder, name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if name in unread and name in trace.npy_headers:
+            write_placeholder(trace, name, target)
+        else:
+            target.write_bytes(trace.file_bytes(name))
     shaders = {item["shader"]["uid"]: item["shader"] for item in document.get("resources", []) if isinstance(item, dict) and "shader" in item}
     # The SPIR-V that ran is in the trace: replay it as is (no compiler needed, nothing recompiled);
     # only replaced shaders are compiled again.
@@ -126,6 +132,46 @@ def rebuild_scenario(trace: Trace, folder: Path, replace_shaders: tuple[tuple[st
         return load_scenario(scenario_file)
     except ScenarioError as exc:
         raise TraceError(f"the trace's scenario does not load: {exc.message}", file=trace.path, place=exc.place) from None
+
+
+#: Resource kinds whose initial state a replay restores from checkpoint -1 instead of reading ``src``.
+RESTORED_KINDS = frozenset({"buffer", "image", "tensor"})
+
+
+def restored_inputs(document: dict[str, Any], initial_state: dict[str, str]) -> set[str]:
+    """The ``src`` files of a portable scenario that a replay never reads: every resource naming
+    them is a buffer, image or tensor whose initial state checkpoint -1 holds (``raw_data``, shaders
+    and graphs are read when the session is built, so their files are never in the result)."""
+    restored: set[str] = set()
+    read: set[str] = set()
+    for item in document.get("resources", []):
+        if not (isinstance(item, dict) and len(item) == 1):
+            continue
+        (kind, body), = item.items()
+        src = body.get("src") if isinstance(body, dict) else None
+        if isinstance(src, str) and src:
+            (restored if kind in RESTORED_KINDS and body.get("uid") in initial_state else read).add(src)
+    return restored - read
+
+
+def write_placeholder(trace: Trace, name: str, target: Path) -> None:
+    """Write embedded .npy file ``name`` as its header followed by a hole the size of its payload.
+
+    Validation reads only the header and the file's length; the payload, which a replay would
+    decompress and write only for it to be overwritten by checkpoint -1, stays in the trace. Large
+    inputs (weights) therefore cost a replay nothing before its first frame.
+    """
+    _, key, size = trace.files[name]
+    header = trace.npy_headers[name]
+    try:
+        payload = trace.reader.blob_info(key).raw_len
+    except KeyError:
+        raise TraceError(f"embedded file '{name}': its payload blob is missing", file=trace.path) from None
+    if size != len(header) + payload:
+        raise TraceError(f"embedded file '{name}' is {len(header) + payload} bytes, the trace says {size}", file=trace.path)
+    with open(target, "wb") as f:
+        f.write(header)
+        f.truncate(size)
 
 
 class Comparer:
