@@ -15,10 +15,12 @@ import copy
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vkcore.errors import TraceError
-from vkcore.scenario import Scenario, Shader
+
+if TYPE_CHECKING:  # readers of traces (which check names) need not load the scenario model
+    from vkcore.scenario import Scenario
 
 PATH_FIELDS = ("src",)
 
@@ -64,6 +66,8 @@ def portable_scenario(scenario: Scenario, shader_dependencies: dict[str, tuple[P
     Include files keep their place relative to the include folder (or the shader's folder) they were
     found in, so ``#include`` resolves the same way after replay.
     """
+    from vkcore.scenario import Shader
+
     namer = _Namer(scenario.base_dir)
     document = copy.deepcopy(scenario.document)
     files: dict[str, EmbeddedFile] = {}

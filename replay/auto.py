@@ -12,8 +12,10 @@ from dataclasses import replace
 
 from capture.trace import Trace
 
-from .compare import Comparison, Tolerance, compare
-from .replayer import Comparer, ReplayOptions, replay_trace
+from .compare import compare
+from .options import ReplayOptions
+from .replayer import Comparer, replay_trace
+from .results import Comparison, Tolerance
 
 RUNS = 3
 SAFETY = 2.0

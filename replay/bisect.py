@@ -27,12 +27,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from capture.trace import Trace
 
-from .compare import Comparison
-from .replayer import FrameResult, ReplayOptions, ReplaySession, target_frames
+from .options import ReplayOptions
+from .results import Comparison, FrameResult
 
 if TYPE_CHECKING:
     from .isolate import ProbeServer
@@ -97,7 +97,7 @@ def segments_of(trace: Trace) -> list[Segment]:
 
 # A probe replays a span and returns its first divergent frame (None: clean), or raises
 # SegmentCrashed when the device work crashed.
-Probe = Callable[[Span], Awaitable["FrameResult | None"]]
+Probe = Callable[[Span], "FrameResult | None"]
 
 
 class SegmentCrashed(Exception):
@@ -108,39 +108,42 @@ class SegmentCrashed(Exception):
         self.line, self.frame = line, frame
 
 
-async def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Span, bool], None] | None = None,
-                       exhaustive: bool = False, reference_icd: Path | None = None,
-                       probe_server: "ProbeServer | None" = None) -> BisectResult:
+def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Span, bool], None] | None = None,
+                 exhaustive: bool = False, reference_icd: Path | None = None,
+                 probe_server: "ProbeServer | None" = None) -> BisectResult:
     """Find the first divergent frame and dispatch; see the module docstring.
 
     With ``probe_server`` the probes run in its child process (one for all of them, a new one after a
-    crash) and a crash counts as a divergence; otherwise all probes share one Vulkan session in this
-    process.
+    crash) and a crash counts as a divergence, and this process loads neither Vulkan nor trio nor
+    numpy unless the dispatch must be found side by side on two drivers; otherwise all probes share
+    one Vulkan session in this process, each probe one ``trio.run``.
     """
     segments = segments_of(trace)
     result = BisectResult(len(segments), exhaustive=exhaustive)
     if probe_server is not None:
         try:
-            return await _search(trace, options, _isolated_probe(probe_server), segments, result, on_probe, exhaustive,
-                                 reference_icd)
+            return _search(trace, options, _isolated_probe(probe_server), segments, result, on_probe, exhaustive,
+                           reference_icd)
         finally:
             result.child_processes = probe_server.children
+    import trio
+
+    from .replayer import ReplaySession, target_frames
+
     with ReplaySession(trace, options) as replay_session:
-        async def probe(span: Span) -> FrameResult | None:
-            report = await replay_session.run(target_frames(trace, span.first, span.last), stop_at_first_divergence=True,
-                                              start=span.start)
+        def probe(span: Span) -> FrameResult | None:
+            report = trio.run(lambda: replay_session.run(target_frames(trace, span.first, span.last),
+                                                         stop_at_first_divergence=True, start=span.start))
             return report.first_divergence
 
-        return await _search(trace, options, probe, segments, result, on_probe, exhaustive, reference_icd)
+        return _search(trace, options, probe, segments, result, on_probe, exhaustive, reference_icd)
 
 
 def _isolated_probe(server: "ProbeServer") -> Probe:
-    async def probe(span: Span) -> FrameResult | None:
-        import trio
-
+    def probe(span: Span) -> FrameResult | None:
         from .report import frames_from_document
 
-        outcome = await trio.to_thread.run_sync(server.probe, span.first, span.last, span.start)
+        outcome = server.probe(span.first, span.last, span.start)
         if outcome.report is None:
             raise SegmentCrashed(outcome.crash_line(), outcome.crashed_frame)
         frames = frames_from_document(outcome.report["frames"])
@@ -149,15 +152,15 @@ def _isolated_probe(server: "ProbeServer") -> Probe:
     return probe
 
 
-async def _search(trace: Trace, options: ReplayOptions, run_probe: Probe, segments: list[Segment],
-                  result: BisectResult, on_probe: Callable[[Span, bool], None] | None, exhaustive: bool,
-                  reference_icd: Path | None) -> BisectResult:
+def _search(trace: Trace, options: ReplayOptions, run_probe: Probe, segments: list[Segment],
+            result: BisectResult, on_probe: Callable[[Span, bool], None] | None, exhaustive: bool,
+            reference_icd: Path | None) -> BisectResult:
     outcomes: dict[Span, FrameResult | SegmentCrashed | None] = {}
 
-    async def replay(span: Span) -> FrameResult | SegmentCrashed | None:
+    def replay(span: Span) -> FrameResult | SegmentCrashed | None:
         if span not in outcomes:
             try:
-                outcomes[span] = await run_probe(span)
+                outcomes[span] = run_probe(span)
             except SegmentCrashed as crash:
                 outcomes[span] = crash
             result.replays += 1
@@ -177,18 +180,18 @@ async def _search(trace: Trace, options: ReplayOptions, run_probe: Probe, segmen
     lo, hi, found = 0, len(segments) - 1, None
     while lo <= hi:
         mid = (lo + hi) // 2
-        if await replay(quick(mid)) is not None:
+        if replay(quick(mid)) is not None:
             found, hi = mid, mid - 1
         else:
             lo = mid + 1
-    if found is not None and await replay(whole(found)) is None:
+    if found is not None and replay(whole(found)) is None:
         # Its last frame diverged from the state recorded before it, but not after the whole segment
         # (a result that varies between runs): that frame is the answer.
         outcomes[whole(found)] = outcomes[quick(found)]
     if found is None:
         result.fallback_scan = True
         for k in range(len(segments)):
-            if await replay(whole(k)) is not None:
+            if replay(whole(k)) is not None:
                 found = k
                 break
     if found is None:
@@ -196,7 +199,7 @@ async def _search(trace: Trace, options: ReplayOptions, run_probe: Probe, segmen
         return result
     if exhaustive:
         for k in range(found):
-            if await replay(whole(k)) is not None:
+            if replay(whole(k)) is not None:
                 found = k
                 break
     outcome = outcomes[whole(found)]
@@ -209,9 +212,11 @@ async def _search(trace: Trace, options: ReplayOptions, run_probe: Probe, segmen
     result.resource = next((c for c in frame.comparisons if c.diverged), None)
     first_dispatch = next(((cmd, c) for cmd, c in frame.dispatches if c.diverged), None)
     if first_dispatch is None and reference_icd is not None and not frame.dispatches:
+        import trio
+
         from .probe import capture_dispatches, capture_on_driver, first_divergent_dispatch
 
-        live = await capture_dispatches(trace, options, frame.seq)
+        live = trio.run(capture_dispatches, trace, options, frame.seq)
         reference = capture_on_driver(trace.path, frame.seq, reference_icd, options.device)
         result.replays += 2
         result.side_by_side = True

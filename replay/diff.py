@@ -14,7 +14,7 @@ from capture.trace import Trace
 from vkcore.errors import TraceError
 
 from .compare import compare
-from .replayer import FrameResult
+from .results import FrameResult
 from .tolerances import TolerancePolicy
 
 # Fields of a resource that may differ between two recordings of the same scenario.

@@ -184,7 +184,9 @@ def serve_probes(options: Any, answer_fd: int) -> int:
 
     from capture.trace import Trace
 
-    from .replayer import ReplaySession, target_frames, use_driver
+    from vkcore.driver import use_driver
+
+    from .replayer import ReplaySession, target_frames
     from .report import frames_document
 
     use_driver(options.icd)

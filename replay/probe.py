@@ -22,8 +22,10 @@ from capture.trace import DispatchSnapshot, FrameRecord, Trace
 from vkcore.errors import DeviceError
 from vkcore.scenario import DispatchCompute
 
-from .compare import IDENTICAL, Comparison, compare
-from .replayer import Comparer, ReplayOptions, rebuild_scenario, replay_trace
+from .compare import compare
+from .options import ReplayOptions
+from .replayer import Comparer, rebuild_scenario, replay_trace
+from .results import IDENTICAL, Comparison
 
 Captures = dict[tuple[int, str], bytes | memoryview]  # (command index, uid) -> bytes after that dispatch
 PLACEHOLDER = "0" * 32

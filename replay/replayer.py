@@ -17,7 +17,8 @@ from typing import Any, Callable
 from capture import records
 from capture.embed import safe_join
 from capture.trace import FrameRecord, Trace
-from vkcore.device import VulkanContext, use_driver
+from vkcore.device import VulkanContext
+from vkcore.driver import use_driver
 from vkcore.errors import ScenarioError, TraceError, UsageError
 from vkcore.executor import Event, FrameSnapshot, FrameStarted, StopRequest, execute
 from vkcore.plan import Frame, Plan, make_plan
@@ -26,42 +27,12 @@ from vkcore.scenario import Scenario, load_scenario
 from vkcore.session import Session, SessionOptions
 from vkcore.staging import CaptureLayout, build_layout
 
-from .compare import DIVERGED, Comparison, compare, identical
+from .compare import compare, identical
 from .isolate import ProgressFile
-from .tolerances import TolerancePolicy
+from .options import ReplayOptions
+from .results import DIVERGED, Comparison, FrameResult
 
 NOTHING = CaptureLayout(())
-
-
-@dataclass(frozen=True)
-class ReplayOptions:
-    trace: Path
-    first: int | None = None  # first frame (seq) to compare; None: from the first recorded frame
-    last: int | None = None  # last frame to compare (inclusive); None: to the last recorded frame
-    device: str | None = None
-    icd: Path | None = None
-    emulation: str = "auto"
-    replace_shaders: tuple[tuple[str, Path], ...] = ()
-    dtypes: tuple[tuple[str, str], ...] = ()
-    tolerances: TolerancePolicy = field(default_factory=TolerancePolicy)
-    frame_timeout_s: float | None = None
-    dispatch_level: bool = True  # compare dispatch-level snapshots when the trace has them
-    shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # uid -> shape, for raw buffers
-    heatmap_dir: Path | None = None
-    progress_file: Path | None = None  # an isolated child names each frame here as it starts
-    stop_at_first_divergence: bool = False
-
-
-@dataclass
-class FrameResult:
-    seq: int
-    frame_id: int
-    comparisons: list[Comparison]
-    dispatches: list[tuple[int, Comparison]] = field(default_factory=list)  # (command index, comparison)
-
-    @property
-    def diverged(self) -> bool:
-        return any(c.diverged for c in self.comparisons) or any(c.diverged for _, c in self.dispatches)
 
 
 @dataclass

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Iterable
 
 from vkcore.npyio import write_atomic
 
-from .compare import DIVERGED, IDENTICAL, Comparison
+from .results import DIVERGED, IDENTICAL, Comparison, FrameResult
 
 
 def comparison_line(c: Comparison) -> str:
@@ -57,6 +56,8 @@ def write_json(path: Path, document: dict[str, Any]) -> None:
 def write_junit(path: Path, suite: str, frames: Iterable[Any]) -> None:
     """One test case per (frame, resource) and per dispatch-level snapshot; a diverged one is a
     failure carrying the comparison line."""
+    import xml.etree.ElementTree as ET  # here: only --junit needs it, and its parser library is slow to load
+
     root = ET.Element("testsuites")
     cases = []
     for f in frames:
@@ -100,8 +101,6 @@ def print_frames(frames: list[Any], *, show_identical: bool = False, console: An
 def frames_from_document(frames: list[dict[str, Any]]) -> list[Any]:
     """FrameResults back from :func:`frames_document` output (an isolated child's report)."""
     from dataclasses import fields
-
-    from .replayer import FrameResult
 
     names = {f.name for f in fields(Comparison)}
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from vkcore.errors import UsageError
 
-from .compare import DTYPES, Tolerance
+from .results import DTYPES, Tolerance
 
 KEYS = {"atol": float, "rtol": float, "ulp": int}
 

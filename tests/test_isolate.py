@@ -82,3 +82,22 @@ def test_isolated_bisect_without_a_crash_uses_one_child_for_all_probes(trace: Pa
     doc = json.loads(report.read_text())
     # the search (three last frames alone), then the scan (six segments whole)
     assert not doc["diverged"] and doc["child_processes"] == 1 and doc["replays"] == 3 + 6
+
+
+def test_isolated_bisect_parent_loads_no_vulkan_trio_or_numpy(trace: Path, tmp_path: Path) -> None:
+    """The parent of an isolated bisection only passes requests to its child and reads its answers: it
+    must not pay for (or compete with the child over) loading Vulkan, trio or numpy."""
+    import subprocess
+    import sys
+
+    from tests.builders import REPO
+
+    report = tmp_path / "b.json"
+    probe = ("import sys\nfrom vkcap.cli import main\ncode = main(sys.argv[1:])\n"
+             "print(sorted(m for m in ('vulkan', 'trio', 'numpy') if m in sys.modules), code)")
+    proc = subprocess.run([sys.executable, "-c", probe, "bisect", str(trace), "--json", str(report)],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "[] 0"
+    doc = json.loads(report.read_text())
+    assert not doc["diverged"] and doc["child_processes"] == 1 and doc["replays"] == 3 + 6

@@ -125,7 +125,8 @@ def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
 def start_vulkan_early(icd: Path | None = None) -> None:
     """Choose the driver (``--icd``) and let it start while the command imports and reads its files
     (see :func:`vkcore.device.start_instance_early`); call once the arguments are checked."""
-    from vkcore.device import start_instance_early, use_driver
+    from vkcore.device import start_instance_early
+    from vkcore.driver import use_driver
 
     use_driver(icd)
     start_instance_early()

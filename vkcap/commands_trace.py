@@ -340,7 +340,7 @@ def frame_range(args: argparse.Namespace) -> tuple[int | None, int | None]:
 
 
 def tolerance_policy(args: argparse.Namespace):  # -> TolerancePolicy
-    from replay.compare import DTYPES
+    from replay.results import DTYPES
     from replay.tolerances import TolerancePolicy, load_tolerance_file
 
     policy = TolerancePolicy()
@@ -361,7 +361,7 @@ def tolerance_policy(args: argparse.Namespace):  # -> TolerancePolicy
 
 
 def replay_options(args: argparse.Namespace, **extra: Any):  # -> ReplayOptions
-    from replay.replayer import ReplayOptions
+    from replay.options import ReplayOptions
 
     first, last = frame_range(args)
     policy = tolerance_policy(args)
@@ -501,16 +501,16 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     import json as _json
     import logging
 
+    from vkcore.driver import use_driver
+
+    use_driver(args.icd)
     if server is None:  # the probes run here: let the driver start while the modules load
         from .cli import start_vulkan_early
 
-        start_vulkan_early(args.icd)
-    import trio
-
+        start_vulkan_early()
     from capture.trace import Trace
     from replay.bisect import Span, bisect_trace, dispatch_name
     from replay.report import comparison_line
-    from vkcore.device import use_driver
 
     log = logging.getLogger("vkcap")
     args.frame = args.frames = None
@@ -519,7 +519,6 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
         from replay.auto import auto_tolerances
 
         options = auto_tolerances(options, log)
-    use_driver(options.icd)
     with Trace.open(args.trace) as trace:
         def on_probe(span: Span, diverged: bool) -> None:
             what = (f"frames {span.first}-{span.last}" if span.whole
@@ -528,8 +527,8 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
 
         if args.reference_icd is not None and not args.reference_icd.is_file():
             raise UsageError(f"--reference-icd {args.reference_icd}: no such driver manifest")
-        result = trio.run(lambda: bisect_trace(trace, options, on_probe=on_probe, exhaustive=args.exhaustive,
-                                               reference_icd=args.reference_icd, probe_server=server))
+        result = bisect_trace(trace, options, on_probe=on_probe, exhaustive=args.exhaustive,
+                              reference_icd=args.reference_icd, probe_server=server)
         document: dict[str, Any] = {
             "trace": str(args.trace), "segments": result.segments, "replays": result.replays,
             "probes": [{"segment": p.segment, "frames": [p.first, p.last], "from_state_after": p.start, "diverged": d}

@@ -12,7 +12,6 @@ import os
 import signal
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import vulkan as vk
@@ -192,16 +191,6 @@ class signals_deferred:
 
     def __exit__(self, *exc: object) -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, self.previous)
-
-
-def use_driver(icd: Path | None) -> None:
-    """Make the Vulkan loader use only the driver manifest ``icd`` (before any instance exists)."""
-    if icd is None:
-        return
-    if not icd.is_file():
-        raise UsageError(f"--icd {icd}: no such driver manifest (a Vulkan ICD .json file)")
-    os.environ["VK_DRIVER_FILES"] = str(icd.resolve())
-    os.environ["VK_ICD_FILENAMES"] = str(icd.resolve())
 
 
 class _InstanceStart:
