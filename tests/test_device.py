@@ -1,4 +1,5 @@
-"""The Vulkan instance started early, in a background thread, and handed to the next context."""
+"""The Vulkan instance (and on a GPU the logical device) started early, in a background thread, and
+handed to the next context."""
 from __future__ import annotations
 
 from typing import Any
@@ -14,7 +15,7 @@ def _early_instance() -> Any:
     assert early is not None
     early.thread.join()
     assert early.error is None and early.found is not None
-    return early.found[0]
+    return early.found.instance
 
 
 def _count_creations(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
@@ -29,7 +30,7 @@ def test_the_next_context_takes_the_early_instance(monkeypatch: pytest.MonkeyPat
     start_instance_early()
     instance = _early_instance()
     start_instance_early()  # already started: nothing more
-    assert device._early is not None and device._early.found is not None and device._early.found[0] == instance
+    assert device._early is not None and device._early.found is not None and device._early.found.instance == instance
     made = _count_creations(monkeypatch)
     with VulkanContext() as ctx:
         assert ctx.instance == instance and ctx.device is not None and made == []
@@ -47,3 +48,64 @@ def test_an_early_instance_made_for_another_loader_environment_is_not_used(monke
     with VulkanContext() as ctx:
         assert made == [()] and ctx.device is not None
     assert early is not None and early.found is None  # destroyed, not leaked
+
+
+def _count_device_openings(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[Any]]:
+    """Devices opened from now on (by physical index), and early devices destroyed (their handles)."""
+    opened: list[int] = []
+    destroyed: list[Any] = []
+    open_device, destroy = device._open_device, device._OpenDevice.destroy
+    monkeypatch.setattr(device, "_open_device", lambda index, *a: opened.append(index) or open_device(index, *a))
+    monkeypatch.setattr(device._OpenDevice, "destroy", lambda self: destroyed.append(self.device) or destroy(self))
+    return opened, destroyed
+
+
+def test_the_early_start_opens_the_device_only_when_a_gpu_is_there() -> None:
+    """Auto: on a CPU driver (lavapipe) the context makes its device; with a GPU the thread does."""
+    import vulkan as vk
+
+    start_instance_early()
+    _early_instance()
+    assert device._early is not None and device._early.found is not None
+    found = device._early.found
+    types = {vk.vkGetPhysicalDeviceProperties(pd).deviceType for pd in found.physicals}
+    assert (found.opened is not None) == (types != {vk.VK_PHYSICAL_DEVICE_TYPE_CPU})
+    device._discard_early()
+
+
+def test_the_next_plain_context_takes_the_early_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    start_instance_early(open_device=True)
+    _early_instance()
+    assert device._early is not None and device._early.found is not None
+    early = device._early.found.opened
+    assert early is not None
+    opened, destroyed = _count_device_openings(monkeypatch)
+    with VulkanContext() as ctx:
+        assert ctx.device == early.device and ctx.extensions == early.extensions and opened == [] and destroyed == []
+        assert ctx.queue is not None and ctx.features is early.features
+
+
+def test_an_early_device_chosen_by_another_selector_is_destroyed_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    start_instance_early(open_device=True)  # chosen by default; the context asks for device 0 by index
+    _early_instance()
+    assert device._early is not None and device._early.found is not None and device._early.found.opened is not None
+    early = device._early.found.opened.device
+    opened, destroyed = _count_device_openings(monkeypatch)
+    with VulkanContext(device="0") as ctx:
+        assert ctx.device != early and opened == [0] and destroyed == [early]
+
+
+def test_an_early_device_is_destroyed_when_the_context_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    start_instance_early(open_device=True)
+    _early_instance()
+    assert device._early is not None and device._early.found is not None and device._early.found.opened is not None
+    early = device._early.found.opened.device
+    _, destroyed = _count_device_openings(monkeypatch)
+
+    def refuse(*args: Any) -> Any:
+        raise device.DeviceError("refused by the test")
+
+    monkeypatch.setattr(device, "choose_device", refuse)  # fails after the early device was taken
+    with pytest.raises(device.DeviceError, match="refused by the test"):
+        VulkanContext()
+    assert destroyed == [early]

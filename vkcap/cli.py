@@ -122,14 +122,15 @@ def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
     )
 
 
-def start_vulkan_early(icd: Path | None = None) -> None:
-    """Choose the driver (``--icd``) and let it start while the command imports and reads its files
-    (see :func:`vkcore.device.start_instance_early`); call once the arguments are checked."""
+def start_vulkan_early(icd: Path | None = None, device: str | None = None) -> None:
+    """Choose the driver (``--icd``) and let it start, on the ``--device`` given, while the command
+    imports and reads its files (see :func:`vkcore.device.start_instance_early`); call once the
+    arguments are checked."""
     from vkcore.device import start_instance_early
     from vkcore.driver import use_driver
 
     use_driver(icd)
-    start_instance_early()
+    start_instance_early(device)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -138,7 +139,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .progress import FrameProgress
 
     options = run_options(args)
-    start_vulkan_early()
+    start_vulkan_early(device=options.device)
     with FrameProgress.for_terminal() as progress:
         result = run(options, on_event=progress.on_event)
     if options.dry_run:

@@ -119,7 +119,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     if args.compression_threads < -1:
         raise UsageError(f"--compression-threads must be -1 (one per core), 0 (none) or more, got {args.compression_threads}")
     run = run_options(args, capture_all=args.capture == "all")
-    start_vulkan_early()
+    start_vulkan_early(device=run.device)
     from capture.recorder import RecordOptions, default_trace_path, record
 
     options = RecordOptions(
@@ -411,7 +411,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     log = logging.getLogger("vkcap")
     if args.isolate and not args.serve_probes:
         return replay_isolated(args, log)
-    start_vulkan_early(args.icd)  # the replay runs in this process (perhaps the probes' child)
+    start_vulkan_early(args.icd, args.device)  # the replay runs in this process (perhaps the probes' child)
     from replay.report import comparison_line, frames_document, print_frames
     from replay.replayer import replay
 
@@ -507,7 +507,7 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     if server is None:  # the probes run here: let the driver start while the modules load
         from .cli import start_vulkan_early
 
-        start_vulkan_early()
+        start_vulkan_early(device=args.device)
     from capture.trace import Trace
     from replay.bisect import Span, bisect_trace, dispatch_name
     from replay.report import comparison_line

@@ -193,14 +193,121 @@ class signals_deferred:
         signal.pthread_sigmask(signal.SIG_SETMASK, self.previous)
 
 
+@dataclass
+class _OpenDevice:
+    """A logical device with one compute queue, and what making it learnt."""
+
+    index: int  # of its physical device
+    requested: tuple[str, ...]  # the extensions asked for
+    device: Any
+    extensions: tuple[str, ...]  # those enabled: the requested ones whose features the device has
+    queue_family: int
+    timestamp_bits: int
+    features: Any
+    feature_chain: tuple[Any, ...]  # keeps the structs ``features`` points to alive
+
+    def destroy(self) -> None:
+        vk.vkDestroyDevice(self.device, None)
+
+
+def _queue_family(physical: Any, name: str) -> tuple[int, int]:
+    """The compute queue family to use (one that also does graphics, for blits, and timestamps
+    when there is one) and its timestamp bits."""
+    families = vk.vkGetPhysicalDeviceQueueFamilyProperties(physical)
+    best = None
+    for i, fam in enumerate(families):
+        if fam.queueFlags & vk.VK_QUEUE_COMPUTE_BIT:
+            score = (bool(fam.queueFlags & vk.VK_QUEUE_GRAPHICS_BIT), fam.timestampValidBits > 0)
+            if best is None or score > best[0]:
+                best = (score, i, fam.timestampValidBits)
+    if best is None:
+        raise DeviceError(f"device '{name}' has no compute queue")
+    return best[1], best[2]
+
+
+def _open_device(index: int, physical: Any, name: str, requested: tuple[str, ...]) -> _OpenDevice:
+    """Create the logical device on ``physical`` with the ``requested`` extensions (optional ones whose
+    feature the device lacks are dropped) and every core feature shaders may use, robustness off."""
+    queue_family, timestamp_bits = _queue_family(physical, name)
+    extensions = list(requested)
+    # Extension feature structs to query and enable, chained after the core ones.
+    border = None
+    if CUSTOM_BORDER_EXT in extensions:
+        border = vk.VkPhysicalDeviceCustomBorderColorFeaturesEXT(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_CUSTOM_BORDER_COLOR_FEATURES_EXT)
+    tail = None
+    if FRAME_BOUNDARY_EXT in extensions:
+        tail = vk.VkPhysicalDeviceFrameBoundaryFeaturesEXT(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FRAME_BOUNDARY_FEATURES_EXT, pNext=border)
+    head = tail if tail is not None else border
+    f13 = vk.VkPhysicalDeviceVulkan13Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES, pNext=head)
+    f12 = vk.VkPhysicalDeviceVulkan12Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, pNext=f13)
+    f11 = vk.VkPhysicalDeviceVulkan11Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, pNext=f12)
+    features = vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=f11)
+    vk.vkGetPhysicalDeviceFeatures2(physical, features)
+    if not f13.synchronization2:
+        raise UnsupportedDeviceFeature(f"device '{name}' lacks synchronization2 (Vulkan 1.3)")
+    # Enable what shaders may use; robustness costs speed and is off, as in the reference runner.
+    features.features.robustBufferAccess = 0
+    f13.robustImageAccess = 0
+    if tail is not None and not tail.frameBoundary:
+        extensions.remove(FRAME_BOUNDARY_EXT)
+        f13.pNext = border if border is not None else vk.ffi.NULL
+    if border is not None and not border.customBorderColors:
+        extensions.remove(CUSTOM_BORDER_EXT)
+        if tail is not None and tail.frameBoundary:
+            tail.pNext = vk.ffi.NULL
+        else:
+            f13.pNext = vk.ffi.NULL
+    queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=queue_family, queueCount=1, pQueuePriorities=[1.0])
+    info = vk.VkDeviceCreateInfo(
+        pNext=features,
+        pQueueCreateInfos=[queue_info],
+        ppEnabledExtensionNames=extensions or None,
+    )
+    try:
+        device = vk.vkCreateDevice(physical, info, None)
+    except vk.VkError as exc:
+        raise DeviceError(f"cannot create a device on '{name}' ({type(exc).__name__})") from None
+    return _OpenDevice(index, requested, device, tuple(extensions), queue_family, timestamp_bits, features,
+                       (f11, f12, f13, tail, border))
+
+
+def _device_requests(info: DeviceInfo, want_extensions: tuple[str, ...], needed: list[str]) -> tuple[str, ...]:
+    """The extensions to ask ``info``'s device for: frame boundaries and the scenario's optional ones
+    where it has them, and the tensor/graph ones the scenario needs."""
+    enable = [e for e in (FRAME_BOUNDARY_EXT, *want_extensions) if e in info.extensions]
+    return tuple(enable + [e for e in needed if e not in enable])
+
+
+@dataclass
+class _Early:
+    """What the early start made: the instance (owned by whoever takes it), its physical devices,
+    and perhaps the logical device a scenario without optional extensions or tensors would get."""
+
+    instance: Any
+    physicals: list[Any]
+    opened: _OpenDevice | None = None
+    selector: str | None = None  # the --device the logical device was chosen by
+
+    def destroy(self) -> None:
+        if self.opened is not None:
+            self.opened.destroy()
+        vk.vkDestroyInstance(self.instance, None)
+
+
 class _InstanceStart:
     """A plain instance (no layers) and its physical devices, made in a background thread from the
-    moment :func:`start_instance_early` is called; see there. (Describing the devices is left to
-    the caller: it is mostly Python, which would only contend for the interpreter.)"""
+    moment :func:`start_instance_early` is called; see there. On a GPU the thread also opens the
+    logical device a plain scenario gets (``vkCreateDevice`` takes 60-80 ms on NVIDIA's driver); on a
+    CPU driver it is quick, and describing the devices (mostly Python) would only compete with the
+    caller's imports for the interpreter, so the caller does it."""
 
-    def __init__(self) -> None:
+    def __init__(self, selector: str | None, open_device: bool | None) -> None:
         self.environment = _loader_environment()
-        self.found: tuple[Any, list[Any]] | None = None
+        self.selector = selector
+        self.open_device = open_device
+        self.found: _Early | None = None
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._start, name="vkcap-vulkan-start", daemon=True)
         with signals_deferred():  # the driver's own threads inherit the blocked signals
@@ -214,14 +321,30 @@ class _InstanceStart:
             self.error = exc
             return
         try:
-            self.found = (instance, vk.vkEnumeratePhysicalDevices(instance))
+            self.found = _Early(instance, vk.vkEnumeratePhysicalDevices(instance))
         except BaseException as exc:
             vk.vkDestroyInstance(instance, None)
             self.error = exc
+            return
+        try:
+            self.found.opened = self._open_plain_device(self.found.physicals)
+            self.found.selector = self.selector
+        except Exception:  # the caller makes the device itself, and meets the error there if it persists
+            pass
 
-    def take(self) -> tuple[Any, list[Any]] | None:
-        """The instance and its physical devices (the caller owns the instance), or None when the
-        loader's environment changed since (another driver, layers)."""
+    def _open_plain_device(self, physicals: list[Any]) -> _OpenDevice | None:
+        if self.open_device is None:  # auto: only when a GPU is there to be chosen
+            types = [vk.vkGetPhysicalDeviceProperties(pd).deviceType for pd in physicals]
+            if all(t == vk.VK_PHYSICAL_DEVICE_TYPE_CPU for t in types):
+                return None
+        elif not self.open_device:
+            return None
+        chosen = choose_device([_describe(i, pd, False) for i, pd in enumerate(physicals)], self.selector)
+        return _open_device(chosen.index, physicals[chosen.index], chosen.name, _device_requests(chosen, (), []))
+
+    def take(self) -> _Early | None:
+        """What the thread made (the caller owns it), or None when the loader's environment changed
+        since (another driver, layers)."""
         self.thread.join()
         if _loader_environment() != self.environment:
             self.discard()
@@ -234,7 +357,7 @@ class _InstanceStart:
     def discard(self) -> None:
         self.thread.join()
         if self.found is not None:
-            vk.vkDestroyInstance(self.found[0], None)
+            self.found.destroy()
             self.found = None
 
 
@@ -245,18 +368,21 @@ def _loader_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith("VK_")}
 
 
-def start_instance_early() -> None:
+def start_instance_early(device: str | None = None, *, open_device: bool | None = None) -> None:
     """Begin creating the Vulkan instance in a background thread, so that the driver's start-up
     (about 100 ms on NVIDIA's, where the device list is slow too) overlaps the imports and file
     reading before the first :class:`VulkanContext`, which takes it when it starts without layers.
-    Call once the loader's environment is final (after ``--icd``); an instance never taken, or
+    With a GPU to choose (``open_device=None``; ``True``/``False`` force it), the thread also opens
+    the logical device that ``device`` (a ``--device`` selector) picks for a scenario without optional
+    extensions or tensors; a context asking for anything else destroys it and makes its own.
+    Call once the loader's environment is final (after ``--icd``); what is never taken, or was
     made for another environment, is destroyed."""
     global _early
     if _early is None:
-        _early = _InstanceStart()
+        _early = _InstanceStart(device, open_device)
 
 
-def _take_early() -> tuple[Any, list[Any]] | None:
+def _take_early() -> _Early | None:
     global _early
     early, _early = _early, None
     return early.take() if early is not None else None
@@ -282,11 +408,17 @@ class VulkanContext:
         want_extensions: tuple[str, ...] = (),
     ) -> None:
         with signals_deferred():
-            self._start(device, need_tensors, need_graphs, emulation, want_extensions)
+            try:
+                self._start(device, need_tensors, need_graphs, emulation, want_extensions)
+            except BaseException:
+                self._drop_early_device()
+                self.close()
+                raise
 
     def _start(self, device: str | int | None, need_tensors: bool, need_graphs: bool, emulation: EmulationMode,
                want_extensions: tuple[str, ...]) -> None:
         self.layers: tuple[str, ...] = ()
+        self._early_device: _OpenDevice | None = None
         needed = [e for e, need in ((TENSORS_EXT, need_tensors), (GRAPH_EXT, need_graphs)) if need]
         if needed and emulation == "auto" and native_support.known_native(needed) is False:
             # No installed driver provides them (learnt on an earlier run): start with the layers at once.
@@ -304,7 +436,9 @@ class VulkanContext:
         else:
             early = _take_early()
             if early is not None:
-                self.instance, physicals = early
+                self.instance, physicals, self._early_device = early.instance, early.physicals, early.opened
+                if early.selector != (None if device is None else str(device)):
+                    self._drop_early_device()
             else:
                 self.instance = _create_instance(())
                 physicals = vk.vkEnumeratePhysicalDevices(self.instance)
@@ -313,6 +447,7 @@ class VulkanContext:
             chosen = choose_device(infos, device)
             missing = [e for e in needed if e not in chosen.extensions]
         if emulation == "always" and not self.layers or missing:
+            self._drop_early_device()  # made on the instance about to be replaced
             if emulation == "off":
                 raise UnsupportedDeviceFeature(
                     f"device '{chosen.name}' lacks {', '.join(missing)} and --no-emulation-layers was given"
@@ -330,11 +465,17 @@ class VulkanContext:
         self.properties = vk.vkGetPhysicalDeviceProperties(self.physical)
         self.limits = self.properties.limits
         self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
-        self.queue_family, self.timestamp_bits = self._pick_queue_family()
-        enable = [e for e in (FRAME_BOUNDARY_EXT, *want_extensions) if e in chosen.extensions]
-        enable += [e for e in needed if e not in enable]
-        self.device = self._create_device(enable)
-        self.extensions = tuple(enable)
+        requests = _device_requests(chosen, want_extensions, needed)
+        opened = self._early_device
+        self._early_device = None
+        if opened is not None and (opened.index, opened.requested) != (chosen.index, requests):
+            opened.destroy()
+            opened = None
+        if opened is None:
+            opened = _open_device(chosen.index, self.physical, chosen.name, requests)
+        self.device, self.extensions = opened.device, opened.extensions
+        self.queue_family, self.timestamp_bits = opened.queue_family, opened.timestamp_bits
+        self.features, self._feature_chain = opened.features, opened.feature_chain
         self.queue = vk.vkGetDeviceQueue(self.device, self.queue_family, 0)
         self.timestamp_period = float(self.limits.timestampPeriod)
 
@@ -349,64 +490,12 @@ class VulkanContext:
         self.layers = layers.names
         self.instance = _create_instance(layers.names)
 
-    def _pick_queue_family(self) -> tuple[int, int]:
-        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical)
-        best = None
-        for i, fam in enumerate(families):
-            if fam.queueFlags & vk.VK_QUEUE_COMPUTE_BIT:
-                # Prefer a family that also does graphics (it has blits for mip generation) and timestamps.
-                score = (bool(fam.queueFlags & vk.VK_QUEUE_GRAPHICS_BIT), fam.timestampValidBits > 0)
-                if best is None or score > best[0]:
-                    best = (score, i, fam.timestampValidBits)
-        if best is None:
-            raise DeviceError(f"device '{self.info_name()}' has no compute queue")
-        return best[1], best[2]
-
-    def info_name(self) -> str:
-        return self.info.name if hasattr(self, "info") else "?"
-
-    def _create_device(self, extensions: list[str]) -> Any:
-        # Extension feature structs to query and enable, chained after the core ones.
-        border = None
-        if CUSTOM_BORDER_EXT in extensions:
-            border = vk.VkPhysicalDeviceCustomBorderColorFeaturesEXT(
-                sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_CUSTOM_BORDER_COLOR_FEATURES_EXT)
-        tail = None
-        if FRAME_BOUNDARY_EXT in extensions:
-            tail = vk.VkPhysicalDeviceFrameBoundaryFeaturesEXT(
-                sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FRAME_BOUNDARY_FEATURES_EXT, pNext=border)
-        head = tail if tail is not None else border
-        f13 = vk.VkPhysicalDeviceVulkan13Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES, pNext=head)
-        f12 = vk.VkPhysicalDeviceVulkan12Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, pNext=f13)
-        f11 = vk.VkPhysicalDeviceVulkan11Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, pNext=f12)
-        features = vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=f11)
-        vk.vkGetPhysicalDeviceFeatures2(self.physical, features)
-        if not f13.synchronization2:
-            raise UnsupportedDeviceFeature(f"device '{self.info.name}' lacks synchronization2 (Vulkan 1.3)")
-        # Enable what shaders may use; robustness costs speed and is off, as in the reference runner.
-        features.features.robustBufferAccess = 0
-        f13.robustImageAccess = 0
-        if tail is not None and not tail.frameBoundary:
-            extensions.remove(FRAME_BOUNDARY_EXT)
-            f13.pNext = border if border is not None else vk.ffi.NULL
-        if border is not None and not border.customBorderColors:
-            extensions.remove(CUSTOM_BORDER_EXT)
-            if tail is not None and tail.frameBoundary:
-                tail.pNext = vk.ffi.NULL
-            else:
-                f13.pNext = vk.ffi.NULL
-        self.features = features
-        self._feature_chain = (f11, f12, f13, tail, border)
-        queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=[1.0])
-        info = vk.VkDeviceCreateInfo(
-            pNext=features,
-            pQueueCreateInfos=[queue_info],
-            ppEnabledExtensionNames=extensions or None,
-        )
-        try:
-            return vk.vkCreateDevice(self.physical, info, None)
-        except vk.VkError as exc:
-            raise DeviceError(f"cannot create a device on '{self.info.name}' ({type(exc).__name__})") from None
+    def _drop_early_device(self) -> None:
+        """Destroy the logical device the early start made, when it cannot be this context's."""
+        opened: _OpenDevice | None = getattr(self, "_early_device", None)
+        if opened is not None:
+            opened.destroy()
+            self._early_device = None
 
     def has_extension(self, name: str) -> bool:
         return name in self.extensions
