@@ -109,3 +109,22 @@ def test_an_early_device_is_destroyed_when_the_context_fails(monkeypatch: pytest
     with pytest.raises(device.DeviceError, match="refused by the test"):
         VulkanContext()
     assert destroyed == [early]
+
+
+def test_missing_emulation_layers_are_reported_and_the_instance_is_destroyed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The instance without layers is destroyed before the layers are looked for; when they cannot be
+    had, the context reports it and its cleanup must not destroy that instance a second time."""
+    import vulkan as vk
+
+    destroyed: list[Any] = []
+    destroy = vk.vkDestroyInstance
+    monkeypatch.setattr(vk, "vkDestroyInstance", lambda instance, allocator: destroyed.append(instance) or destroy(instance, allocator))
+
+    def unavailable() -> Any:
+        raise device.EmulationLayersUnavailable("ARM's emulation layers are not installed (test)")
+
+    monkeypatch.setattr(device, "prepare_emulation_layers", unavailable)
+    with pytest.raises(device.UnsupportedDeviceFeature,
+                       match=r"the device lacks tensor/graph support and ARM's emulation layers are not installed \(test\)"):
+        VulkanContext(need_tensors=True, emulation="always")
+    assert len(destroyed) == 1

@@ -482,6 +482,7 @@ class VulkanContext:
     def _restart_with_emulation(self, index: int) -> None:
         if self.instance is not None:
             vk.vkDestroyInstance(self.instance, None)
+            self.instance = None  # a failure below must not leave close() a destroyed handle
         try:
             layers = prepare_emulation_layers()
         except EmulationLayersUnavailable as exc:
