@@ -27,7 +27,7 @@ import threading
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -66,8 +66,8 @@ PARALLEL_PLANES_MIN_BYTES: Final = 4 << 20
 PLANES_MIN_BYTES: Final = 64 << 10
 #: element width of the planes: 4 bytes (float32, int32), the commonest element of a snapshot.
 PLANE_WIDTH: Final = 4
-#: each compressing thread keeps a plane buffer up to this size, so blobs do not fault in fresh pages.
-SCRATCH_MAX_BYTES: Final = 8 << 20
+#: plane buffers of written blobs kept for the next blobs, at most this many bytes in all.
+PLANE_BUFFERS_KEEP_BYTES: Final = 256 << 20
 #: reader limits (constructor arguments override them).
 DEFAULT_MAX_BLOB_BYTES: Final = 4 << 30
 DEFAULT_MAX_META_BYTES: Final = 64 << 20
@@ -219,14 +219,59 @@ def _fsync_dir(path: str) -> None:
 # Writer
 
 
+class _PlaneBuffers:
+    """Plane buffers of blobs already written, for the next blobs of the same size to split their
+    planes into. A fresh buffer faults in a page per 4 KiB as it is first written, and copying the raw
+    planes out of a reused one held the GIL; either way, compressing threads queued behind each other.
+    Thread-safe; keeps at most ``keep_bytes``."""
+
+    def __init__(self, keep_bytes: int) -> None:
+        self.keep_bytes = keep_bytes
+        self._free: dict[int, list[Any]] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def take(self, nbytes: int) -> Any:
+        with self._lock:
+            free = self._free.get(nbytes)
+            if free:
+                self._bytes -= nbytes
+                return free.pop()
+        import numpy as np
+
+        return np.empty(nbytes, np.uint8)
+
+    def give(self, buffer: Any) -> None:
+        with self._lock:
+            if self._bytes + buffer.nbytes <= self.keep_bytes:
+                self._free.setdefault(buffer.nbytes, []).append(buffer)
+                self._bytes += buffer.nbytes
+
+
+class _Lease:
+    """A plane buffer lent to one prepared blob, given back (once) when the blob is written."""
+
+    __slots__ = ("_buffers", "_buffer")
+
+    def __init__(self, buffers: _PlaneBuffers, buffer: Any) -> None:
+        self._buffers, self._buffer = buffers, buffer
+
+    def release(self) -> None:
+        buffer, self._buffer = self._buffer, None
+        if buffer is not None:
+            self._buffers.give(buffer)
+
+
 @dataclass(frozen=True)
 class PreparedBlob:
     """A blob hashed and compressed, ready to be appended by :meth:`TraceWriter.write_prepared`.
 
     ``data`` is the stored data as parts written one after the other (never joined: that would copy
-    them). Self-contained: no part aliases the caller's buffer once :meth:`TraceWriter.compress_blob`
-    returns, so the caller may reuse its buffer at once. ``data is None`` means compression was skipped
-    because the writer already stored this key.
+    them). No part aliases the caller's buffer once :meth:`TraceWriter.compress_blob` returns, so the
+    caller may reuse its buffer at once. Raw byte planes are views of a plane buffer the writer lends
+    (``lease``) and takes back when the blob is written: ``data`` must not be read after
+    :meth:`TraceWriter.write_prepared`. ``data is None`` means compression was skipped because the
+    writer already stored this key.
     """
 
     key: str
@@ -234,6 +279,7 @@ class PreparedBlob:
     codec: int
     data: tuple[Any, ...] | None
     payload_checksum: int
+    lease: _Lease | None = field(default=None, compare=False, repr=False)
 
     @property
     def stored_len(self) -> int:
@@ -291,6 +337,7 @@ class TraceWriter:
         self.min_compress = min_compress
         self.planes = planes
         self._plane_pool: ThreadPoolExecutor | None = None
+        self._plane_buffers = _PlaneBuffers(PLANE_BUFFERS_KEEP_BYTES)
         self.finalize_on_error = finalize_on_error
         zstandard.ZstdCompressor(level=level)  # validate the level now, not in a worker thread
         folder, name = os.path.split(self.path)
@@ -407,29 +454,32 @@ class TraceWriter:
         raw_len = len(view)
         if skip_if_stored and key in self._blobs:
             return PreparedBlob(key.hex(), raw_len, Codec.NONE, None, 0)
-        codec, parts = Codec.NONE, (view,)  # type: Codec, tuple[Any, ...]
+        codec, parts, lease = Codec.NONE, (view,), None  # type: Codec, tuple[Any, ...], _Lease | None
         if raw_len >= self.min_compress:
-            codec, parts = self._encode(view)
+            codec, parts, lease = self._encode(view)
         if codec == Codec.NONE and copy_raw:
             parts = (view.tobytes(),)
         sub = R.pack_blob_header(key, raw_len, codec)
-        return PreparedBlob(key.hex(), raw_len, int(codec), parts, R.checksum(sub, *parts))
+        return PreparedBlob(key.hex(), raw_len, int(codec), parts, R.checksum(sub, *parts), lease)
 
-    def _encode(self, view: memoryview) -> tuple[Codec, tuple[Any, ...]]:
-        """The smallest of the codecs tried, as the parts of its stored data: byte planes when a
-        probe says the data is made of elements (floats) whose planes compress better apart, else
-        one zstd frame; the raw ``view`` when neither is smaller than the data."""
+    def _encode(self, view: memoryview) -> tuple[Codec, tuple[Any, ...], _Lease | None]:
+        """The smallest of the codecs tried, as the parts of its stored data (and the lease of the
+        plane buffer they view): byte planes when a probe says the data is made of elements (floats)
+        whose planes compress better apart, else one zstd frame; the raw ``view`` when neither is
+        smaller than the data."""
         if self.planes and len(view) >= PLANES_MIN_BYTES:
             from . import planes
 
             if planes.prefers_planes(view, PLANE_WIDTH, self._compressor(0)):
-                parts = planes.encode_parts(view, PLANE_WIDTH, self._compressor, self._scratch(len(view)),
+                buffer = self._plane_buffers.take(len(view))
+                parts = planes.encode_parts(view, PLANE_WIDTH, self._compressor, buffer,
                                             map_planes=self._plane_map(len(view)))
                 if _size_of(parts) < len(view):
-                    return Codec.PLANES, tuple(parts)
-                return Codec.NONE, (view,)
+                    return Codec.PLANES, tuple(parts), _Lease(self._plane_buffers, buffer)
+                self._plane_buffers.give(buffer)
+                return Codec.NONE, (view,), None
         frame = self._compressor(len(view)).compress(view)
-        return (Codec.ZSTD, (frame,)) if len(frame) < len(view) else (Codec.NONE, (view,))
+        return (Codec.ZSTD, (frame,), None) if len(frame) < len(view) else (Codec.NONE, (view,), None)
 
     def _plane_map(self, nbytes: int) -> Any:
         """How to run the planes of a blob: in parallel threads for a large blob when the writer may
@@ -443,23 +493,19 @@ class TraceWriter:
                 self._plane_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vkcap-planes")
         return self._plane_pool.map
 
-    def _scratch(self, nbytes: int) -> Any:
-        """This thread's reusable plane buffer for ``nbytes`` (None above SCRATCH_MAX_BYTES: a
-        fresh one is cheaper than keeping a large buffer per thread)."""
-        if nbytes > SCRATCH_MAX_BYTES:
-            return None
-        scratch = getattr(self._local, "scratch", None)
-        if scratch is None or scratch.size < nbytes:
-            import numpy as np
-
-            scratch = self._local.scratch = np.empty(max(nbytes, 1 << 20), np.uint8)
-        return scratch
-
     def write_prepared(self, prepared: PreparedBlob) -> str:
         """Append a prepared blob unless its key is already stored (then only count the duplicate).
 
-        Returns the key. Once this returns, the record is completely in the file (kill-safe).
+        Returns the key. Once this returns, the record is completely in the file (kill-safe), and the
+        plane buffer ``prepared`` borrowed is taken back.
         """
+        try:
+            return self._write_prepared(prepared)
+        finally:
+            if prepared.lease is not None:
+                prepared.lease.release()
+
+    def _write_prepared(self, prepared: PreparedBlob) -> str:
         key = bytes.fromhex(prepared.key)
         with self._lock:
             self._check_open()

@@ -95,21 +95,22 @@ def encode_parts(
     view: memoryview,
     width: int,
     compressor: Callable[[int], zstandard.ZstdCompressor],
-    scratch: np.ndarray | None = None,
+    out: np.ndarray | None = None,
     map_planes: Callable[..., Iterable[tuple[int, Any]]] = map,
 ) -> list[Any]:
     """The PLANES encoding of ``view`` as a list of buffers to be written one after the other: every
     plane zstd-compressed unless a probe of it shows it would not shrink (then it is stored raw).
-    No part aliases ``view`` or ``scratch`` (raw planes are copied out of a scratch buffer; without
-    one they are views of a plane buffer of their own), so the caller may reuse both at once. Not
-    joining the parts saves a copy of the whole encoding, made while holding the GIL.
+    The planes are split into ``out`` (a uint8 array of at least ``len(view)`` bytes; a new one when
+    None) and raw planes are returned as views of it, so ``out`` must stay untouched until the parts
+    are written; no part aliases ``view``, which the caller may reuse at once. Not copying raw planes
+    out, nor joining the parts, saves copies of the data made while holding the GIL.
 
     ``compressor(nbytes)`` returns the compressor for ``nbytes`` of input *of the calling thread*
     (zstd contexts are not thread-safe). ``map_planes`` (e.g. a thread pool's ``map``) may encode
     the planes in parallel: they are independent, and shifting and zstd release the GIL."""
     if width not in WIDTHS:
         raise ValueError(f"plane width {width} is not one of {sorted(WIDTHS)}")
-    elements, planes = _elements_and_planes(view, width, scratch)
+    elements, planes = _elements_and_planes(view, width, out)
 
     def one_plane(k: int) -> tuple[int, Any]:
         plane = _fill_plane(elements, planes, k)
@@ -118,7 +119,7 @@ def encode_parts(
             packed = compressor(len(plane)).compress(plane)  # type: ignore[arg-type]  # as above
             if len(packed) < len(plane):
                 return PLANE_ZSTD, packed
-        return PLANE_RAW, plane.tobytes() if scratch is not None else plane.data
+        return PLANE_RAW, plane.data
 
     coded = list(map_planes(one_plane, range(width)))
     entries = [PLANES_HEADER.pack(width), *(PLANE_ENTRY.pack(len(body), codec) for codec, body in coded)]

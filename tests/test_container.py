@@ -167,6 +167,28 @@ def test_parallel_compress_then_write(tmp_path: Path) -> None:
         assert xxhash.xxh3_128_hexdigest(r.read_blob(keys[-1])) == keys[-1]
 
 
+def test_plane_buffers_are_lent_to_one_blob_at_a_time_and_reused_once_written(tmp_path: Path) -> None:
+    """Byte-plane blobs split into a buffer the writer lends and takes back when the blob is written;
+    the next blob of that size reuses it. A buffer is never lent twice at once: writing the same
+    prepared blob again (a duplicate) does not give it back a second time."""
+    frames = [np.sin(np.arange(256 * 1024, dtype=np.float32) / 300 + k).astype(np.float32) for k in range(4)]
+    with TraceWriter(tmp_path / "t.vkt") as w:
+        first, second = w.compress_blob(frames[0]), w.compress_blob(frames[1])
+        assert first.codec == second.codec == R.Codec.PLANES and first.lease is not None and second.lease is not None
+        assert first.lease._buffer is not second.lease._buffer  # both in flight: two buffers
+        lent = first.lease._buffer
+        keys = [w.write_prepared(first)]
+        w.write_prepared(first)  # a duplicate: counted, the buffer is not given back again
+        third = w.compress_blob(frames[2])
+        assert third.lease is not None and third.lease._buffer is lent  # reused once written
+        fourth = w.compress_blob(frames[3])
+        assert fourth.lease is not None and fourth.lease._buffer is not lent
+        keys += [w.write_prepared(p) for p in (second, third, fourth)]
+        assert w.stats.dedup_count == 1
+    with TraceReader(tmp_path / "t.vkt") as r:
+        assert [r.read_blob(k) for k in keys] == [f.tobytes() for f in frames]
+
+
 def test_large_blob_uses_worker_threads(tmp_path: Path) -> None:
     data = np.sin(np.arange(2 * MiB, dtype=np.float32) / 100)  # 8 MiB, over the multithreading threshold
     with TraceWriter(tmp_path / "t.vkt", threads=2) as w:

@@ -49,20 +49,25 @@ def test_round_trip_property(raw: bytes, width: int) -> None:
     assert planes.decode(planes.encode(memoryview(raw), width, SAME), len(raw), DCTX) == raw
 
 
-@pytest.mark.parametrize("with_scratch", [True, False], ids=["scratch", "own-buffer"])
-def test_parts_alias_neither_the_input_nor_the_scratch(with_scratch: bool) -> None:
-    """The parts of an encoding stay valid when the caller overwrites its input and the scratch
-    buffer at once (as a recorder reuses both for the next blob), and join to :func:`encode`."""
+@pytest.mark.parametrize("with_out", [True, False], ids=["given-buffer", "own-buffer"])
+def test_parts_do_not_alias_the_input_and_raw_planes_are_views_of_the_plane_buffer(with_out: bool) -> None:
+    """The parts of an encoding stay valid when the caller overwrites its input (as a recorder reuses
+    its staging slot for the next frame), and join to :func:`encode`; raw planes are not copied: they
+    are views of the plane buffer (``out`` when given), which must outlive them."""
     raw = bytearray(smooth_floats(1 << 15).tobytes() + b"tail!")
     expected = planes.encode(memoryview(bytes(raw)), 4, SAME)
-    scratch = np.empty(len(raw), np.uint8) if with_scratch else None
-    parts = planes.encode_parts(memoryview(raw), 4, SAME, scratch)
+    out = np.empty(len(raw), np.uint8) if with_out else None
+    parts = planes.encode_parts(memoryview(raw), 4, SAME, out)
     original = bytes(raw)
     raw[:] = bytes(len(raw))
-    if scratch is not None:
-        scratch[:] = 0xFF
     joined = b"".join(parts)
     assert joined == expected and planes.decode(joined, len(original), DCTX) == original
+    raw_planes = [p for p in parts if isinstance(p, memoryview) and p.nbytes == len(original) // 4]
+    assert raw_planes, "smooth floats have noise planes stored raw"
+    if out is not None:
+        before = [bytes(p) for p in raw_planes]
+        out[:] = 0xFF  # the plane buffer reused too early: the raw planes change with it
+        assert all(bytes(p) != b for p, b in zip(raw_planes, before))
 
 
 def test_planes_hold_the_kth_byte_of_each_element_and_noise_is_stored_raw() -> None:
