@@ -421,11 +421,18 @@ class _Recording:
     writer: TraceWriter | None = None
     recorder: TraceRecorder | None = None
     preamble_done: Any = None  # a trio.Event, once the writer task runs
+    frames: Any = None  # the sending end of the frame queue
+    end: dict[str, Any] | None = None  # the END record, once the run ended without failing
 
-    async def session_released(self) -> None:
-        """Return once nothing reads the session's memory any more (the preamble is written)."""
+    async def before_close(self, result: RunResult | None) -> None:
+        """Return once nothing reads the session's memory any more (the preamble is written). When the
+        run did not fail (``result``), close the frame queue and set the END record: the writer task
+        then finishes the trace (index, fsync, rename) while the session and the device close."""
         if self.preamble_done is not None:
             await self.preamble_done.wait()
+        if result is not None and self.frames is not None:
+            self.end = {"status": "interrupted" if result.interrupted else "complete", "error": ""}
+            await self.frames.aclose()
 
 
 class _Consumer:
@@ -463,6 +470,7 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
     stop = stop or StopRequest()
     state = _Recording()
     send, receive = trio.open_memory_channel(WRITE_QUEUE)
+    state.frames = send
 
     nursery: Any = None
 
@@ -476,7 +484,12 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
         state.recorder.queue = send
         preamble = await trio.to_thread.run_sync(state.recorder.gather_preamble, session, argv)
         state.preamble_done = trio.Event()
-        nursery.start_soon(state.recorder.writer_loop, receive, preamble, state.preamble_done)
+        nursery.start_soon(write_and_finish, state.recorder, state.writer, preamble)
+
+    async def write_and_finish(recorder: TraceRecorder, writer: TraceWriter, preamble: Preamble) -> None:
+        await recorder.writer_loop(receive, preamble, state.preamble_done)
+        if state.end is not None and recorder.frames_written:
+            await trio.to_thread.run_sync(_finish, writer, {**state.end, "frames": recorder.frames_written})
 
     result: RunResult | None = None
     status, error = "complete", ""
@@ -485,7 +498,7 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
             async with trio.open_nursery() as nursery:
                 async with send:
                     result = await run_async(options.run, consumer=_Consumer(state), on_session=on_session,
-                                             before_close=state.session_released, stop=stop,
+                                             before_close=state.before_close, stop=stop,
                                              scenario=scenario, on_event=on_event)
         except BaseExceptionGroup as group:
             raise_single(group)

@@ -327,6 +327,33 @@ def test_a_large_unwritable_input_outlasting_the_frames_is_recorded_whole(builde
         np.testing.assert_array_equal(snap(trace, 0, "acc", np.uint32), data[:256])  # acc starts at zero
 
 
+def test_the_trace_is_finished_while_the_device_closes(builder: ScenarioBuilder, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the run has queued its last frame, the writer finishes the trace (END record, index, fsync,
+    rename) in parallel with the session's and the device's teardown: here the device's close waits
+    until the finished trace is at its path, which would never happen if finishing came after it."""
+    from vkcore import device
+
+    trace_path = tmp_path / "t.vkt"
+    close = device.VulkanContext.close
+    seen: list[bool] = []
+
+    def close_once_finished(ctx: Any) -> None:
+        deadline = time.monotonic() + 20
+        while not trace_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        seen.append(trace_path.exists() and not partial_files(tmp_path))
+        close(ctx)
+
+    monkeypatch.setattr(device.VulkanContext, "close", close_once_finished)
+    record_ok(accumulate_scenario(builder, 5), trace_path, "--checkpoint-every", 2)
+    assert seen == [True]
+    with Trace.open(trace_path) as trace:
+        assert [f.seq for f in trace.frames] == list(range(5)) and not trace.recovered
+        assert trace.end == {"kind": "end", "status": "complete", "frames": 5, "error": ""}
+        np.testing.assert_array_equal(snap(trace, 4, "acc"), INC * 5)
+
+
 # --------------------------------------------------------------------------------------------------
 # seeking: a frame's snapshot reads only its own blob
 

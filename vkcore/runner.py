@@ -91,13 +91,14 @@ async def run_async(
     consumer: FrameConsumer | None = None,
     stop: StopRequest | None = None,
     on_session: Callable[[Session], Awaitable[None]] | None = None,
-    before_close: Callable[[], Awaitable[None]] | None = None,
+    before_close: Callable[[RunResult | None], Awaitable[None]] | None = None,
     scenario: Scenario | None = None,
 ) -> RunResult:
     """Validate, build, execute and write outputs. ``on_session`` runs once the session is built
     (and inputs loaded), before the first frame: recording uses it to store the initial state.
-    ``before_close`` is awaited before the session closes, also after an error or a cancellation:
-    a recorder that still reads the session's memory holds it open until it is done."""
+    ``before_close`` is awaited before the session closes, also after an error or a cancellation,
+    with the result (None when the run failed): a recorder that still reads the session's memory
+    holds it open until it is done, and finishes its trace while the session and device close."""
     import trio
 
     t_start = time.perf_counter()
@@ -122,6 +123,7 @@ async def run_async(
         except ScenarioError as exc:
             exc.file = exc.file or str(scenario.path)  # device-dependent checks name the scenario too
             raise
+        failed = False
         try:
             cache = session.cache
             assert cache is not None
@@ -162,10 +164,13 @@ async def run_async(
                     perf_counters_document(timer, time.perf_counter() - t_start, t_run - t_start),
                 )
             return result
+        except BaseException:
+            failed = True
+            raise
         finally:
             if before_close is not None:
                 with trio.CancelScope(shield=True):
-                    await before_close()
+                    await before_close(None if failed else result)
             await _in_thread(session.close)
     finally:
         await _in_thread(ctx.close)
