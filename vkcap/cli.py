@@ -97,13 +97,19 @@ def scenario_argument(args: argparse.Namespace) -> Path:
     return Path(value)
 
 
-def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
-    from vkcore.runner import RunOptions
-
+def check_run_flags(args: argparse.Namespace) -> None:
+    """The checks of :func:`run_options` that need no module: callers make them before starting Vulkan."""
+    scenario_argument(args)
     if args.repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {args.timeout}")
+
+
+def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
+    check_run_flags(args)
+    from vkcore.runner import RunOptions
+
     return RunOptions(
         scenario=scenario_argument(args),
         output=args.output,
@@ -134,12 +140,13 @@ def start_vulkan_early(icd: Path | None = None, device: str | None = None) -> No
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    check_run_flags(args)
+    start_vulkan_early(device=args.device)  # before the imports below, which it overlaps
     from vkcore.runner import run
 
     from .progress import FrameProgress
 
     options = run_options(args)
-    start_vulkan_early(device=options.device)
     with FrameProgress.for_terminal() as progress:
         result = run(options, on_event=progress.on_event)
     if options.dry_run:
