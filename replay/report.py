@@ -75,27 +75,29 @@ def write_junit(path: Path, suite: str, frames: Iterable[Any]) -> None:
 
 
 def print_frames(frames: list[Any], *, show_identical: bool = False, console: Any = None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = console or Console()
-    table = Table(title="replay")
-    for col in ("frame", "resource", "status", "differ", "max abs", "max rel", "max ULP", "first difference"):
-        table.add_column(col)
+    """A table of the comparisons worth showing (all of them with ``show_identical``, else those of
+    frames that diverged or are only within tolerance); nothing, and rich not even loaded, when none is."""
+    rows = []
     for f in frames:
-        rows = [(None, c) for c in f.comparisons] + list(f.dispatches)
-        for cmd, c in rows:
+        for cmd, c in [(None, c) for c in f.comparisons] + list(f.dispatches):
             if c.status == IDENTICAL and not show_identical and not f.diverged:
                 continue
             style = "red" if c.status == DIVERGED else ("yellow" if c.status != IDENTICAL else "green")
             where = "" if c.first_index is None else f"[{', '.join(map(str, c.first_index))}] {c.first_recorded!r} -> {c.first_live!r}"
             label = c.uid if cmd is None else f"{c.uid} (after command {cmd})"
-            table.add_row(
-                str(f.seq), label, f"[{style}]{c.status}[/{style}]", f"{c.differing}/{c.count}",
-                f"{c.max_abs:.3g}", f"{c.max_rel:.3g}", str(c.max_ulp), where,
-            )
-    if table.row_count:
-        console.print(table)
+            rows.append((str(f.seq), label, f"[{style}]{c.status}[/{style}]", f"{c.differing}/{c.count}",
+                         f"{c.max_abs:.3g}", f"{c.max_rel:.3g}", str(c.max_ulp), where))
+    if not rows:
+        return
+    from rich.console import Console  # 40 ms of imports: only when there is something to show
+    from rich.table import Table
+
+    table = Table(title="replay")
+    for col in ("frame", "resource", "status", "differ", "max abs", "max rel", "max ULP", "first difference"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row)
+    (console or Console()).print(table)
 
 
 def frames_from_document(frames: list[dict[str, Any]]) -> list[Any]:

@@ -207,6 +207,18 @@ def test_rebuilt_scenario_holds_restored_inputs_as_placeholders_and_raw_data_in_
     np.testing.assert_allclose(y3, 1 + 3 * (x * np.float32(0.5) - 3), rtol=1e-6)
 
 
+def test_a_clean_replay_prints_no_table_and_does_not_load_rich(base: dict[str, Path]) -> None:
+    """The rich table lists what diverged or is only within tolerance; a replay where everything is
+    identical prints none, and does not pay for loading rich (about 40 ms)."""
+    probe = ("import sys\nfrom vkcap.cli import main\ncode = main(sys.argv[1:])\n"
+             "print('rich' in sys.modules, code)")
+    proc = subprocess.run([sys.executable, "-c", probe, "replay", str(base["trace"]), "--frames", "0-3"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["False 0"]
+    assert re.fullmatch(r"vkcap: 4 frame\(s\) replayed on .+: all within tolerance", proc.stderr.strip().splitlines()[-1])
+
+
 def test_replays_after_the_scenario_folder_is_deleted(base: dict[str, Path], tmp_path: Path) -> None:
     folder = tmp_path / "gone"
     scenario = counter_scenario(ScenarioBuilder(folder), 12)
