@@ -45,7 +45,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import os
 import re
 import struct
 from dataclasses import dataclass, field
@@ -69,6 +68,7 @@ from .graphs import (
     pipeline_problems,
     scan_graph_module,
 )
+from .npyio import write_atomic
 from .paths import cache_root
 from .pipelines import ComputePipeline, PipelineFactory
 from .resources import MemoryRequirements
@@ -913,14 +913,10 @@ class _Checker:
         if module.code_kind is CodeKind.GLSL:
             assert isinstance(module.code, str)
             source = module.code.encode("utf-8")
-            folder = cache_root() / "vgf-glsl"
-            path = folder / f"{hashlib.sha256(source).hexdigest()[:32]}.comp"
+            path = cache_root() / "vgf-glsl" / f"{hashlib.sha256(source).hexdigest()[:32]}.comp"
             try:
                 if not path.is_file() or path.read_bytes() != source:
-                    folder.mkdir(parents=True, exist_ok=True)
-                    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-                    tmp.write_bytes(source)
-                    os.replace(tmp, path)
+                    write_atomic(path, [source])
             except OSError as exc:
                 raise self.fail(f"cannot write the GLSL of module '{module.name}' for compilation: {exc}", self.gplace) from None
             spec = Shader(uid=uid, index=self.graph.index, src=str(path), entry=module.entry_point or "main", type="GLSL")

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .npyio import write_atomic
 from .paths import cache_root
 
 GRAPH_LAYER = "VK_LAYER_ML_Graph_Emulation"
@@ -76,10 +77,7 @@ def prepare_emulation_layers() -> EmulationLayers:
         folder = cache_root() / "layers" / f"{name}-{digest}"
         target = folder / manifest_name
         if not target.is_file():
-            folder.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(text)
-            os.replace(tmp, target)
+            write_atomic(target, [text.encode()])
         folders.append(folder)
         names.append(name)
     return EmulationLayers(tuple(folders), tuple(names))

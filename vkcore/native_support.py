@@ -14,6 +14,7 @@ import json
 import os
 from pathlib import Path
 
+from .npyio import write_atomic
 from .paths import cache_root
 
 ICD_DIRS = ("/etc/vulkan/icd.d", "/usr/share/vulkan/icd.d", "/usr/local/share/vulkan/icd.d")
@@ -69,11 +70,8 @@ def known_native(extensions: list[str]) -> bool | None:
 
 def remember(device_extensions: list[list[str]]) -> None:
     """Store, for each device in enumeration order, its native extensions of interest."""
-    target = _file()
+    document = {"devices": [{"extensions": sorted(e)} for e in device_extensions]}
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"devices": [{"extensions": sorted(e)} for e in device_extensions]}))
-        os.replace(tmp, target)
+        write_atomic(_file(), [json.dumps(document).encode()])
     except OSError:
         pass  # a cache we cannot write only costs time

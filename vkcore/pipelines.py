@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +14,7 @@ import vulkan as vk
 
 from .device import VulkanContext
 from .errors import DeviceError, ScenarioError
+from .npyio import write_atomic
 from .scenario import Shader, SpecializationConstant
 from .shaders import SpirvModule
 
@@ -116,10 +116,7 @@ class PipelineCache:
         if not self.added and data == self._initial:
             return
         manifest = {"device": self.device_key, "pipelines": sorted(self.known | self.added)}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(CACHE_FILE_MAGIC + json.dumps(manifest).encode() + b"\n" + data)
-        os.replace(tmp, self.path)
+        write_atomic(self.path, [CACHE_FILE_MAGIC, json.dumps(manifest).encode(), b"\n", data])
 
     def destroy(self) -> None:
         vk.vkDestroyPipelineCache(self.ctx.device, self.handle, None)

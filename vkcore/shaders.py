@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ScenarioError
+from .npyio import write_atomic
 from .paths import cache_root
 from .scenario import Scenario, Shader
 
@@ -208,13 +209,8 @@ def compile_glsl(scenario: Scenario, spec: Shader, path: Path) -> SpirvModule:
         else:
             deps = [str(p) for p in scan_includes(path, [scenario.src_path(d) for d in spec.include_dirs])]
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp_spv = cached.with_suffix(f".{os.getpid()}.tmp")
-        tmp_spv.write_bytes(code)
-        os.replace(tmp_spv, cached)
-        tmp_dep = manifest.with_suffix(f".{os.getpid()}.tmp")
-        tmp_dep.write_text(json.dumps({p: _file_digest(p) for p in {str(path), *deps}}))
-        os.replace(tmp_dep, manifest)
+        write_atomic(cached, [code])
+        write_atomic(manifest, [json.dumps({p: _file_digest(p) for p in {str(path), *deps}}).encode()])
     except OSError:
         pass  # a cache we cannot write only costs time
     extra = tuple(sorted({Path(p) for p in deps} - {path}))
