@@ -421,7 +421,6 @@ class _Recording:
     writer: TraceWriter | None = None
     recorder: TraceRecorder | None = None
     preamble_done: Any = None  # a trio.Event, once the writer task runs
-    frames: Any = None  # the sending end of the frame queue
     end: dict[str, Any] | None = None  # the END record, once the run ended without failing
 
     async def before_close(self, result: RunResult | None) -> None:
@@ -430,9 +429,9 @@ class _Recording:
         then finishes the trace (index, fsync, rename) while the session and the device close."""
         if self.preamble_done is not None:
             await self.preamble_done.wait()
-        if result is not None and self.frames is not None:
+        if result is not None and self.recorder is not None:
             self.end = {"status": "interrupted" if result.interrupted else "complete", "error": ""}
-            await self.frames.aclose()
+            await self.recorder.queue.aclose()
 
 
 class _Consumer:
@@ -470,7 +469,6 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
     stop = stop or StopRequest()
     state = _Recording()
     send, receive = trio.open_memory_channel(WRITE_QUEUE)
-    state.frames = send
 
     nursery: Any = None
 

@@ -559,7 +559,6 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     print(f"first divergent frame: {result.frame.seq} (frame_id {result.frame.frame_id})")
     if result.command is not None:
         via = " (found by running the frame on both drivers)" if result.side_by_side else ""
-        extras = result.dispatch_comparison.extras if result.dispatch_comparison is not None else {}
         segment = f", segment {extras['segment']} (module {extras['module']})" if "segment" in extras else ""
         print(f"first divergent dispatch: commands[{result.command}] ({name}){segment}{via}")
     else:

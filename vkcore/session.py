@@ -424,9 +424,8 @@ class Session:
 
     def capturable(self, uid: str, command: int | None = None) -> Any:
         """A scenario resource by uid, or an intermediate of the graph dispatched by ``command``."""
-        assert self.resources is not None
-        if uid in self.resources:
-            return self.resources[uid]
+        if uid in self._resources:
+            return self._resources[uid]
         if command is not None and command in self.graphs:
             return self.graphs[command].resource(uid)
         raise KeyError(uid)
@@ -553,8 +552,7 @@ class Session:
         (valid while the session is open). All others come back as copies, in one submission through
         one staging buffer (one allocation, one wait, however many resources)."""
         uids = list(uids)
-        resources = self.resources
-        assert resources is not None
+        resources = self._resources
         out: dict[str, bytes | memoryview] = {}
         device_side = []
         for uid in uids:
