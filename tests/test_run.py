@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -275,6 +277,22 @@ def test_failed_run_keeps_previous_output(builder: ScenarioBuilder, tmp_path: Pa
     assert proc.returncode == 1
     assert (out / "c.npy").read_bytes() == b"previous"
     assert sorted(p.name for p in out.iterdir()) == ["c.npy"]
+
+
+def test_outputs_reports_and_traces_get_the_mode_the_umask_gives(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """Files are created as ``open(path, "wb")`` would (0666 less the umask), not private to the user."""
+    a = np.ones(32, np.float32)
+    scenario = three_buffer_add(builder, ADD_FLOAT, np.float32, a, a)
+    old = os.umask(0o027)
+    try:
+        run_ok("run", scenario, "--output", tmp_path / "run", "--perf-counters-dump-path", tmp_path / "perf.json")
+        run_ok("record", scenario, "--output", tmp_path / "rec", "-o", tmp_path / "t.vkt")
+    finally:
+        os.umask(old)
+    written = [tmp_path / "run" / "c.npy", tmp_path / "perf.json", tmp_path / "rec" / "c.npy", tmp_path / "t.vkt"]
+    modes = {str(p.relative_to(tmp_path)): oct(stat.S_IMODE(p.stat().st_mode)) for p in written}
+    assert modes == {str(p.relative_to(tmp_path)): "0o640" for p in written}
+    np.testing.assert_array_equal(load_output(tmp_path / "rec" / "c.npy", np.float32), a * 2)
 
 
 def test_shader_compile_error_names_file_and_line(builder: ScenarioBuilder) -> None:

@@ -11,7 +11,6 @@ import ast
 import os
 import re
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -137,11 +136,13 @@ def write_atomic(path: str | Path, chunks: Iterable[bytes | memoryview]) -> None
     """Write ``chunks`` to ``path`` so that ``path`` is either its old content or the complete new one.
 
     The data goes to a unique temporary file beside ``path`` and is renamed over it after an fsync-free
-    flush; a failure removes the temporary file. Missing parent folders are created.
+    flush; a failure removes the temporary file. Missing parent folders are created. The new file's mode
+    is ``0o666`` less the process umask, as for a file opened with ``open(path, "wb")`` (``0644`` under
+    the usual umask), not the private ``0600`` of :func:`tempfile.mkstemp`.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp = _create_temporary(target)
     try:
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
@@ -153,6 +154,16 @@ def write_atomic(path: str | Path, chunks: Iterable[bytes | memoryview]) -> None
         except FileNotFoundError:
             pass
         raise
+
+
+def _create_temporary(target: Path) -> tuple[int, str]:
+    """Create and open a new, unique file beside ``target``, with the mode the umask gives ``0o666``."""
+    while True:
+        tmp = os.path.join(target.parent, f".{target.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666), tmp
+        except FileExistsError:
+            continue
 
 
 def write_flat_int8(path: str | Path, payload: bytes | memoryview) -> None:
