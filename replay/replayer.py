@@ -149,13 +149,15 @@ class Comparer:
     """Frame consumer of a replay: captures what was recorded for the compared frames, compares it."""
 
     def __init__(self, trace: Trace, plan: Plan, targets: dict[int, FrameRecord], options: ReplayOptions,
-                 on_frame: Callable[[FrameResult], None] | None = None) -> None:
+                 on_frame: Callable[[FrameResult], None] | None = None, *, stop_at_first_divergence: bool = False) -> None:
         self.trace = trace
         self.plan = plan
         self.targets = targets
         self.options = options
         self.on_frame = on_frame
-        self.results: list[FrameResult] = []
+        self.stop_at_first_divergence = stop_at_first_divergence
+        self.first_divergent: int | None = None  # set only when stopping at the first divergence
+        self._results: list[FrameResult] = []
         self.dtypes = dict(options.dtypes)
         self._layouts: dict[int, CaptureLayout] = {}
         self._align = {uid: int(m.get("texel_bytes", 1)) for uid, m in trace.resources.items() if m.get("kind") == "image"}
@@ -179,15 +181,30 @@ class Comparer:
     def layout(self, frame: Frame, seq: int) -> CaptureLayout:
         return self._layout(seq) if seq in self.targets else NOTHING
 
+    def _wanted(self, seq: int) -> bool:
+        """Whether frame ``seq`` is compared: a target, and not after a divergence that ends the run."""
+        return seq in self.targets and (self.first_divergent is None or seq < self.first_divergent)
+
     async def consume(self, snapshot: FrameSnapshot) -> None:
         import trio
 
-        if snapshot.seq not in self.targets:
+        if not self._wanted(snapshot.seq):  # frames still in flight after the run's last divergence
             return
         result = await trio.to_thread.run_sync(self._compare_frame, snapshot)
-        self.results.append(result)
+        if not self._wanted(snapshot.seq):  # an earlier frame diverged meanwhile
+            return
+        if result.diverged and self.stop_at_first_divergence:
+            self.first_divergent = snapshot.seq
+        self._results.append(result)
         if self.on_frame is not None:
             self.on_frame(result)
+
+    @property
+    def results(self) -> list[FrameResult]:
+        """The compared frames in frame order; when stopping at the first divergence, none after it
+        (which frames were still in flight then depends on timing, so they are not reported)."""
+        last = self.first_divergent
+        return sorted((r for r in self._results if last is None or r.seq <= last), key=lambda r: r.seq)
 
     def dtype_for(self, uid: str) -> str:
         return resource_dtype(self.trace, uid, self.options)
@@ -342,7 +359,8 @@ class ReplaySession:
                   start: int | None = None) -> ReplayReport:
         """Restore the recorded state after frame ``start`` (default: the nearest checkpoint before the
         first target), execute to the last target, compare the targets. With
-        ``stop_at_first_divergence`` no frame is submitted after a divergent one is seen."""
+        ``stop_at_first_divergence`` no frame is submitted after a divergent one is seen, and none after
+        the first divergent frame is compared or reported."""
         assert self.session is not None and self.ctx is not None
         checkpoint = self.trace.nearest_checkpoint(min(targets)) if start is None else start
         restore_state(self.session, self.trace, checkpoint)
@@ -354,7 +372,7 @@ class ReplaySession:
             if on_frame is not None:
                 on_frame(result)
 
-        comparer = comparer_type(self.trace, self.plan, targets, self.options, seen)
+        comparer = comparer_type(self.trace, self.plan, targets, self.options, seen, stop_at_first_divergence=stop_at_first_divergence)
         report = ReplayReport(self.trace.path, self.ctx.fingerprint(), self.trace.fingerprint, started_from_checkpoint=checkpoint)
         progress = ProgressFile(self.options.progress_file) if self.options.progress_file else None
 
@@ -366,7 +384,7 @@ class ReplaySession:
             self.session, consumer=comparer, seqs=range(checkpoint + 1, max(targets) + 1),
             frame_timeout_s=self.options.frame_timeout_s, stop=stop, on_event=on_event,
         )
-        report.frames = sorted(comparer.results, key=lambda r: r.seq)
+        report.frames = comparer.results
         return report
 
 

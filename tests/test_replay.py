@@ -265,6 +265,19 @@ def test_replaced_shader_reports_frame_resource_and_element(base: dict[str, Path
     assert "first divergence at frame 37 (frame_id 1037)" in caplog.text and "first at [5]: recorded 95.0, live 96.0" in caplog.text
 
 
+def test_stopping_at_the_first_divergence_reports_no_frame_after_it(base: dict[str, Path], tmp_path: Path) -> None:
+    """Frames still in flight when frame 37 diverges are neither compared nor reported: the report does
+    not depend on how far the executor had run ahead."""
+    out = tmp_path / "r.json"
+    code = cli("replay", base["trace"], "--replace-shader", f"acc={base['acc37']}", "--dtype", "acc_buf=float32",
+               "--stop-at-first-divergence", "--json", out)
+    assert code == 1
+    doc = read_json(out)
+    assert [f["frame"] for f in doc["frames"]] == list(range(38))
+    assert diverged_frames(doc) == [37]
+    assert resource(doc["frames"][-1], "acc_buf")["first_index"] == [5]
+
+
 def test_frame_seeks_from_the_nearest_checkpoint(base: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     for frame, checkpoint in ((0, -1), (7, -1), (8, 7), (37, 31), (99, 95)):
