@@ -139,16 +139,18 @@ def test_round_trip_repeat_and_checkpoints(builder: ScenarioBuilder, tmp_path: P
 
 @pytest.mark.parametrize("capture_all", [False, True], ids=["boundary", "all"])
 def test_capture_all(builder: ScenarioBuilder, tmp_path: Path, capture_all: bool) -> None:
-    scenario = accumulate_scenario(builder, 3, double=True, capture=("out",))
+    scenario = accumulate_scenario(builder, 3, double=True, capture=("out", "inc"))
     trace_path = tmp_path / "x.vkt"
     record_ok(scenario, trace_path, *(["--capture", "all"] if capture_all else []))
     with Trace.open(trace_path) as trace:
         assert len(trace.frames) == 3
         for f in trace.frames:
-            # --capture all: every resource a dispatch writes (not the readonly input) at every boundary
-            assert set(f.snapshots) == ({"acc", "out"} if capture_all else {"out"})
+            # --capture all: what the boundary names (here also the readonly input) plus every resource
+            # a dispatch writes, at every boundary
+            assert set(f.snapshots) == ({"acc", "out", "inc"} if capture_all else {"out", "inc"})
             acc = (f.seq + 1) * INC
             np.testing.assert_array_equal(snap(trace, f.seq, "out"), 2 * acc + 1)
+            np.testing.assert_array_equal(snap(trace, f.seq, "inc"), INC)
             if capture_all:
                 np.testing.assert_array_equal(snap(trace, f.seq, "acc"), acc)
         assert trace.header["capture_all"] is capture_all

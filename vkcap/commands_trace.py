@@ -22,7 +22,7 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     add_run_flags(rec)
     rec.add_argument("-o", "--trace", type=Path, help="trace file (default: traces/<scenario>.vkt)")
     rec.add_argument("--capture", choices=("boundary", "all"), default="boundary",
-                     help="boundary: what each mark_boundary names; all: every writable resource at every boundary")
+                     help="boundary: what each mark_boundary names; all: that plus every writable resource, at every boundary")
     rec.add_argument("--checkpoint-every", type=int, default=8, metavar="K",
                      help="store the full state every K frames so replay can start near any frame (0: never; default 8)")
     rec.add_argument("--dispatch-level", action="store_true", help="also snapshot what each dispatch writes, after it")

@@ -85,13 +85,14 @@ def unwritable_resources(scenario: Scenario, read_only: Mapping[str, set[tuple[i
 
 
 def make_plan(scenario: Scenario, *, capture_all: bool = False) -> Plan:
-    """Group commands into frames. ``capture_all`` captures every written resource at every boundary."""
+    """Group commands into frames. A boundary captures the resources it names; ``capture_all`` adds
+    every resource a command can write (so it captures a superset of what the boundaries name)."""
     writable = written_resources(scenario)
     frames: list[Frame] = []
     pending: list[AnyCommand] = []
     for cmd in scenario.commands:
         if isinstance(cmd, MarkBoundary):
-            capture = writable if capture_all else cmd.resources
+            capture = (*cmd.resources, *writable) if capture_all else cmd.resources
             frames.append(Frame(len(frames), tuple(pending), cmd, tuple(dict.fromkeys(capture))))
             pending = []
         elif isinstance(cmd, (DispatchCompute, DispatchGraph, DispatchBarrier)):
