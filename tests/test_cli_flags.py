@@ -56,6 +56,15 @@ def test_version() -> None:
     assert (proc.returncode, proc.stdout.strip()) == (0, f"vkcap {__version__}")
 
 
+@pytest.mark.parametrize("command, flag", [("replay", "--iso"), ("bisect", "--exh"), ("record", "--checkpoint")])
+def test_abbreviated_flags_are_refused(trace: Path, command: str, flag: str) -> None:
+    """Flags count only as spelled in full (``--iso`` used to reach an isolated child as ``--isolate``'s
+    abbreviation, which the child did not strip, so every child isolated again)."""
+    proc = vkcap(command, trace, flag)
+    assert proc.returncode == 2
+    assert proc.stderr == f"vkcap: error: unrecognized arguments: {flag} (see 'vkcap --help')\n"
+
+
 def test_device_by_index_and_by_name(trace: Path, tmp_path: Path) -> None:
     name = replay_json(trace, tmp_path)["device"]["device_name"]
     for selector in ("0", name.split()[0].upper()):  # an index, or any part of the name in any case

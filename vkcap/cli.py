@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 # numpy's OpenBLAS starts a thread per core at import and lets them spin after work; vkcap does no
 # linear algebra, and on a small machine those threads compete with the driver and the compressors.
@@ -27,7 +27,13 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors as a :class:`UsageError` (one line, exit 2)."""
+    """argparse that reports usage errors as a :class:`UsageError` (one line, exit 2) and takes flags
+    only as spelled in full: an abbreviation a script relies on would change meaning, or stop working,
+    when a flag sharing its prefix is added."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{message} (see '{self.prog} --help')")
