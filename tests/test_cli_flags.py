@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.builders import ScenarioBuilder, vkcap
+from tests.builders import REPO, ScenarioBuilder, vkcap
 from vkcap import __version__
 
 N = 256
@@ -63,6 +65,24 @@ def test_abbreviated_flags_are_refused(trace: Path, command: str, flag: str) -> 
     proc = vkcap(command, trace, flag)
     assert proc.returncode == 2
     assert proc.stderr == f"vkcap: error: unrecognized arguments: {flag} (see 'vkcap --help')\n"
+
+
+INTERRUPT_WHILE_IMPORTING = """
+import builtins, runpy
+real_import = builtins.__import__
+def interrupted(name, *args, **kwargs):
+    if name == "argparse":  # the first module vkcap.cli imports
+        raise KeyboardInterrupt
+    return real_import(name, *args, **kwargs)
+builtins.__import__ = interrupted
+runpy.run_module("vkcap", run_name="__main__")
+"""
+
+
+def test_ctrl_c_while_the_command_line_is_imported_exits_130_without_a_traceback() -> None:
+    proc = subprocess.run([sys.executable, "-c", INTERRUPT_WHILE_IMPORTING, "--version"], capture_output=True, text=True,
+                          cwd=REPO)
+    assert (proc.returncode, proc.stderr, proc.stdout) == (130, "vkcap: interrupted\n", "")
 
 
 def test_device_by_index_and_by_name(trace: Path, tmp_path: Path) -> None:

@@ -1,3 +1,21 @@
-from .cli import entry
+"""``python -m vkcap`` and the ``vkcap`` console script.
 
-entry()
+Ctrl-C at any moment exits 130 without a traceback: also while the command line's modules are still
+being imported, before :func:`vkcap.cli.main` can catch it.
+"""
+import os
+import sys
+
+
+def launch() -> None:
+    """Import the command line and run it; never returns."""
+    try:
+        from .cli import entry
+    except KeyboardInterrupt:
+        print("vkcap: interrupted", file=sys.stderr)
+        os._exit(130)
+    entry()
+
+
+if __name__ == "__main__":
+    launch()

@@ -196,13 +196,14 @@ def _normalise_argv(argv: list[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; return its exit code. Errors are one line on stderr, Ctrl-C is 130."""
     argv = _normalise_argv(list(sys.argv[1:] if argv is None else argv))
     level = "info"
     if "--log-level" in argv:
         i = argv.index("--log-level")
         level = argv[i + 1] if i + 1 < len(argv) else level
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), format="vkcap: %(message)s", stream=sys.stderr)
     try:
+        logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), format="vkcap: %(message)s", stream=sys.stderr)
         args = build_parser().parse_args(argv)
         args.argv = ["vkcap", *argv]  # what a trace stores as its command line
         handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
