@@ -41,9 +41,33 @@ class FrameRecord:
     offset: int = 0
 
 
+@dataclass(frozen=True)
+class DamagedRecord:
+    """A META record that could not be read (checksum, structure or content): it is skipped."""
+
+    kind: str  # the kind the index (or the recovery scan) lists for it
+    offset: int
+    reason: str
+    after_frame: int | None  # the last frame read before it (None: before any frame)
+
+    def describe(self) -> str:
+        where = f"after frame {self.after_frame}" if self.after_frame is not None else "before the first frame"
+        return f"damaged {self.kind} record at offset {self.offset} ({where}): {self.reason}"
+
+
+# Records without which nothing in a trace means anything: damage to one of them makes the trace
+# unreadable. Damage to any other record costs only what it describes (a frame, a checkpoint, ...).
+ESSENTIAL_KINDS: frozenset[str] = frozenset({kinds.HEADER, kinds.SCENARIO, kinds.RESOURCES})
+# What replaying needs beyond the essential records.
+REPLAY_KINDS: frozenset[str] = frozenset({kinds.FILE, kinds.SPIRV})
+
+
 @dataclass
 class Trace:
-    """A trace opened for reading. Use as a context manager or call :meth:`close`."""
+    """A trace opened for reading. Use as a context manager or call :meth:`close`.
+
+    A damaged META record of a kind outside :data:`ESSENTIAL_KINDS` is skipped and listed in
+    ``damaged``: the other frames stay readable, and what needs the lost record says so."""
 
     path: Path
     reader: TraceReader
@@ -60,6 +84,7 @@ class Trace:
     frames: list[FrameRecord] = field(default_factory=list)
     end: dict[str, Any] | None = None
     by_seq: dict[int, FrameRecord] = field(default_factory=dict, repr=False)  # the frames by seq, built with them
+    damaged: list[DamagedRecord] = field(default_factory=list)
 
     @classmethod
     def open(cls, path: str | Path) -> "Trace":
@@ -67,7 +92,7 @@ class Trace:
         try:
             reader = TraceReader(p)
         except FileNotFoundError:
-            raise TraceError("no such file", file=p) from None
+            raise TraceError(missing_trace_message(p), file=p) from None
         except IsADirectoryError:
             raise TraceError("is a folder, not a trace", file=p) from None
         except (NotATrace, UnsupportedVersion, TraceCorrupt, ContainerError) as exc:
@@ -91,14 +116,20 @@ class Trace:
 
     # -- loading ----------------------------------------------------------------------------------
 
-    def _bad(self, what: str, offset: int) -> TraceError:
-        return TraceError(f"malformed {what} record at offset {offset}", file=self.path)
+    def _damaged(self, kind: str, offset: int, reason: str) -> None:
+        """Skip a record that cannot be read, or fail when the trace means nothing without it."""
+        record = DamagedRecord(kind, offset, reason, self.frames[-1].seq if self.frames else None)
+        if kind in ESSENTIAL_KINDS:
+            raise TraceError(f"{record.describe()}; the trace cannot be read without it", file=self.path)
+        self.damaged.append(record)
+
+    def require_intact(self, needed: frozenset[str], purpose: str) -> None:
+        """Raise :class:`TraceError` if a record of a kind in ``needed`` was damaged, naming ``purpose``."""
+        lost = [d for d in self.damaged if d.kind in needed]
+        if lost:
+            raise TraceError(f"cannot {purpose}: {lost[0].describe()}", file=self.path)
 
     def _load(self) -> None:
-        try:
-            metas = self.reader.metas()
-        except (TraceCorrupt, ContainerError) as exc:
-            raise TraceError(str(exc)) from None
         handlers: dict[str | None, Callable[[dict[str, Any], int], None]] = {
             kinds.HEADER: self._on_header,
             kinds.SCENARIO: self._on_scenario,
@@ -110,14 +141,16 @@ class Trace:
             kinds.FRAME: self._on_frame,
             kinds.END: self._on_end,
         }
-        for offset, body in metas:
-            handler = handlers.get(body.get("kind"))
+        for offset, kind in self.reader.meta_index():
+            handler = handlers.get(kind)
             if handler is None:
                 continue  # a newer writer's record kind: ignored
             try:
-                handler(body, offset)
+                handler(self.reader.read_meta(offset), offset)
+            except (TraceCorrupt, ContainerError) as exc:
+                self._damaged(kind, offset, exc.detail)
             except (KeyError, TypeError, ValueError, AttributeError):
-                raise self._bad(str(body.get("kind")), offset) from None
+                self._damaged(kind, offset, "malformed content")
         if not self.header or not self.portable_json:
             raise TraceError("the trace holds no scenario (recording died before its first records)", file=self.path)
         self.by_seq = {f.seq: f for f in self.frames}
@@ -189,8 +222,9 @@ class Trace:
         found = self.by_seq.get(seq)
         if found is not None:
             return found
-        last = self.frames[-1].seq if self.frames else None
-        raise TraceError(f"no frame {seq} in this trace (frames: {'0-' + str(last) if last is not None else 'none'})", file=self.path)
+        lost = [d.describe() for d in self.damaged if d.kind == kinds.FRAME]
+        hint = f"; {'; '.join(lost)}" if lost else ""
+        raise TraceError(f"no frame {seq} in this trace (frames: {seq_ranges([f.seq for f in self.frames])}){hint}", file=self.path)
 
     def file_bytes(self, name: str) -> bytes:
         """The content of embedded file ``name`` (a .npy input is its stored header + payload blob)."""
@@ -236,8 +270,22 @@ class Trace:
         """The latest checkpoint taken at or before the state *before* frame ``seq`` (i.e. after seq-1)."""
         usable = [c for c in self.checkpoints if c <= seq - 1]
         if not usable:
+            self.require_intact(frozenset({kinds.CHECKPOINT}), "restore the initial state")
             raise TraceError("the trace has no initial state checkpoint", file=self.path)
         return max(usable)
+
+
+def seq_ranges(seqs: list[int]) -> str:
+    """Ascending frame numbers as ranges: ``0-4, 6-12``; ``none`` when empty."""
+    if not seqs:
+        return "none"
+    spans: list[list[int]] = []
+    for seq in seqs:
+        if spans and seq == spans[-1][1] + 1:
+            spans[-1][1] = seq
+        else:
+            spans.append([seq, seq])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def _str(v: Any) -> str:

@@ -8,15 +8,16 @@ trace is read: the scenario's files are written from the trace into a temporary 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from capture import records
+from capture import kinds, records
 from capture.embed import safe_join
-from capture.trace import FrameRecord, Trace
+from capture.trace import REPLAY_KINDS, FrameRecord, Trace
 from vkcore.device import VulkanContext
 from vkcore.driver import use_driver
 from vkcore.errors import ScenarioError, TraceError, UsageError
@@ -299,7 +300,11 @@ def target_frames(trace: Trace, first: int | None, last: int | None) -> dict[int
 def restore_state(session: Session, trace: Trace, after: int) -> None:
     """Set every resource to its recorded state after frame ``after`` (-1: the initial state), which
     :meth:`Trace.state_after` must know."""
-    state = dict(trace.checkpoints[-1])
+    initial = trace.checkpoints.get(-1)
+    if initial is None:
+        trace.require_intact(frozenset({kinds.CHECKPOINT}), "restore the initial state")
+        raise TraceError("the trace holds no initial state (checkpoint -1)", file=trace.path)
+    state = dict(initial)
     if after >= 0:
         known = trace.state_after(after)
         if known is None:
@@ -328,6 +333,9 @@ class ReplaySession:
         self.ctx: VulkanContext | None = None
         self.session: Session | None = None
         try:
+            trace.require_intact(REPLAY_KINDS, "rebuild the scenario to replay it")
+            for damaged in trace.damaged:
+                logging.getLogger("vkcap").warning("%s: %s; replaying the rest", trace.path, damaged.describe())
             scenario = rebuild_scenario(trace, Path(workdir or self._tmp.name), options.replace_shaders)
             self.plan = make_plan(scenario, capture_all=bool(trace.header.get("capture_all")))
             need_tensors, need_graphs = scenario_needs(scenario)

@@ -490,6 +490,61 @@ def test_flipped_byte_in_one_frame(small_trace: Path, tmp_path: Path, capsys: py
     assert summary["frames"] == 4 and summary["status"] == "complete" and summary["recovered"] is False
 
 
+def _flip_meta(source: Path, target: Path, kind: str, nth: int = 0) -> int:
+    """Copy ``source`` to ``target`` with one byte flipped in the payload of its ``nth`` META record
+    of ``kind``; return that record's offset."""
+    shutil.copy(source, target)
+    with TraceReader(target) as reader:
+        offset = reader.meta_index(kind)[nth][0]
+    with open(target, "r+b") as f:
+        f.seek(offset + 32 + 2)  # inside the msgpack payload, after the record header
+        byte = f.read(1)[0]
+        f.seek(offset + 32 + 2)
+        f.write(bytes([byte ^ 0x40]))
+    return offset
+
+
+def test_a_damaged_frame_record_costs_that_frame_only(small_trace: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    trace_path = tmp_path / "meta.vkt"
+    offset = _flip_meta(small_trace, trace_path, kinds.FRAME, 2)
+    for seq in (0, 1, 3):
+        np.testing.assert_array_equal(export(trace_path, seq, "acc", tmp_path / f"ok{seq}.npy"), (seq + 1) * INC)
+    capsys.readouterr()
+    assert cli("export", trace_path, "--frame", 2, "--resource", "acc", "-o", tmp_path / "lost.npy") == 2
+    assert capsys.readouterr().err == (
+        f"vkcap: error: {trace_path}: no frame 2 in this trace (frames: 0-1, 3); damaged frame record at offset "
+        f"{offset} (after frame 1): META payload checksum mismatch\n")
+    with Trace.open(trace_path) as trace:
+        assert [(d.kind, d.offset, d.after_frame) for d in trace.damaged] == [(kinds.FRAME, offset, 1)]
+
+
+@pytest.mark.parametrize("kind", [kinds.HEADER, kinds.SCENARIO, kinds.RESOURCES])
+def test_a_damaged_essential_record_is_named(small_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             kind: str) -> None:
+    trace_path = tmp_path / "meta.vkt"
+    offset = _flip_meta(small_trace, trace_path, kind)
+    capsys.readouterr()
+    assert cli("info", trace_path) == 2
+    assert capsys.readouterr().err == (
+        f"vkcap: error: {trace_path}: damaged {kind} record at offset {offset} (before the first frame): META payload "
+        "checksum mismatch; the trace cannot be read without it\n")
+
+
+@pytest.mark.parametrize("kind, purpose", [(kinds.FILE, "rebuild the scenario to replay it"),
+                                           (kinds.CHECKPOINT, "restore the initial state")])
+def test_replay_names_the_damaged_record_it_needs(small_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  kind: str, purpose: str) -> None:
+    trace_path = tmp_path / "meta.vkt"
+    offset = _flip_meta(small_trace, trace_path, kind)
+    np.testing.assert_array_equal(export(trace_path, 3, "acc", tmp_path / "ok.npy"), 4 * INC)  # frames stay readable
+    capsys.readouterr()
+    assert cli("replay", trace_path) == 2
+    assert capsys.readouterr().err.endswith(
+        f"vkcap: error: {trace_path}: cannot {purpose}: damaged {kind} record at offset {offset} (before the first "
+        "frame): META payload checksum mismatch\n")
+
+
 # --------------------------------------------------------------------------------------------------
 # Ctrl-C
 
