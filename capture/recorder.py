@@ -24,6 +24,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -392,11 +393,15 @@ def default_trace_path(scenario: Path) -> Path:
 
 class InterruptHandler:
     """Ctrl-C (or SIGTERM) during a recording: the first stops submitting frames (those in flight are
-    finished and the trace is closed); a second aborts. Installed before trio starts, so trio keeps it
-    (trio only replaces Python's default handler) and no signal is lost at any moment."""
+    finished and the trace is closed); a second aborts, unless it comes within ``grace_s`` of the
+    first (a double press is one request: finishing takes milliseconds, and aborting would leave the
+    frames in the hidden partial file). Installed before trio starts, so trio keeps it (trio only
+    replaces Python's default handler) and no signal is lost at any moment."""
 
-    def __init__(self, stop: StopRequest) -> None:
+    def __init__(self, stop: StopRequest, grace_s: float = 1.0) -> None:
         self.stop = stop
+        self.grace_s = grace_s
+        self.first_at: float | None = None
         self.saved: dict[int, Any] = {}
 
     def __enter__(self) -> "InterruptHandler":
@@ -409,9 +414,12 @@ class InterruptHandler:
             signal.signal(sig, handler)
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.stop.requested:
+        now = time.monotonic()
+        if self.first_at is None:
+            self.first_at = now
+            self.stop.set()
+        elif now - self.first_at > self.grace_s:
             raise KeyboardInterrupt
-        self.stop.set()
 
 
 @dataclass

@@ -23,11 +23,13 @@ import pytest
 from capture import kinds
 from capture.container import TraceReader, TraceWriter
 from capture.embed import check_trace_name, safe_join
+from capture.recorder import InterruptHandler
 from capture.trace import Trace
 from tests.builders import REPO, ScenarioBuilder, load_output, vkcap
 from tests.readlog import ReadLog
 from vkcap.cli import main
 from vkcore.errors import TraceError
+from vkcore.executor import StopRequest
 
 MiB = 1 << 20
 N = 256  # floats per small buffer
@@ -575,6 +577,41 @@ def test_ctrl_c_closes_the_trace(long_scenario: Path, tmp_path: Path, capsys: py
         for f in trace.frames:  # every frame is readable and right
             np.testing.assert_array_equal(snap(trace, f.seq, "acc"), (f.seq + 1) * INC)
     np.testing.assert_array_equal(export(trace_path, frames - 1, "acc", tmp_path / "last.npy"), frames * INC)
+
+
+def test_a_double_ctrl_c_still_closes_the_trace(long_scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two presses 20 ms apart are one request: the trace is finished and renamed into place (the
+    second used to abort and leave the frames in the hidden partial file)."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    trace_path = folder / "long.vkt"
+    proc = _start_recording(long_scenario, trace_path, "--repeat", "20000")
+    try:
+        _wait_for_frames(proc, folder, 5)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "Warning" not in err, err
+    assert trace_path.is_file() and partial_files(folder) == []
+    summary = info_json(trace_path, capsys)
+    assert summary["status"] == "interrupted" and summary["recovered"] is False and summary["frames"] >= 5
+
+
+def test_a_second_ctrl_c_after_the_grace_period_aborts() -> None:
+    stop = StopRequest()
+    handler = InterruptHandler(stop, grace_s=0.05)
+    handler._handle(signal.SIGINT, None)
+    assert stop.requested
+    handler._handle(signal.SIGINT, None)  # within the grace period: the same request
+    time.sleep(0.06)
+    with pytest.raises(KeyboardInterrupt):
+        handler._handle(signal.SIGINT, None)
 
 
 # --------------------------------------------------------------------------------------------------
