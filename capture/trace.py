@@ -305,3 +305,23 @@ def _key(v: Any) -> str:
     if len(v) != 32 or any(c not in "0123456789abcdef" for c in v):
         raise ValueError
     return v
+
+
+def missing_trace_message(path: Path) -> str:
+    """What to say when no trace exists at ``path``: ``no such file``, and, when a recording of it was
+    cut short (``kill -9``, a crash), the partial files it left beside it (``.NAME.PID.RAND.partial``,
+    see docs/trace-format.md §7), newest first, named as the user can pass them back to vkcap."""
+    import os
+    import re
+
+    folder = path.parent
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.\d+\.[0-9a-f]+\.partial$")
+    try:
+        names = [e for e in os.scandir(folder) if pattern.match(e.name) and e.is_file()]
+        names.sort(key=lambda e: e.stat().st_mtime_ns, reverse=True)
+    except OSError:
+        names = []
+    if not names:
+        return "no such file"
+    left = ", ".join(str(folder / e.name) if str(folder) != "." else e.name for e in names)
+    return f"no such file; a recording cut short left {left}: vkcap info/export/replay read it as it is"
