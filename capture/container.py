@@ -35,6 +35,7 @@ import xxhash
 import zstandard
 
 from . import records as R
+from .kinds import END as END_KIND
 from .records import BlobEntry, Codec, LayoutError, RecordType
 from .zstdframe import FrameError, inflate
 
@@ -201,6 +202,28 @@ def _size_of(parts: Sequence[Any]) -> int:
     return sum(memoryview(p).nbytes for p in parts)
 
 
+def failed_trace_path(path: StrPath) -> str:
+    """Where a failed recording goes when a file already exists at ``path``: ``NAME.failed.vkt``
+    beside it (``t.vkt`` -> ``t.failed.vkt``; ``t`` -> ``t.failed``)."""
+    folder, name = os.path.split(os.path.abspath(os.fspath(path)))
+    stem, dot, suffix = name.rpartition(".")
+    failed = f"{stem}.failed.{suffix}" if dot and stem else f"{name}.failed"
+    return os.path.join(folder, failed)
+
+
+def _create_partial(target: str, partial: str) -> int:
+    """Check ``target`` (see :func:`vkcore.outputs.check_output_target`), then create and open the new
+    ``partial`` file beside it. Every failure is a one-line error naming ``target``, and an OSError."""
+    from vkcore.outputs import check_output_target, output_error
+
+    check_output_target(target)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        return os.open(partial, flags, 0o666)
+    except OSError as exc:
+        raise output_error(target, exc) from None
+
+
 def _fsync_dir(path: str) -> None:
     """fsync a directory so a rename in it is durable; best effort (not possible on every platform)."""
     try:
@@ -342,8 +365,9 @@ class TraceWriter:
         zstandard.ZstdCompressor(level=level)  # validate the level now, not in a worker thread
         folder, name = os.path.split(self.path)
         self.partial_path: str = os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(6)}.partial")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-        self._fd: int | None = os.open(self.partial_path, flags, 0o666)
+        self.published_path: str | None = None  # where close() put the trace (see _publish_target)
+        self._end_status: str | None = None  # the status of the END record, once written
+        self._fd: int | None = _create_partial(self.path, self.partial_path)
         self._lock = threading.Lock()
         self._local = threading.local()
         self._metas: list[tuple[int, str]] = []
@@ -559,6 +583,8 @@ class TraceWriter:
         with self._lock:
             self._check_open()
             offset = self._append_record(RecordType.META, R.checksum(payload), payload)
+            if kind == END_KIND:
+                self._end_status = str(body.get("status", ""))
             self._metas.append((offset, kind))
             self._stats = replace(self._stats, meta_count=self._stats.meta_count + 1)
         return offset
@@ -584,7 +610,13 @@ class TraceWriter:
             os.posix_fadvise(fd, 0, end, os.POSIX_FADV_DONTNEED)
 
     def close(self) -> None:
-        """Write INDEX and TRAILER, fsync, and atomically rename the partial file onto ``path``.
+        """Write INDEX and TRAILER, fsync, and atomically rename the partial file onto ``path``
+        (``published_path`` then says where it went).
+
+        A trace whose END record says ``failed`` never replaces a file at ``path``: when one exists it
+        is published beside it as :func:`failed_trace_path` (``NAME.failed.vkt``, atomically too) and
+        the file at ``path`` is untouched. A target that became a folder, device node or FIFO since the
+        writer started is refused (:class:`vkcore.outputs.OutputTargetError`, an OSError).
 
         Idempotent. If it fails, the partial file is left in place (recoverable by a reader) and the
         exception propagates; call :meth:`abort` to delete it.
@@ -600,9 +632,22 @@ class TraceWriter:
             os.fsync(fd)
             os.close(fd)
             self._fd = None
-            os.replace(self.partial_path, self.path)
+            target = self._publish_target()
+            os.replace(self.partial_path, target)
+            self.published_path = target
             self.closed = True
         _fsync_dir(os.path.dirname(self.path))
+
+    def _publish_target(self) -> str:
+        """Where :meth:`close` renames the trace: ``path``, or beside it for a failed recording that
+        would replace an existing file; checked like any output target."""
+        from vkcore.outputs import check_output_target
+
+        target = self.path
+        if self._end_status == "failed" and os.path.lexists(target):
+            target = failed_trace_path(target)
+        check_output_target(target)
+        return target
 
     def release(self) -> None:
         """Close the file but keep the partial file, for a reader to recover (after a failed

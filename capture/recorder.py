@@ -528,6 +528,8 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
                     writer.abort()  # nothing worth keeping: leave whatever was at the path before
                 else:
                     _finish(writer, {"status": status, "frames": frames, "error": error})
+    if options.run.dry_run and result is not None:  # built, nothing executed: no trace, no writer
+        return RecordResult(run=result, trace=options.trace)
     assert result is not None and state.writer is not None and state.recorder is not None
     stats = state.writer.stats
     return RecordResult(

@@ -515,7 +515,7 @@ def test_a_damaged_frame_record_costs_that_frame_only(small_trace: Path, tmp_pat
     capsys.readouterr()
     assert cli("export", trace_path, "--frame", 2, "--resource", "acc", "-o", tmp_path / "lost.npy") == 2
     assert capsys.readouterr().err == (
-        f"vkcap: error: {trace_path}: no frame 2 in this trace (frames: 0-1, 3); damaged frame record at offset "
+        f"vkcap: error: {trace_path}: --frame: no frame 2 in this trace (frames: 0-1, 3); damaged frame record at offset "
         f"{offset} (after frame 1): META payload checksum mismatch\n")
     with Trace.open(trace_path) as trace:
         assert [(d.kind, d.offset, d.after_frame) for d in trace.damaged] == [(kinds.FRAME, offset, 1)]

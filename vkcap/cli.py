@@ -109,11 +109,32 @@ def check_run_flags(args: argparse.Namespace) -> None:
     if args.repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
     if args.timeout is not None and args.timeout <= 0:
-        raise UsageError(f"--timeout must be positive, got {args.timeout}")
+        raise UsageError(f"must be a positive number of seconds, got {args.timeout}", place="--timeout")
+
+
+def check_run_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before any device work, output flags the run could not write to or must not replace:
+    ``--output`` that is a file, lies under a file or is not writable; a dump path
+    (``--profiling-dump-path``, ``--perf-counters-dump-path``) that is a folder, a device node, a FIFO,
+    under a file or in a read-only folder. One line (``PATH: FLAG: why``), exit 2; creates nothing."""
+    from vkcore.outputs import OutputTargetError, check_output_target, output_folder_problem
+
+    if args.output is not None:
+        problem = output_folder_problem(args.output)
+        if problem is not None:
+            raise OutputTargetError(problem, file=str(args.output), place="--output")
+    for flag, path in (("--profiling-dump-path", args.profiling_dump_path),
+                       ("--perf-counters-dump-path", args.perf_counters_dump_path)):
+        if path is not None:
+            check_output_target(path, place=flag)
 
 
 def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
+    """The run's options from the flags, checked (:func:`check_run_flags`, then, unless ``--dry-run``,
+    :func:`check_run_outputs`: after Vulkan started, as they import modules)."""
     check_run_flags(args)
+    if not args.dry_run:
+        check_run_outputs(args)
     from vkcore.runner import RunOptions
 
     return RunOptions(

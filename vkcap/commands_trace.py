@@ -3,15 +3,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from vkcore.errors import EXIT_INTERRUPTED, UsageError
+from vkcore.errors import EXIT_INTERRUPTED, TraceError, UsageError, VkcapError
 
 if TYPE_CHECKING:
+    from capture.trace import Trace
     from replay.bisect import BisectResult
     from replay.isolate import ProbeServer
+    from replay.tolerances import Resources, TolerancePolicy
 
 AddFlags = Callable[[argparse.ArgumentParser], None]
 
@@ -125,23 +128,29 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     options = RecordOptions(
         run=run,
-        trace=args.trace or default_trace_path(run.scenario),
+        trace=args.trace if args.trace is not None else default_trace_path(run.scenario),
         checkpoint_every=args.checkpoint_every,
         dispatch_level=args.dispatch_level,
         level=args.compression_level,
         threads=args.compression_threads,
     )
+    before = None if run.dry_run else check_trace_target(options.trace, run)
     from .progress import FrameProgress
 
-    with FrameProgress.for_terminal() as progress:
-        result = record(options, getattr(args, "argv", sys.argv), progress.on_event)
     log = logging.getLogger("vkcap")
-    ratio = result.raw_bytes / result.file_bytes if result.file_bytes else 0.0
-    log.info(
-        "recorded %d frame(s) on %s into %s: %s captured, %s on disk (%.1fx), %s deduplicated",
-        result.frames, result.run.device_name, result.trace, _size(result.raw_bytes), _size(result.file_bytes), ratio,
-        _size(result.dedup_bytes),
-    )
+    try:
+        with FrameProgress.for_terminal() as progress:
+            result = record(options, getattr(args, "argv", sys.argv), progress.on_event)
+    except VkcapError as exc:
+        if before is not None:
+            _say_where_failed_went(exc, options.trace, before)
+        raise
+    if run.dry_run:
+        log.info("dry run: built %d frame(s) on %s; recorded and wrote nothing",
+                 len(result.run.plan.frames), result.run.device_name)
+        return 0
+    log.info("recorded %d frame(s) on %s into %s%s", result.frames, result.run.device_name, result.trace,
+             _record_figures(result) if result.frames else "")
     if result.run.interrupted:
         if result.frames:
             log.warning("interrupted: the trace holds the %d frame(s) completed before Ctrl-C", result.frames)
@@ -149,6 +158,115 @@ def cmd_record(args: argparse.Namespace) -> int:
             log.warning("interrupted before the first frame completed: no trace was written")
         return EXIT_INTERRUPTED
     return 0
+
+
+FileSignature = tuple[int, int, int, int]  # (device, inode, size, mtime_ns): tells a rewritten file apart
+
+
+class ExistingTrace(NamedTuple):
+    """A trace already at ``record -o``: a failed recording will not replace it but go to ``failed``."""
+
+    failed: Path
+    failed_before: FileSignature | None  # what was at ``failed`` before the recording (None: nothing)
+
+
+def check_trace_target(target: Path, run: Any) -> ExistingTrace | None:
+    """Refuse, before any frame runs, a ``record -o`` target that must not be written (one line naming
+    it and ``-o``, exit 2): anything :func:`vkcore.outputs.check_output_target` refuses (a folder, a
+    device node, a FIFO, under a file, a read-only folder, an empty path); the scenario itself, a file
+    it reads (a ``src``) or a ``dst`` the run writes; an existing file that is not a vkcap trace (it
+    does not start with the trace magic). Returns where a failed recording would go when a trace
+    already exists at ``target`` (see :func:`capture.container.failed_trace_path`), else None."""
+    from capture.container import failed_trace_path
+    from vkcore.outputs import check_output_target
+    from vkcore.scenario import load_scenario
+
+    check_output_target(target, place="-o")
+    clash = _scenario_clash(target, load_scenario(run.scenario), run.output)
+    if clash is not None:
+        raise UsageError(f"{clash}: refusing to overwrite it with the trace", file=target, place="-o")
+    if not os.path.exists(target):
+        return None
+    _check_is_trace(target)
+    failed = Path(failed_trace_path(target))
+    check_output_target(failed, place="-o")
+    return ExistingTrace(failed, _signature(failed))
+
+
+def _scenario_clash(target: Path, scenario: Any, output: Path | None) -> str | None:
+    """What ``target`` is to the scenario, when it is the scenario, a ``src`` or a ``dst``, or None."""
+    if _same_file(target, scenario.path):
+        return "is the scenario itself"
+    for resource in scenario.resources:
+        src = getattr(resource, "src", "")
+        if src and _same_file(target, scenario.src_path(src)):
+            return f"is {resource.place}.src, a file the scenario reads"
+        dst = getattr(resource, "dst", "")
+        if dst and _same_file(target, scenario.dst_path(dst, output)):
+            return f"is {resource.place}.dst, a file the run writes"
+    return None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same resolved path, or (both existing) the same inode."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _check_is_trace(path: Path) -> None:
+    """Refuse an existing ``path`` that does not start with the trace magic (docs/trace-format.md §3)."""
+    from capture.records import MAGIC
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(MAGIC))
+    except OSError as exc:
+        raise UsageError(f"cannot read it to check that it is a trace ({exc.strerror or exc})", file=path,
+                         place="-o") from None
+    if head != MAGIC:
+        raise UsageError("exists and is not a vkcap trace: refusing to replace it (delete it, or choose another "
+                         "name)", file=path, place="-o")
+
+
+def _signature(path: Path) -> FileSignature | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _say_where_failed_went(exc: VkcapError, target: Path, existing: ExistingTrace) -> None:
+    """Add to the error of a failed recording that the trace at ``target`` was kept and where the
+    recording's complete frames went, when it wrote them (a failure before the first frame writes none)."""
+    now = _signature(existing.failed)
+    if now is not None and now != existing.failed_before:
+        exc.message += f"; {target} was kept, the frames completed before are in {existing.failed}"
+        exc.args = (exc.render(),)
+
+
+def _record_figures(result: Any) -> str:
+    """``: X captured, Y stored (Rx), ...`` for the trace just written, read back with :func:`trace_summary`
+    so that ``record`` and ``info`` give the same figures; "" when the file at the path is not that trace
+    (publishing it failed, and an error said where its frames are)."""
+    try:
+        if result.trace.stat().st_size != result.file_bytes:
+            return ""
+        summary = trace_summary(result.trace)
+    except (OSError, VkcapError):
+        return ""
+    return f": {_snapshot_figures(summary)}; file {_size(summary['file_bytes'])}"
+
+
+def _snapshot_figures(summary: dict[str, Any]) -> str:
+    """The snapshot totals as ``info`` and ``record`` print them (definitions: :func:`trace_summary`)."""
+    ratio = summary["ratio"]
+    return (f"{_size(summary['snapshot_raw_bytes'])} captured, {_size(summary['snapshot_stored_bytes'])} stored"
+            f"{f' ({ratio:.1f}x)' if ratio else ''}, deduplication saved {_size(summary['dedup_saved_bytes'])}")
 
 
 def _size(n: float) -> str:
@@ -160,25 +278,28 @@ def _size(n: float) -> str:
 
 
 def trace_summary(path: Path) -> dict[str, Any]:
-    """Everything ``vkcap info`` shows, as plain data."""
+    """Everything ``vkcap info`` shows (and ``record`` sums up), as plain data.
+
+    Snapshot figures count every snapshot the frames took: at each frame boundary and, with
+    ``--dispatch-level``, after each dispatch (or graph segment). Per resource (``resources``):
+    ``snapshots`` (of which ``dispatch_snapshots`` after dispatches), ``raw_bytes`` (their size
+    uncompressed), ``unique`` (distinct contents among them), ``stored_bytes`` (what the blobs of those
+    distinct contents occupy in the file) and ``ratio`` = raw_bytes / stored_bytes. A blob shared by
+    several resources (or with the initial state, or an embedded input file) is counted in full for
+    each resource that has it, so the rows can add up to more than the totals. Totals:
+    ``snapshot_raw_bytes`` ("captured") = the sum of the rows' raw_bytes; ``snapshot_stored_bytes``
+    ("stored") = the distinct blobs of all snapshots, each counted once; ``ratio`` = captured / stored
+    (the same definition as the rows'); ``dedup_saved_bytes`` = captured - the raw size of those
+    distinct blobs. Checkpoint-only state, embedded files and metadata are in ``file_bytes`` only.
+    ``checkpoints`` lists the checkpoints after frames; ``initial_state`` says whether checkpoint -1
+    (the state before the first frame) is there."""
     from capture.trace import Trace
 
     with Trace.open(path) as trace:
-        per_resource: dict[str, dict[str, int]] = {}
-        seen: set[str] = set()
-        for f in trace.frames:
-            for uid, key in f.snapshots.items():
-                entry = per_resource.setdefault(uid, {"snapshots": 0, "raw_bytes": 0, "stored_bytes": 0, "unique": 0})
-                info = trace.reader.blob_info(key)
-                entry["snapshots"] += 1
-                entry["raw_bytes"] += info.raw_len
-                if key not in seen:
-                    seen.add(key)
-                    entry["unique"] += 1
-                    entry["stored_bytes"] += info.stored_len
+        per_resource, distinct = _resource_figures(trace)
         raw = sum(e["raw_bytes"] for e in per_resource.values())
-        stored = sum(e["stored_bytes"] for e in per_resource.values())
-        unique_raw = sum(trace.reader.blob_info(k).raw_len for k in seen)
+        stored = sum(trace.reader.blob_info(k).stored_len for k in distinct)
+        unique_raw = sum(trace.reader.blob_info(k).raw_len for k in distinct)
         size = path.stat().st_size
         return {
             "trace": str(path),
@@ -191,13 +312,14 @@ def trace_summary(path: Path) -> dict[str, Any]:
             "frames": len(trace.frames),
             "passes": len({f.pass_index for f in trace.frames}),
             "checkpoints": sorted(c for c in trace.checkpoints if c >= 0),
+            "initial_state": -1 in trace.checkpoints,
             "checkpoint_every": trace.header.get("checkpoint_every"),
             "dispatch_level": bool(trace.header.get("dispatch_level")),
             "files": {name: {"role": role, "size": size_} for name, (role, _, size_) in sorted(trace.files.items())},
             "resources": per_resource,
             "snapshot_raw_bytes": raw,
             "snapshot_stored_bytes": stored,
-            "compression_ratio": (unique_raw / stored) if stored else None,
+            "ratio": _ratio(raw, stored),
             "dedup_saved_bytes": raw - unique_raw,
             "status": (trace.end or {}).get("status", "unfinished"),
             "error": (trace.end or {}).get("error") or None,
@@ -205,6 +327,34 @@ def trace_summary(path: Path) -> dict[str, Any]:
             "recovery_note": trace.reader.recovery_note or None,
             "corrupt_records": [{"offset": o, "type": t} for o, t in trace.reader.corrupt_records],
         }
+
+
+def _resource_figures(trace: Any) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """(per-resource figures, the distinct blob keys of all snapshots), as :func:`trace_summary` defines them."""
+    rows: dict[str, dict[str, Any]] = {}
+    keys: dict[str, set[str]] = {}
+    for f in trace.frames:
+        taken = [(uid, key, False) for uid, key in f.snapshots.items()]
+        taken += [(d.uid, d.blob, True) for d in f.dispatches]
+        for uid, key, after_dispatch in taken:
+            row = rows.setdefault(uid, {"snapshots": 0, "dispatch_snapshots": 0, "raw_bytes": 0, "unique": 0,
+                                        "stored_bytes": 0, "ratio": None})
+            info = trace.reader.blob_info(key)
+            row["snapshots"] += 1
+            row["dispatch_snapshots"] += after_dispatch
+            row["raw_bytes"] += info.raw_len
+            if key not in keys.setdefault(uid, set()):
+                keys[uid].add(key)
+                row["unique"] += 1
+                row["stored_bytes"] += info.stored_len
+    for row in rows.values():
+        row["ratio"] = _ratio(row["raw_bytes"], row["stored_bytes"])
+    return rows, set().union(*keys.values())
+
+
+def _ratio(raw: int, stored: int) -> float | None:
+    """raw / stored, the one ratio ``info`` and ``record`` show; None when nothing is stored."""
+    return raw / stored if stored else None
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -224,7 +374,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"driver {fp.get('driver_name')} {fp.get('driver_version')} ({fp.get('driver_info')}), Vulkan {fp.get('api_version')}"
     )
     console.print(f"           pipelineCacheUUID {fp.get('pipeline_cache_uuid')}, layers: {', '.join(fp.get('layers') or []) or 'none'}")
-    console.print(f"frames     {summary['frames']} in {summary['passes']} pass(es); checkpoints at {_ranges(summary['checkpoints'])}")
+    console.print(f"frames     {summary['frames']} in {summary['passes']} pass(es); checkpoints at {_checkpoints(summary)}; "
+                  f"dispatch-level snapshots: {'yes' if summary['dispatch_level'] else 'no'}")
     status = summary["status"]
     if summary["recovered"]:
         console.print(f"[yellow]recovered[/yellow]  {summary['recovery_note']}")
@@ -232,20 +383,29 @@ def cmd_info(args: argparse.Namespace) -> int:
         console.print(f"[yellow]status[/yellow]     {status}{': ' + summary['error'] if summary['error'] else ''}")
     for c in summary["corrupt_records"]:
         console.print(f"[red]corrupt record[/red] at offset {c['offset']} (type {c['type']})")
-    table = Table(title="snapshots by resource")
-    for col in ("resource", "snapshots", "unique", "raw", "stored", "ratio"):
+    table = Table(title="snapshots by resource (shared blobs count for each)")
+    dispatch_level = summary["dispatch_level"]
+    columns = ("resource", "snapshots", *(("after dispatches",) if dispatch_level else ()), "unique", "raw", "stored",
+               "ratio")
+    for col in columns:
         table.add_column(col, justify="right" if col != "resource" else "left")
     for uid, e in summary["resources"].items():
-        ratio = e["raw_bytes"] / e["stored_bytes"] if e["stored_bytes"] else float("inf")
-        table.add_row(uid, str(e["snapshots"]), str(e["unique"]), _size(e["raw_bytes"]), _size(e["stored_bytes"]), f"{ratio:.1f}x")
+        after = (str(e["dispatch_snapshots"]),) if dispatch_level else ()
+        ratio = f"{e['ratio']:.1f}x" if e["ratio"] else "-"
+        table.add_row(uid, str(e["snapshots"]), *after, str(e["unique"]), _size(e["raw_bytes"]),
+                      _size(e["stored_bytes"]), ratio)
     console.print(table)
-    cr = summary["compression_ratio"]
-    console.print(
-        f"snapshots: {_size(summary['snapshot_raw_bytes'])} captured, {_size(summary['snapshot_stored_bytes'])} stored; "
-        f"deduplication saved {_size(summary['dedup_saved_bytes'])}; compression {cr:.1f}x" if cr else "snapshots: none"
-    )
+    console.print(f"snapshots: {_snapshot_figures(summary)}" if summary["resources"] else "snapshots: none")
     console.print(f"embedded files: {len(summary['files'])} ({', '.join(summary['files'])})")
     return 0
+
+
+def _checkpoints(summary: dict[str, Any]) -> str:
+    """``initial state, 7, 15``: where a replay can start (checkpoint -1 is the initial state)."""
+    after = _ranges(summary["checkpoints"]) if summary["checkpoints"] else ""
+    if summary["initial_state"]:
+        return f"initial state, {after}" if after else "initial state"
+    return after or "none"
 
 
 def _ranges(values: list[int]) -> str:
@@ -257,13 +417,22 @@ def _ranges(values: list[int]) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Buffers as flat int8 .npy (like run); tensors as .npy typed by their format, shaped by dims."""
+    """Buffers as flat int8 .npy (like run); tensors as .npy typed by their format, shaped by dims.
+
+    Checked before any snapshot is read, each a one-line error naming the file and the flag: ``-o``
+    (see :func:`vkcore.outputs.check_output_target`: not a folder, device node or FIFO, not under a file,
+    writable; the suffix the resource's kind exports as), ``--resource`` (a resource of the trace) and
+    ``--frame`` (a frame of the trace). The output is written atomically."""
     from capture.trace import Trace
     from vkcore.npyio import write_flat_int8, write_typed
+    from vkcore.outputs import check_output_target
 
+    check_output_target(args.output, place="-o")
     with Trace.open(args.trace) as trace:
-        data = trace.snapshot(args.frame, args.resource)
+        _check_export_request(trace, args.frame, args.resource)
         meta = trace.resources.get(args.resource, {})
+        _check_export_suffix(args.output, meta.get("kind", "buffer"))
+        data = trace.snapshot(args.frame, args.resource)
     kind = meta.get("kind", "buffer")
     suffix = args.output.suffix.lower()
     if kind == "tensor":
@@ -281,6 +450,35 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         raise UsageError(f"exporting a {kind} is not supported yet")
     return 0
+
+
+def _check_export_request(trace: Any, seq: int, uid: str) -> None:
+    """Refuse a ``--resource`` the trace has no snapshots of, then a ``--frame`` it does not hold
+    (``TRACE: FLAG: why``, exit 2)."""
+    known = set(trace.resources) | {u for f in trace.frames for u in f.snapshots}
+    if uid not in known:
+        raise TraceError(f"'{uid}' is not a resource of this trace (its resources: {', '.join(sorted(known)) or 'none'})",
+                         file=trace.path, place="--resource")
+    try:
+        trace.frame(seq)
+    except TraceError as exc:
+        exc.place = "--frame"
+        exc.args = (exc.render(),)
+        raise
+
+
+EXPORT_SUFFIXES = {"buffer": (".npy",), "tensor": (".npy",), "image": (".dds", ".png", ".npy")}
+
+
+def _check_export_suffix(path: Path, kind: str) -> None:
+    """Refuse an ``-o`` whose suffix a snapshot of ``kind`` does not export as."""
+    wanted = EXPORT_SUFFIXES.get(kind)
+    if wanted is None:
+        raise UsageError(f"exporting a {kind} is not supported yet", file=path, place="-o")
+    if path.suffix.lower() not in wanted:
+        article = "an" if kind[:1] in ("a", "e", "i", "o", "u") else "a"
+        choices = f"{', '.join(wanted[:-1])} or {wanted[-1]}" if len(wanted) > 1 else wanted[0]
+        raise UsageError(f"{article} {kind} exports as {choices}", file=path, place="-o")
 
 
 def export_image(path: Path, meta: dict[str, Any], data: bytes | memoryview) -> None:

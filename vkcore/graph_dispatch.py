@@ -68,7 +68,7 @@ from .graphs import (
     pipeline_problems,
     scan_graph_module,
 )
-from .npyio import write_atomic
+from .outputs import write_atomic
 from .paths import cache_root
 from .pipelines import ComputePipeline, PipelineFactory
 from .resources import MemoryRequirements

@@ -1,6 +1,6 @@
 """Image files the way ARM's reference ``scenario-runner`` reads and writes them: DDS, PNG and ``.npy``.
 
-Pure Python + numpy (+ Pillow to *decode* PNG); no Vulkan. Writes are atomic (:func:`vkcore.npyio.write_atomic`).
+Pure Python + numpy (+ Pillow to *decode* PNG); no Vulkan. Writes are atomic (:func:`vkcore.outputs.write_atomic`).
 
 What the reference runner (0.11.0) does, measured with it and read from its source:
 
@@ -49,7 +49,8 @@ from typing import Sequence
 import numpy as np
 
 from vkcore.formats import DXGI_FILE_BYTES, FormatInfo, format_for_dxgi, format_info
-from vkcore.npyio import NpyFormatError, read_header, write_atomic
+from vkcore.npyio import NpyFormatError, read_header
+from vkcore.outputs import write_atomic
 
 __all__ = [
     "ImageFileError", "DdsImage", "read_dds", "write_dds", "dds_header", "mip_level_sizes",

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .npyio import write_atomic
+from .outputs import write_atomic
 from .paths import cache_root
 
 GRAPH_LAYER = "VK_LAYER_ML_Graph_Emulation"

@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from .npyio import write_atomic
+from .outputs import write_atomic
 from .paths import cache_root
 
 ICD_DIRS = ("/etc/vulkan/icd.d", "/usr/share/vulkan/icd.d", "/usr/local/share/vulkan/icd.d")

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from .outputs import write_atomic
+
 MAGIC = b"\x93NUMPY"
 # Plain dtype strings ("<f4", "|u1", "<U8"): byte order, kind, size. Others go through numpy.
 SIMPLE_DESCR = re.compile(r"^[<>|=]?([biufcmMSUV?])(\d+)$")
@@ -130,40 +132,6 @@ def reference_header(descr: str, shape: Iterable[int]) -> bytes:
     pad = 16 - total % 16  # the reference pads with 1 to 16 spaces, never 0
     body = body + b" " * pad + b"\n"
     return MAGIC + b"\x01\x00" + struct.pack("<H", len(body)) + body
-
-
-def write_atomic(path: str | Path, chunks: Iterable[bytes | memoryview]) -> None:
-    """Write ``chunks`` to ``path`` so that ``path`` is either its old content or the complete new one.
-
-    The data goes to a unique temporary file beside ``path`` and is renamed over it after an fsync-free
-    flush; a failure removes the temporary file. Missing parent folders are created. The new file's mode
-    is ``0o666`` less the process umask, as for a file opened with ``open(path, "wb")`` (``0644`` under
-    the usual umask), not the private ``0600`` of :func:`tempfile.mkstemp`.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _create_temporary(target)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for chunk in chunks:
-                f.write(chunk)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def _create_temporary(target: Path) -> tuple[int, str]:
-    """Create and open a new, unique file beside ``target``, with the mode the umask gives ``0o666``."""
-    while True:
-        tmp = os.path.join(target.parent, f".{target.name}.{os.urandom(6).hex()}.tmp")
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666), tmp
-        except FileExistsError:
-            continue
 
 
 def write_flat_int8(path: str | Path, payload: bytes | memoryview) -> None:

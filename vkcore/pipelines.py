@@ -14,7 +14,7 @@ import vulkan as vk
 
 from .device import VulkanContext
 from .errors import DeviceError, ScenarioError
-from .npyio import write_atomic
+from .outputs import write_atomic
 from .scenario import Shader, SpecializationConstant
 from .shaders import SpirvModule
 

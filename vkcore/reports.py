@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .executor import DispatchTimed
-from .npyio import write_atomic
+from .outputs import write_atomic
 from .session import HostTimer
 
 

@@ -74,6 +74,27 @@ def open_context(scenario: Scenario, options: RunOptions) -> VulkanContext:
                          emulation=options.emulation, want_extensions=wanted_extensions(scenario))
 
 
+def check_outputs(scenario: Scenario, options: RunOptions) -> None:
+    """Refuse, before any device work, an output the run could not write or must not replace (see
+    :func:`vkcore.outputs.output_target_problem`): a ``dst`` resolving to a folder, a device node or a
+    FIFO, under a file, or into a read-only folder is a :class:`ScenarioError` at the resource's
+    ``dst``; a dump path (``--profiling-dump-path``, ``--perf-counters-dump-path``) an
+    :class:`~vkcore.outputs.OutputTargetError` naming the flag. Creates nothing."""
+    from .outputs import check_output_target, output_target_problem
+
+    for resource in scenario.resources:
+        dst = getattr(resource, "dst", "")
+        if dst:
+            target = scenario.dst_path(dst, options.output)
+            problem = output_target_problem(target)
+            if problem is not None:
+                raise ScenarioError(f"{target}: {problem}", file=scenario.path, place=f"{resource.place}.dst")
+    for flag, path in (("--profiling-dump-path", options.profiling_dump_path),
+                       ("--perf-counters-dump-path", options.perf_counters_dump_path)):
+        if path is not None:
+            check_output_target(path, place=flag)
+
+
 def session_options(options: RunOptions) -> SessionOptions:
     cache = cache_file_for(options.scenario, options.cache_path) if options.pipeline_caching else None
     return SessionOptions(
@@ -106,6 +127,8 @@ async def run_async(
     with timer.measure("Scenario Setup", "Parse Scenario"):
         scenario = scenario or load_scenario(options.scenario)
         plan = make_plan(scenario, capture_all=options.capture_all)
+    if not options.dry_run:
+        check_outputs(scenario, options)
     result = RunResult(plan)
     timings: list[DispatchTimed] = []
 

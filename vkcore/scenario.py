@@ -345,9 +345,13 @@ def scenario_from_document(document: dict[str, Any], path: Path) -> Scenario:
 
 
 def parse_json(text: str | bytes, path: Path) -> dict[str, Any]:
-    """Parse JSON text, reporting a syntax error with its line and column."""
+    """Parse JSON text, reporting a syntax error with its line and column. An integer too long for
+    Python to read becomes a :class:`vkcore.validate.LongInteger`, which validation refuses at its
+    JSON path."""
+    from .validate import parse_json_int
+
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_int=parse_json_int)
     except json.JSONDecodeError as exc:
         raise ScenarioError(f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", file=path) from None
     except UnicodeDecodeError as exc:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ScenarioError
-from .npyio import write_atomic
+from .outputs import write_atomic
 from .paths import cache_root
 from .scenario import Scenario, Shader
 

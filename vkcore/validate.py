@@ -91,11 +91,51 @@ _MAX_LISTED_CHOICES = 12
 def validate_document(document: dict[str, Any], path: Path) -> None:
     """Validate a parsed scenario ``document`` read from ``path``; raise :class:`ScenarioError` if invalid."""
     key = _cache_key(document)
+    if key is None:  # not plain JSON data: perhaps an integer too long to read (see parse_json_int)
+        _check_long_integers(document, path)
     if key is None or not _cache_has(key):
         _schema_pass(document, path)
         if key is not None:
             _cache_put(key)
     _semantic_checks(document, Path(path))
+
+
+class LongInteger:
+    """A JSON integer with more digits than Python converts to ``int`` (``sys.get_int_max_str_digits()``,
+    4300 by default): kept as its digit count, and refused by validation with its JSON path."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"LongInteger(digits={self.digits})"
+
+
+def parse_json_int(text: str) -> int | LongInteger:
+    """``json.loads``' ``parse_int``: ``int(text)``, or a :class:`LongInteger` when ``text`` has more
+    digits than Python converts (``int()`` would raise ValueError, outside any JSON path)."""
+    limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 0
+    digits = len(text) - text.startswith("-")
+    if limit and digits > limit:
+        return LongInteger(digits)
+    return int(text)
+
+
+def _check_long_integers(document: Any, path: Path) -> None:
+    """Raise :class:`ScenarioError`, at its JSON path, for the first :class:`LongInteger` in ``document``
+    (walked without recursion, so however deep it is nested)."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(document, ())]
+    while stack:
+        value, parts = stack.pop()
+        if isinstance(value, LongInteger):
+            raise ScenarioError(f"an integer of {value.digits} digits is far out of range", file=path,
+                                place=json_path(*parts))
+        if isinstance(value, dict):
+            stack.extend((v, (*parts, str(k))) for k, v in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((v, (*parts, i)) for i, v in reversed(list(enumerate(value))))
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""``vkcore.npyio.write_atomic``: a destination holds its old content or the whole new one, never a part."""
+"""``vkcore.outputs.write_atomic``: a destination holds its old content or the whole new one, never a part."""
 from __future__ import annotations
 
 import os
@@ -8,7 +8,7 @@ from typing import Iterator
 
 import pytest
 
-from vkcore.npyio import write_atomic
+from vkcore.outputs import write_atomic
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path: Path) -> None:

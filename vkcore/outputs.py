@@ -1,0 +1,172 @@
+"""Writing output files safely: atomically, never over what must not be replaced, and with one-line errors.
+
+:func:`write_atomic` is the one way vkcap writes a file (outputs, reports, caches): the destination holds
+either its old content or the complete new one. :func:`check_output_target` says up front, without
+creating anything, whether a path may be written at all (not a folder, device node or FIFO, not under a
+file, in a writable folder), so commands can refuse a bad path before any work.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+from typing import Iterable
+
+from .errors import UsageError, VkcapError
+
+
+class OutputTargetError(UsageError, OSError):
+    """An output path that cannot or must not be written: a folder, a device node or FIFO, a path under
+    a file, a read-only or forbidden folder, an empty path. One line naming the path, exit 2. Also an
+    :class:`OSError`, so callers that tolerate a cache they cannot write keep doing so."""
+
+
+class OutputWriteFailed(VkcapError, OSError):
+    """Writing an output failed while writing it (a full disk, an I/O error): one line naming the path,
+    exit 1. Also an :class:`OSError`. The old content of the path, if any, is untouched."""
+
+
+# Errors that say the path itself is unusable (bad input, exit 2), not that the write failed midway.
+TARGET_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR, errno.EEXIST,
+                           errno.ENAMETOOLONG, errno.ELOOP, errno.ENOENT})
+_NOT_REGULAR = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
+                (stat.S_ISSOCK, "a socket"))
+
+
+def output_target_problem(path: str | Path) -> str | None:
+    """Why an atomic write must not or cannot replace ``path`` (a phrase to follow ``PATH:``), or None.
+
+    Refused: an empty path; an existing folder; an existing file that is not a regular file (a device
+    node, FIFO or socket: renaming over it would destroy it); a path whose folder, or an ancestor of it,
+    is a file; a folder (the nearest existing one, when folders are to be created) that this process
+    cannot write into (a read-only file system, no permission). A symbolic link is judged by what it
+    points to. Looks only (stat, access): creates and changes nothing."""
+    text = os.fspath(path)
+    if text == "":
+        return "the path is empty: name a file"
+    try:
+        st = os.stat(text)
+    except FileNotFoundError:
+        st = None
+    except NotADirectoryError:
+        return _ancestor_problem(Path(text).parent) or "a folder on the way is a file"
+    except OSError as exc:
+        return f"cannot be examined: {exc.strerror or exc}"
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            where = " (the current folder)" if text in (".", "./") else ""
+            return f"is a folder{where}, not a file"
+        for test, noun in _NOT_REGULAR:
+            if test(st.st_mode):
+                return f"is {noun}, not a regular file: refusing to replace it"
+        if not stat.S_ISREG(st.st_mode):
+            return "is not a regular file: refusing to replace it"
+    return _ancestor_problem(Path(os.path.abspath(text)).parent)
+
+
+def output_folder_problem(folder: str | Path) -> str | None:
+    """Why files cannot be written into ``folder`` (an ``--output``), or None: it is a file, lies under
+    a file, or it (or, when it is to be created, its nearest existing ancestor) is not writable.
+    An empty path means the current folder. Looks only: creates nothing."""
+    absolute = Path(os.path.abspath(os.fspath(folder) or "."))
+    problem = _ancestor_problem(absolute)
+    if problem == f"{absolute} is a file, not a folder":
+        return "is a file, not a folder"
+    return problem
+
+
+def _ancestor_problem(folder: Path) -> str | None:
+    """Why files cannot be created in ``folder`` (created first, with its missing parents), or None."""
+    nearest = folder
+    while True:
+        try:
+            st = os.stat(nearest)
+            break
+        except FileNotFoundError:
+            if nearest.parent == nearest:
+                return f"no folder of {folder} exists"
+            nearest = nearest.parent
+        except NotADirectoryError:
+            nearest = nearest.parent
+        except OSError as exc:
+            return f"cannot examine {nearest}: {exc.strerror or exc}"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{nearest} is a file, not a folder"
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        return f"cannot write into {nearest}: {_why_unwritable(nearest)}"
+    return None
+
+
+def _why_unwritable(folder: Path) -> str:
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "read-only file system"
+    except (OSError, AttributeError):
+        pass
+    return "permission denied"
+
+
+def check_output_target(path: str | Path, *, place: str | None = None) -> Path:
+    """Raise :class:`OutputTargetError` (``PATH: PLACE: why``) when :func:`output_target_problem` finds
+    one; else return ``path`` as a :class:`Path`. ``place`` names the flag or field that gave the path."""
+    problem = output_target_problem(path)
+    if problem is not None:
+        raise OutputTargetError(problem, file=os.fspath(path) or "''", place=place)
+    return Path(path)
+
+
+def output_error(path: str | Path, exc: OSError) -> VkcapError:
+    """The one-line error for an :class:`OSError` met while writing ``path``: an
+    :class:`OutputTargetError` when the path is unusable (read-only, forbidden, a folder, ...), else
+    :class:`OutputWriteFailed`. An error that already is one of them is returned as it is."""
+    if isinstance(exc, VkcapError):
+        return exc
+    reason = exc.strerror or str(exc)
+    cls = OutputTargetError if exc.errno in TARGET_ERRNOS else OutputWriteFailed
+    error = cls(f"cannot write: {reason}", file=os.fspath(path))
+    error.errno = exc.errno
+    return error
+
+
+def write_atomic(path: str | Path, chunks: Iterable[bytes | memoryview]) -> None:
+    """Write ``chunks`` to ``path`` so that ``path`` is either its old content or the complete new one.
+
+    The data goes to a unique temporary file beside ``path`` and is renamed over it after an fsync-free
+    flush; a failure removes the temporary file. Missing parent folders are created. The new file's mode
+    is ``0o666`` less the process umask, as for a file opened with ``open(path, "wb")`` (``0644`` under
+    the usual umask), not the private ``0600`` of :func:`tempfile.mkstemp`.
+
+    Before anything is created, :func:`check_output_target` refuses a path that must not be replaced
+    (a folder, a device node, a FIFO, ...) or cannot be written. Every failure is a one-line
+    :class:`OutputTargetError` or :class:`OutputWriteFailed` naming ``path`` (both are OSErrors).
+    """
+    target = check_output_target(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = _create_temporary(target)
+    except OSError as exc:
+        raise output_error(target, exc) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+        os.replace(tmp, target)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        if isinstance(exc, OSError):
+            raise output_error(target, exc) from None
+        raise
+
+
+def _create_temporary(target: Path) -> tuple[int, str]:
+    """Create and open a new, unique file beside ``target``, with the mode the umask gives ``0o666``."""
+    while True:
+        tmp = os.path.join(target.parent, f".{target.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666), tmp
+        except FileExistsError:
+            continue
