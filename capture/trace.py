@@ -238,8 +238,11 @@ class Trace:
         """The bytes of blob ``key``; a damaged blob raises :class:`TraceError` naming ``what``."""
         try:
             return self.reader.read_blob(key)
-        except (TraceCorrupt, ContainerError, KeyError) as exc:
-            raise TraceError(f"{what}: {exc}", file=self.path) from None
+        except ContainerError as exc:  # its text repeats the path: say it once
+            where = f"record at offset {exc.offset}: " if exc.offset is not None else ""
+            raise TraceError(f"{what}: {where}{exc.detail}", file=self.path) from None
+        except KeyError as exc:
+            raise TraceError(f"{what}: {exc.args[0] if exc.args else exc}", file=self.path) from None
 
     def snapshot(self, seq: int, uid: str) -> bytes | memoryview:
         frame = self.frame(seq)

@@ -485,6 +485,7 @@ def test_flipped_byte_in_one_frame(small_trace: Path, tmp_path: Path, capsys: py
     err = capsys.readouterr().err
     assert f"frame {victim}" in err and f"offset {offset}" in err, err
     assert len(err.strip().splitlines()) == 1, err  # one line, no traceback
+    assert err.count(str(trace_path)) == 1, err  # the file is named once
     assert not (tmp_path / "bad.npy").exists()
     for seq in (0, 1, 3):
         np.testing.assert_array_equal(export(trace_path, seq, "acc", tmp_path / f"ok{seq}.npy"), (seq + 1) * INC)
