@@ -114,9 +114,12 @@ def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Sp
     """Find the first divergent frame and dispatch; see the module docstring.
 
     With ``probe_server`` the probes run in its child process (one for all of them, a new one after a
-    crash) and a crash counts as a divergence, and this process loads neither Vulkan nor trio nor
-    numpy unless the dispatch must be found side by side on two drivers; otherwise all probes share
-    one Vulkan session in this process, each probe one ``trio.run``.
+    crash) and a crash counts as a divergence; a child that refuses its input (exits 2: a shader, uid
+    or device it cannot use) is no crash: its error is raised as
+    :class:`~replay.isolate.ChildInputError` (exit 2), as the same input raises it without isolation,
+    and the search ends without a result. This process loads neither Vulkan nor trio nor
+    numpy unless the dispatch must be found side by side on two drivers. Without ``probe_server`` all
+    probes share one Vulkan session in this process, each probe one ``trio.run``.
     """
     segments = segments_of(trace)
     result = BisectResult(len(segments), exhaustive=exhaustive)

@@ -24,7 +24,7 @@ from vkcore.errors import ScenarioError, TraceError, UsageError
 from vkcore.executor import Event, FrameSnapshot, FrameStarted, StopRequest, execute
 from vkcore.plan import Frame, Plan, make_plan
 from vkcore.runner import scenario_needs, wanted_extensions
-from vkcore.scenario import Scenario, load_scenario
+from vkcore.scenario import Scenario, Shader, load_scenario
 from vkcore.session import Session, SessionOptions
 from vkcore.staging import CaptureLayout, build_layout
 
@@ -59,7 +59,10 @@ def rebuild_scenario(trace: Trace, folder: Path, replace_shaders: tuple[tuple[st
     that checkpoint -1 supersedes are written as placeholders (:func:`write_placeholder`): the scenario
     validates, but loading its inputs from ``folder`` would read zeros.
 
-    ``replace_shaders`` swaps shader sources (``.spv`` as SPIR-V, anything else as GLSL) by uid.
+    ``replace_shaders`` swaps shader sources (``.spv`` as SPIR-V, anything else as GLSL) by uid. Each
+    is checked here, and compiled: a uid given twice or not in the trace, a missing file, a file that
+    is no SPIR-V, GLSL that does not compile, all raise :class:`UsageError` naming the flag and the
+    user's file (never the temporary copy).
     """
     try:
         document = json.loads(trace.portable_json)
@@ -87,23 +90,64 @@ def rebuild_scenario(trace: Trace, folder: Path, replace_shaders: tuple[tuple[st
             body["src"], body["type"] = name, "SPIR-V"
             body.pop("build_options", None)
             body.pop("include_dirs", None)
-    for uid, path in replace_shaders:
+    given: dict[str, Path] = {}
+    for k, (uid, path) in enumerate(replace_shaders):
+        if uid in given:
+            raise UsageError(f"--replace-shader {uid}={path}: shader '{uid}' is already replaced (by {given[uid]}): give each uid once")
+        given[uid] = path
         if uid not in shaders:
             raise UsageError(f"--replace-shader {uid}={path}: the trace has no shader '{uid}' (it has: {', '.join(sorted(shaders)) or 'none'})")
         if not path.is_file():
             raise UsageError(f"--replace-shader {uid}={path}: no such file")
-        name = f"replaced/{uid}{path.suffix}"
+        spirv = path.suffix == ".spv"
+        if spirv:
+            check_spirv_file(uid, path)
+        name = f"replaced/{k}/{copy_name(path)}"  # the user's file name: the compiler's messages name it
         target = safe_join(folder, name)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
         shaders[uid]["src"] = name
-        shaders[uid]["type"] = "SPIR-V" if path.suffix == ".spv" else "GLSL"
+        shaders[uid]["type"] = "SPIR-V" if spirv else "GLSL"
     scenario_file = folder / "scenario.json"
     scenario_file.write_text(json.dumps(document))
     try:
-        return load_scenario(scenario_file)
+        scenario = load_scenario(scenario_file)
     except ScenarioError as exc:
         raise TraceError(f"the trace's scenario does not load: {exc.message}", file=trace.path, place=exc.place) from None
+    for uid, path in given.items():
+        compile_replacement(scenario, uid, path)
+    return scenario
+
+
+def copy_name(path: Path) -> str:
+    """A safe file name for the temporary copy of a replacement shader: ``path``'s own name, characters
+    other than letters, digits, ``-``, ``_`` and ``.`` replaced (the compiler's messages then name it)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in path.name).lstrip(".")
+    return safe or f"shader{path.suffix}"
+
+
+def check_spirv_file(uid: str, path: Path) -> None:
+    """:class:`UsageError` naming the flag and ``path`` unless it holds a SPIR-V binary (magic, length)."""
+    from vkcore.shaders import SPIRV_MAGIC
+
+    code = path.read_bytes()
+    if len(code) < 20 or len(code) % 4 or int.from_bytes(code[:4], "little") != SPIRV_MAGIC:
+        raise UsageError(f"--replace-shader {uid}={path}: not a SPIR-V binary (bad magic or length)")
+
+
+def compile_replacement(scenario: Scenario, uid: str, path: Path) -> None:
+    """Load replacement shader ``uid`` (compiling GLSL) now, so that a broken one is reported as
+    ``--replace-shader UID=PATH: ...`` and never by the temporary copy's name. The SPIR-V is cached
+    by content: the session's own load of it compiles nothing again."""
+    from vkcore.shaders import load_shader
+
+    spec = scenario.by_uid[uid]
+    assert isinstance(spec, Shader)
+    copy = str(scenario.src_path(spec.src))
+    try:
+        load_shader(scenario, spec)
+    except ScenarioError as exc:
+        raise UsageError(f"--replace-shader {uid}={path}: {exc.message.replace(copy, str(path))}") from None
 
 
 #: Resource kinds whose initial state a replay restores from checkpoint -1 instead of reading ``src``.

@@ -2,16 +2,27 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-from vkcore.npyio import write_atomic
+from vkcore.errors import UsageError
+from vkcore.outputs import write_atomic
 
-from .results import DIVERGED, IDENTICAL, Comparison, FrameResult
+from .results import DIVERGED, IDENTICAL, Comparison, FrameResult, from_json_number, json_safe
+
+#: What the two sides of a comparison are called: a replay compares the live run with the recording;
+#: a diff compares trace A with trace B.
+REPLAY_SIDES = ("recorded", "live")
+DIFF_SIDES = ("A", "B")
+#: The fields of a :class:`Comparison` that may hold a non-finite float (written as "inf", "nan"...).
+FLOAT_FIELDS = frozenset({"max_abs", "max_rel", "first_recorded", "first_live"})
 
 
-def comparison_line(c: Comparison) -> str:
-    """One human line: status and, when values differ, where and by how much."""
+def comparison_line(c: Comparison, sides: tuple[str, str] = REPLAY_SIDES) -> str:
+    """One human line: status and, when values differ, where and by how much; ``sides`` names the
+    values compared (:data:`REPLAY_SIDES`, :data:`DIFF_SIDES`)."""
     if c.status == IDENTICAL:
         return f"{c.uid}: identical ({c.count} elements)"
     if c.size_mismatch:
@@ -28,7 +39,7 @@ def comparison_line(c: Comparison) -> str:
         parts.append(f"{c.inf_mismatches} Inf mismatch(es)")
     if c.first_index is not None:
         idx = ", ".join(map(str, c.first_index))
-        parts.append(f"first at [{idx}]: recorded {c.first_recorded!r}, live {c.first_live!r}")
+        parts.append(f"first at [{idx}]: {sides[0]} {c.first_recorded!r}, {sides[1]} {c.first_live!r}")
     if c.extras.get("heatmap"):
         parts.append(f"heatmap {c.extras['heatmap']}")
     return "; ".join(parts)
@@ -50,12 +61,54 @@ def frames_document(frames: Iterable[Any]) -> list[dict[str, Any]]:
 
 
 def write_json(path: Path, document: dict[str, Any]) -> None:
-    write_atomic(path, [json.dumps(document, indent=2, default=str).encode()])
+    """Write ``document`` as strict JSON: non-finite floats become ``"inf"``, ``"-inf"``, ``"nan"``
+    (:func:`~replay.results.json_safe`), never the bare ``Infinity``/``NaN`` JSON does not have."""
+    write_atomic(path, [json.dumps(json_safe(document), indent=2, default=str, allow_nan=False).encode()])
 
 
-def write_junit(path: Path, suite: str, frames: Iterable[Any]) -> None:
+def check_output(flag: str, path: Path | None, inputs: Iterable[Path], *, folder: bool = False) -> None:
+    """Refuse, before any work, a report path given with ``flag`` (``--json``, ``--junit``; ``--heatmap``
+    with ``folder``) that must not or cannot be written: one of ``inputs`` (the traces read), a folder
+    where a file is wanted or a file where a folder is, a path under a file, a place where no file can
+    be created (no permission, a read-only or virtual file system). Raises :class:`UsageError`
+    ``PATH: FLAG: why``. Creates nothing that stays (the probe file has no name and is closed at once);
+    ``None`` passes."""
+    if path is None:
+        return
+    if any(_same_file(path, trace) for trace in inputs):
+        raise UsageError("is a trace this command reads: refusing to overwrite it", file=path, place=flag)
+    if folder:
+        if path.exists() and not path.is_dir():
+            raise UsageError("is a file, not a folder", file=path, place=flag)
+    else:
+        from vkcore.outputs import check_output_target
+
+        check_output_target(path, place=flag)
+    start = path if folder else path.parent  # relative paths end at ".", which exists
+    nearest = next((p for p in (start, *start.parents) if p.exists()), Path(os.getcwd()))
+    if not nearest.is_dir():
+        raise UsageError(f"{nearest} is a file, not a folder", file=path, place=flag)
+    try:
+        with tempfile.TemporaryFile(dir=nearest):
+            pass
+    except OSError as exc:
+        raise UsageError(f"cannot create files in {nearest}: {exc.strerror or exc}", file=path, place=flag) from None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether paths ``a`` and ``b`` name the same file (through links too; equal paths when either is missing)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def write_junit(path: Path, suite: str, frames: Iterable[Any], *, crash: tuple[int | None, str] | None = None,
+                sides: tuple[str, str] = REPLAY_SIDES) -> None:
     """One test case per (frame, resource) and per dispatch-level snapshot; a diverged one is a
-    failure carrying the comparison line."""
+    failure carrying the comparison line (``sides`` as in :func:`comparison_line`) and its data as
+    strict JSON. ``crash`` (frame or None for setup, line): one more test
+    case, ``driver crash`` in that frame's class, a failure carrying the crash line."""
     import xml.etree.ElementTree as ET  # here: only --junit needs it, and its parser library is slow to load
 
     root = ET.Element("testsuites")
@@ -65,18 +118,24 @@ def write_junit(path: Path, suite: str, frames: Iterable[Any]) -> None:
         for name, c in rows:
             case = ET.Element("testcase", classname=f"{suite}.frame{f.seq}", name=name)
             if c.status == DIVERGED:
-                failure = ET.SubElement(case, "failure", message=comparison_line(c))
-                failure.text = json.dumps(c.as_dict(), default=str)
+                failure = ET.SubElement(case, "failure", message=comparison_line(c, sides))
+                failure.text = json.dumps(c.as_dict(), default=str, allow_nan=False)
             cases.append(case)
+    if crash is not None:
+        case = ET.Element("testcase", classname=f"{suite}.{'setup' if crash[0] is None else f'frame{crash[0]}'}",
+                          name="driver crash")
+        ET.SubElement(case, "failure", message=crash[1]).text = crash[1]
+        cases.append(case)
     ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases)),
                        failures=str(sum(1 for c in cases if c.find("failure") is not None)))
     ts.extend(cases)
     write_atomic(path, [ET.tostring(root, encoding="utf-8", xml_declaration=True)])
 
 
-def print_frames(frames: list[Any], *, show_identical: bool = False, console: Any = None) -> None:
+def print_frames(frames: list[Any], *, show_identical: bool = False, console: Any = None, title: str = "replay") -> None:
     """A table of the comparisons worth showing (all of them with ``show_identical``, else those of
-    frames that diverged or are only within tolerance); nothing, and rich not even loaded, when none is."""
+    frames that diverged or are only within tolerance), titled ``title``; nothing, and rich not even
+    loaded, when none is."""
     rows = []
     for f in frames:
         for cmd, c in [(None, c) for c in f.comparisons] + list(f.dispatches):
@@ -92,7 +151,7 @@ def print_frames(frames: list[Any], *, show_identical: bool = False, console: An
     from rich.console import Console  # 40 ms of imports: only when there is something to show
     from rich.table import Table
 
-    table = Table(title="replay")
+    table = Table(title=title)
     for col in ("frame", "resource", "status", "differ", "max abs", "max rel", "max ULP", "first difference"):
         table.add_column(col)
     for row in rows:
@@ -101,13 +160,15 @@ def print_frames(frames: list[Any], *, show_identical: bool = False, console: An
 
 
 def frames_from_document(frames: list[dict[str, Any]]) -> list[Any]:
-    """FrameResults back from :func:`frames_document` output (an isolated child's report)."""
+    """FrameResults back from :func:`frames_document` output (an isolated child's report), non-finite
+    numbers (``"inf"``, ``"nan"``...) back to floats."""
     from dataclasses import fields
 
     names = {f.name for f in fields(Comparison)}
 
     def comparison(d: dict[str, Any]) -> Comparison:
-        c = Comparison(**{k: v for k, v in d.items() if k in names and k != "extras"})
+        c = Comparison(**{k: from_json_number(v) if k in FLOAT_FIELDS else v
+                          for k, v in d.items() if k in names and k != "extras"})
         if c.first_index is not None:
             c.first_index = tuple(c.first_index)
         c.extras = {k: v for k, v in d.items() if k not in names and k not in ("share", "command")}

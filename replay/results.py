@@ -33,6 +33,35 @@ DTYPES: dict[str, tuple[str, bool]] = {
 }
 
 
+def itemsize(dtype: str) -> int:
+    """Bytes per element of ``dtype`` (a key of :data:`DTYPES`), read from its storage code (``<f4``: 4)
+    without numpy."""
+    return int(DTYPES[dtype][0].lstrip("<>|=")[1:])
+
+
+# Non-finite floats in reports: JSON has no spelling for them, so they are these strings, everywhere.
+NON_FINITE: dict[str, float] = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float (in dicts, lists and tuples too, numpy scalars included)
+    replaced by its :data:`NON_FINITE` string: what :func:`json.dumps` then writes is strict JSON."""
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def from_json_number(value: Any) -> Any:
+    """The inverse of :func:`json_safe` for one number: a :data:`NON_FINITE` string back to its float."""
+    return NON_FINITE[value] if isinstance(value, str) and value in NON_FINITE else value
+
+
 @dataclass(frozen=True)
 class Tolerance:
     atol: float = 0.0
@@ -73,16 +102,14 @@ class Comparison:
         return self.status == DIVERGED
 
     def as_dict(self) -> dict[str, Any]:
+        """Plain, strictly JSON-serialisable data: every non-finite float (``max_rel`` when a recorded
+        value is 0, ``first_recorded`` or ``first_live`` when NaN or Inf, ...) is ``"inf"``, ``"-inf"``
+        or ``"nan"`` (:func:`json_safe`), the same for every field; :func:`from_json_number` reverses it."""
         d = {k: v for k, v in self.__dict__.items() if k != "extras"}
         d.update(self.extras)
         d["share"] = self.share
         d["first_index"] = list(self.first_index) if self.first_index is not None else None
-        for k in ("first_recorded", "first_live"):
-            v = d[k]
-            d[k] = v.item() if hasattr(v, "item") else v
-            if isinstance(d[k], float) and not math.isfinite(d[k]):
-                d[k] = repr(d[k])
-        return d
+        return json_safe(d)
 
 
 @dataclass

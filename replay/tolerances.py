@@ -16,13 +16,21 @@ import math
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from vkcore.errors import UsageError
 
-from .results import DTYPES, Tolerance
+from .results import DTYPES, Tolerance, itemsize
 
 KEYS = {"atol": float, "rtol": float, "ulp": int}
+
+#: ULP distances are unsigned 64-bit integers; a tolerance in ULP must be below this (a signed 64-bit
+#: integer, which every consumer can hold).
+MAX_ULP = 2**63
+
+#: A trace's resources as :attr:`capture.trace.Trace.resources` describes them: uid -> its metadata
+#: (``kind``, ``size`` in bytes, and ``format``/``dims`` for images and tensors).
+Resources = Mapping[str, Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,21 @@ class TolerancePolicy:
     def dtype_of(self, uid: str) -> str:
         return self.dtypes.get(uid, self.default_dtype)
 
+    def dtype_for(self, uid: str, meta: Mapping[str, Any]) -> str:
+        """How a replay reads snapshots of ``uid`` (metadata ``meta``): the dtype given for it, else its
+        format's, else the default (the order of :func:`replay.replayer.resource_dtype`)."""
+        if uid in self.dtypes:
+            return self.dtypes[uid]
+        fmt = meta.get("format")
+        if isinstance(fmt, str):
+            from vkcore.formats import format_info
+
+            try:
+                return format_info(fmt).compare_dtype
+            except KeyError:
+                pass
+        return self.default_dtype
+
     def with_defaults(self, atol: float | None, rtol: float | None, ulp: int | None) -> "TolerancePolicy":
         changes: dict[str, Any] = {k: v for k, v in (("atol", atol), ("rtol", rtol), ("ulp", ulp)) if v is not None}
         return replace(self, default=replace(self.default, **changes))
@@ -63,21 +86,58 @@ def _values(table: Any, place: str, path: Path) -> dict[str, Any]:
             raise UsageError(f"{path}: {place}.{key}: unknown key (expected atol, rtol, ulp or dtype)")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise UsageError(f"{path}: {place}.{key}: must be a finite number >= 0, got {value!r}")
-        if key == "ulp" and value != int(value):
-            raise UsageError(f"{path}: {place}.ulp: must be a whole number, got {value!r}")
+        if key == "ulp" and (not isinstance(value, int) or value >= MAX_ULP):
+            raise UsageError(f"{path}: {place}.ulp: must be a whole number below 2**63, got {value!r}")
         values[key] = KEYS[key](value)
     return values
 
 
 def _dtype(table: Any, place: str, path: Path) -> str | None:
     dtype = table.get("dtype") if isinstance(table, dict) else None
+    if dtype is not None and not isinstance(dtype, str):
+        raise UsageError(f"{path}: {place}.dtype: must be a type name (a string), got {dtype!r} (known: {', '.join(DTYPES)})")
     if dtype is not None and dtype not in DTYPES:
         raise UsageError(f"{path}: {place}.dtype: unknown type {dtype!r} (known: {', '.join(DTYPES)})")
     return dtype
 
 
-def load_tolerance_file(path: Path) -> TolerancePolicy:
-    """Parse a tolerance file; errors name the file and the key."""
+def check_resource(uid: str, resources: Resources, where: str) -> Mapping[str, Any]:
+    """The metadata of resource ``uid``; :class:`UsageError` naming ``where`` (a flag or a TOML table)
+    and listing the trace's uids when the trace has no such resource."""
+    meta = resources.get(uid)
+    if meta is None:
+        raise UsageError(f"{where}: the trace has no resource '{uid}' (it has: {', '.join(sorted(resources)) or 'none'})")
+    return meta
+
+
+def check_dtype(uid: str, dtype: str, resources: Resources, where: str) -> None:
+    """:class:`UsageError` naming ``where`` unless ``uid`` is a resource of the trace whose size is a
+    whole number of ``dtype`` elements."""
+    size = int(check_resource(uid, resources, where).get("size", 0))
+    if size % itemsize(dtype):
+        raise UsageError(f"{where}: '{uid}' is {size} bytes, not a whole number of {dtype} elements "
+                         f"({itemsize(dtype)} bytes each)")
+
+
+def check_shape(uid: str, shape: tuple[int, ...], policy: TolerancePolicy, resources: Resources, where: str) -> None:
+    """:class:`UsageError` naming ``where`` unless ``shape`` holds as many elements as resource ``uid``
+    read as its dtype (:meth:`TolerancePolicy.dtype_for`), or, for an image, as its level 0."""
+    meta = check_resource(uid, resources, where)
+    dtype = policy.dtype_for(uid, meta)
+    size, step = int(meta.get("size", 0)), itemsize(dtype)
+    counts = [size // step]
+    dims = meta.get("dims")
+    if meta.get("kind") == "image" and isinstance(dims, list) and len(dims) == 4:
+        counts.append(int(dims[1]) * int(dims[2]) * int(meta.get("texel_bytes", 0)) // step)
+    wanted = math.prod(shape)
+    if wanted not in counts:
+        level0 = f" (level 0: {counts[1]})" if len(counts) > 1 else ""
+        raise UsageError(f"{where}: {wanted} elements, but '{uid}' ({size} bytes read as {dtype}) holds {counts[0]}{level0}")
+
+
+def load_tolerance_file(path: Path, resources: Resources | None = None) -> TolerancePolicy:
+    """Parse a tolerance file; errors name the file and the key. With ``resources`` (the trace's),
+    every ``[resources.UID]`` table must name one of them, and its ``dtype`` must divide its size."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover
@@ -86,6 +146,10 @@ def load_tolerance_file(path: Path) -> TolerancePolicy:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise UsageError(f"{path}: no such tolerance file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a folder, not a tolerance file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the tolerance file: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: invalid TOML: {exc}") from None
     default_table = data.get("default", {})
@@ -93,14 +157,18 @@ def load_tolerance_file(path: Path) -> TolerancePolicy:
     default_dtype = _dtype(default_table, "default", path) or "bytes"
     per: dict[str, Tolerance | dict[str, float]] = {}
     dtypes: dict[str, str] = {}
-    resources = data.get("resources", {})
-    if not isinstance(resources, dict):
+    tables = data.get("resources", {})
+    if not isinstance(tables, dict):
         raise UsageError(f"{path}: resources: expected a table of resource uids")
-    for uid, table in resources.items():
+    for uid, table in tables.items():
         per[uid] = _values(table, f"resources.{uid}", path)
         dtype = _dtype(table, f"resources.{uid}", path)
+        if resources is not None:
+            check_resource(uid, resources, f"{path}: resources.{uid}")
         if dtype is not None:
             dtypes[uid] = dtype
+            if resources is not None:
+                check_dtype(uid, dtype, resources, f"{path}: resources.{uid}.dtype")
     unknown = set(data) - {"default", "resources"}
     if unknown:
         raise UsageError(f"{path}: unknown table(s): {', '.join(sorted(unknown))} (expected [default] and [resources.<uid>])")

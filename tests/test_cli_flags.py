@@ -100,16 +100,23 @@ def test_a_device_that_does_not_exist_is_bad_input_not_a_divergence(trace: Path,
 
 def test_icd_chooses_the_driver(trace: Path, tmp_path: Path) -> None:
     """The manifest given is the only driver the loader sees: the real one replays; one whose library
-    does not exist leaves no driver at all (so the flag really decides which driver runs)."""
+    is no Vulkan driver (zlib) leaves no driver at all (so the flag really decides which driver runs);
+    one whose library does not exist is refused before Vulkan starts."""
     doc = replay_json(trace, tmp_path, "--icd", driver_manifest())
     assert doc["diverged"] is False and doc["device"]["driver_name"] == doc["recorded_device"]["driver_name"]
     fake = tmp_path / "fake_icd.json"
-    fake.write_text(json.dumps({"file_format_version": "1.0.0",
-                                "ICD": {"library_path": str(tmp_path / "libvulkan_missing.so"), "api_version": "1.3.0"}}))
-    proc = vkcap("replay", trace, "--icd", fake)
+
+    def manifest(library: str) -> Path:
+        fake.write_text(json.dumps({"file_format_version": "1.0.0", "ICD": {"library_path": library, "api_version": "1.3.0"}}))
+        return fake
+
+    proc = vkcap("replay", trace, "--icd", manifest("libz.so.1"))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == ("vkcap: error: cannot create a Vulkan instance (VkErrorIncompatibleDriver); "
                                    "is a Vulkan driver installed?")
+    proc = vkcap("replay", trace, "--icd", manifest(str(tmp_path / "libvulkan_missing.so")))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"vkcap: error: --icd {fake}: ICD.library_path: no such library: {tmp_path}/libvulkan_missing.so"
     missing = tmp_path / "missing.json"
     proc = vkcap("replay", trace, "--icd", missing)
     assert proc.returncode == 2

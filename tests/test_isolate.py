@@ -7,7 +7,12 @@ checks buffer bounds and fails bad SPIR-V cleanly, so a shader cannot make it cr
 """
 from __future__ import annotations
 
+import argparse
 import json
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -101,3 +106,195 @@ def test_isolated_bisect_parent_loads_no_vulkan_trio_or_numpy(trace: Path, tmp_p
     assert proc.stdout.splitlines()[-1] == "[] 0"
     doc = json.loads(report.read_text())
     assert not doc["diverged"] and doc["child_processes"] == 1 and doc["replays"] == 3 + 6
+
+
+def junit_cases(path: Path) -> tuple[dict[str, str], list[tuple[str | None, str | None, str | None]]]:
+    """A JUnit report's suite counts, and (classname, name, failure message or None) per test case; a
+    ``driver crash`` failure carries its line as its text too."""
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert suite is not None
+    cases = []
+    for case in suite:
+        failure = case.find("failure")
+        if failure is not None and case.get("name") == "driver crash":
+            assert failure.text == failure.get("message")
+        cases.append((case.get("classname"), case.get("name"), None if failure is None else failure.get("message")))
+    return {"tests": suite.get("tests", ""), "failures": suite.get("failures", "")}, cases
+
+
+def bad_input(root: Path, case: str) -> tuple[list[str], str]:
+    """The flags of one kind of bad input, and what its error line says."""
+    good = root / "good.comp"
+    good.write_text(ACC)
+    if case == "missing shader":
+        return ["--replace-shader", f"acc={root / 'missing.comp'}"], f"--replace-shader acc={root / 'missing.comp'}: no such file"
+    if case == "unknown uid":
+        return ["--replace-shader", f"nope={good}"], "the trace has no shader 'nope' (it has: acc)"
+    if case == "uncompilable shader":
+        (root / "broken.comp").write_text(ACC.replace("main() {", "main() {{"))
+        return ["--replace-shader", f"acc={root / 'broken.comp'}"], "shader compilation failed"
+    if case == "garbage spv":
+        (root / "garbage.spv").write_bytes(b"not SPIR-V at all")
+        return ["--replace-shader", f"acc={root / 'garbage.spv'}"], "not a SPIR-V binary"
+    assert case == "unknown device"
+    return ["--device", "no-such-gpu"], "no device matches --device 'no-such-gpu'"
+
+
+def masked(line: str) -> str:
+    """``line`` with the random part of replay's temporary folders hidden (they differ between runs)."""
+    return re.sub(r"vkcap-replay-\w+", "vkcap-replay-*", line)
+
+
+@pytest.mark.parametrize("case", ["missing shader", "unknown uid", "uncompilable shader", "garbage spv", "unknown device"])
+def test_bad_input_to_an_isolated_child_is_an_error_not_a_crash(trace: Path, tmp_path: Path, case: str) -> None:
+    """A child that refuses its input (exit 2) ends an isolated bisect or replay as the same input ends
+    the command without isolation: that one error line, once, exit 2, and no report written."""
+    flags, says = bad_input(tmp_path, case)
+    plain = vkcap("bisect", trace, "--no-isolate", *flags)
+    assert plain.returncode == 2, plain.stderr
+    line = masked(plain.stderr.splitlines()[-1])
+    assert line.startswith("vkcap: error: ") and says in line
+    report, junit = tmp_path / "r.json", tmp_path / "r.xml"
+    report.write_text("stale")
+    junit.write_text("stale")
+    commands: list[list[str | Path]] = [["bisect", trace], ["replay", trace, "--isolate"]]
+    for command in commands:
+        proc = vkcap(*command, *flags, "--json", report, "--junit", junit)
+        assert proc.returncode == 2, proc.stderr
+        assert [masked(ln) for ln in proc.stderr.splitlines() if ln.startswith("vkcap: error: ")] == [line]
+        assert masked(proc.stderr.splitlines()[-1]) == line
+        assert "crashed" not in proc.stdout + proc.stderr and "first divergence" not in proc.stdout
+        assert report.read_text() == junit.read_text() == "stale"
+
+
+@pytest.fixture(scope="module")
+def crashing_icd(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Vulkan driver manifest whose library kills the process with SIGSEGV as the loader loads it: a
+    driver that crashes during setup, before any frame."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build a driver library that crashes as it loads")
+    root = tmp_path_factory.mktemp("crash-icd")
+    (root / "crash.c").write_text("#include <signal.h>\n"
+                                  "__attribute__((constructor)) static void crash(void) { raise(SIGSEGV); }\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(root / "libcrash.so"), str(root / "crash.c")], check=True)
+    manifest = root / "crash.json"
+    manifest.write_text(json.dumps({"file_format_version": "1.0.0",
+                                    "ICD": {"library_path": str(root / "libcrash.so"), "api_version": "1.3.0"}}))
+    return manifest
+
+
+def test_a_driver_crash_during_setup_is_named_as_such(trace: Path, tmp_path: Path, crashing_icd: Path) -> None:
+    """No frame started: the line says the driver crashed during setup, before the first frame the child
+    was to run (not that this frame crashed it), and the reports say so too."""
+    report, junit = tmp_path / "b.json", tmp_path / "b.xml"
+    proc = vkcap("bisect", trace, "--icd", crashing_icd, "--json", report, "--junit", junit)
+    assert proc.returncode == 1, proc.stderr
+    line = proc.stdout.splitlines()[0].removeprefix("first divergence: ")
+    assert line.startswith("the driver crashed during setup, before frame 0 (SIGSEGV, exit code -11); last log lines: ")
+    doc = json.loads(report.read_text())
+    assert (doc["crashed"], doc["frame"], doc["crash"], doc["diverged"]) == (True, None, line, True)
+    assert junit_cases(junit) == ({"tests": "1", "failures": "1"}, [("vkcap.bisect.setup", "driver crash", line)])
+
+    proc = vkcap("replay", trace, "--isolate", "--icd", crashing_icd, "--json", report, "--junit", junit)
+    assert proc.returncode == 1, proc.stderr
+    line = proc.stderr.splitlines()[-1].removeprefix("vkcap: ")
+    assert line.startswith("the driver crashed during setup, before its first frame (SIGSEGV, exit code -11); ")
+    assert json.loads(report.read_text())["crash"] == line
+    assert junit_cases(junit) == ({"tests": "1", "failures": "1"}, [("vkcap.replay.setup", "driver crash", line)])
+
+
+def test_a_crash_is_a_junit_failure_and_every_report_is_written(trace: Path, tmp_path: Path) -> None:
+    """A crashed frame is a failing ``driver crash`` test case carrying the crash line, in bisect's JUnit
+    report and in an isolated replay's, which replaces whatever report was there before."""
+    report, junit = tmp_path / "b.json", tmp_path / "b.xml"
+    proc = vkcap("bisect", trace, "--json", report, "--junit", junit, env={"VKCAP_TEST_CRASH_AT_FRAME": "13"})
+    assert proc.returncode == 1, proc.stderr
+    line = json.loads(report.read_text())["crash"]
+    assert line.startswith("frame 13 crashed the driver (SIGSEGV, exit code -11); last log lines: ")
+    assert proc.stdout.splitlines()[0] == f"first divergence: {line}"
+    assert junit_cases(junit) == ({"tests": "1", "failures": "1"}, [("vkcap.bisect.frame13", "driver crash", line)])
+
+    report.write_text('{"diverged": false}')
+    junit.write_text('<testsuites><testsuite name="stale" tests="24" failures="0"/></testsuites>')
+    proc = vkcap("replay", trace, "--isolate", "--json", report, "--junit", junit, env={"VKCAP_TEST_CRASH_AT_FRAME": "9"})
+    assert proc.returncode == 1, proc.stderr
+    line = proc.stderr.splitlines()[-1].removeprefix("vkcap: ")
+    assert line.startswith("frame 9 crashed the driver (SIGSEGV, exit code -11); last log lines: ")
+    doc = json.loads(report.read_text())
+    assert (doc["crashed"], doc["frame"], doc["crash"], doc["diverged"]) == (True, 9, line, True)
+    assert junit_cases(junit) == ({"tests": "1", "failures": "1"}, [("vkcap.replay.frame9", "driver crash", line)])
+
+
+def test_isolated_replay_writes_the_reports_an_in_process_replay_writes(trace: Path, tmp_path: Path) -> None:
+    """The parent writes ``--json`` and ``--junit`` from its child's report: byte for byte what the same
+    replay writes without isolation."""
+    shader = tmp_path / "acc2.comp"
+    shader.write_text(ACC.replace("+= 1u", "+= 2u"))
+    for name, isolate in (("plain", []), ("isolated", ["--isolate"])):
+        proc = vkcap("replay", trace, "--replace-shader", f"acc={shader}", *isolate,
+                     "--json", tmp_path / f"{name}.json", "--junit", tmp_path / f"{name}.xml")
+        assert proc.returncode == 1, proc.stderr
+    for suffix in (".json", ".xml"):
+        assert (tmp_path / f"isolated{suffix}").read_bytes() == (tmp_path / f"plain{suffix}").read_bytes()
+    counts, cases = junit_cases(tmp_path / "isolated.xml")
+    assert counts == {"tests": "24", "failures": "24"} and cases[0][:2] == ("vkcap.replay.frame0", "a")
+
+
+def parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """vkcap's real parser and its subcommands' parsers by name."""
+    from vkcap.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return parser, dict(commands.choices)
+
+
+def test_child_arguments_are_the_parsed_values_spelled_in_full() -> None:
+    """Whatever spelling the parent accepted (here abbreviations, allowed for the test, and ``=``), the
+    child gets every replay option in full, values starting with ``-`` in one token, and nothing that
+    is the parent's own: no isolation, no reports, no bisect-only flag. The child parses it back to
+    the same values."""
+    from replay.isolate import PARENT_DESTS, child_arguments
+
+    parser, sub = parsers()
+    sub["bisect"].allow_abbrev = sub["replay"].allow_abbrev = True
+    args = parser.parse_args(["bisect", "t.vkt", "--exh", "--dty", "a=float32", "--dtype=b=int32", "--time=-1",
+                              "--device=-x", "--no-emul", "--icd", "i.json", "--reference-icd", "r.json",
+                              "--json", "j.json", "--junit", "j.xml", "--log-level", "debug", "--atol", "0.5",
+                              "--ulp", "3", "--shape", "a=4x4", "--replace-shader", "acc=s.comp", "--tolerance", "auto"])
+    child = child_arguments(args, sub["replay"])
+    assert child == ["t.vkt", "--atol", "0.5", "--ulp", "3", "--tolerance", "auto", "--dtype", "a=float32",
+                     "--dtype", "b=int32", "--shape", "a=4x4", "--replace-shader", "acc=s.comp", "--timeout=-1.0",
+                     "--device=-x", "--no-emulation-layers", "--icd", "i.json", "--log-level", "debug"]
+    sub["replay"].allow_abbrev = False
+    back = parser.parse_args(["replay", *child])
+    shared = [a.dest for a in sub["replay"]._actions if a.dest in vars(args) and a.dest not in PARENT_DESTS]
+    assert shared and all(getattr(back, dest) == getattr(args, dest) for dest in shared)
+    assert (back.isolate, back.json, back.junit) == (False, None, None)
+
+    sub["replay"].allow_abbrev = True
+    args = parser.parse_args(["replay", "-", "--iso", "--frames", "2-5", "--json", "r.json", "--junit", "r.xml",
+                              "--heat", "h", "--isolate"])
+    assert child_arguments(args, sub["replay"]) == ["./-", "--frames", "2-5", "--heatmap", "h"]
+
+
+def test_a_child_never_isolates_again(trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process marked as an isolated child replays in itself even when asked to isolate (the crash
+    injected for frame 3 fires only in an isolated child's frames, so it does not fire here), and
+    refuses to start a child at all."""
+    from replay.isolate import CHILD_ENV, ProbeServer, run_child
+
+    report = tmp_path / "r.json"
+    proc = vkcap("replay", trace, "--isolate", "--json", report, env={CHILD_ENV: "1", "VKCAP_TEST_CRASH_AT_FRAME": "3"})
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(report.read_text())
+    assert not doc["diverged"] and "crashed" not in doc and len(doc["frames"]) == 24
+
+    monkeypatch.setenv(CHILD_ENV, "1")
+    with pytest.raises(RuntimeError, match="an isolated child must not start another"):
+        run_child([str(trace)])
+    with ProbeServer([str(trace)]) as server:
+        with pytest.raises(RuntimeError, match="an isolated child must not start another"):
+            server.probe(0, 0, -1)
+        assert server.children == 0

@@ -538,21 +538,106 @@ def frame_range(args: argparse.Namespace) -> tuple[int | None, int | None]:
     return None, None
 
 
-def tolerance_policy(args: argparse.Namespace):  # -> TolerancePolicy
+MAX_TIMEOUT_S = 1e9  # seconds (31 years): a frame timeout is held in nanoseconds, in 64 bits
+
+
+def check_compare_flags(args: argparse.Namespace, inputs: list[Path]) -> None:
+    """The checks of replay, diff and bisect flags that need no trace, made before any replay work
+    (and before Vulkan starts): tolerance numbers (finite, >= 0, ``--ulp`` below 2**63), the tolerance
+    file's own content, ``--timeout``
+    (positive, finite), report paths (:func:`replay.report.check_output`; none may be one of
+    ``inputs``, the traces read), driver manifests (:func:`vkcore.driver.check_manifest`). Raises
+    :class:`UsageError` (exit 2) naming the flag."""
+    import math
+
+    from replay.report import check_output
+    from replay.tolerances import MAX_ULP, load_tolerance_file
+    from vkcore.driver import check_manifest
+
+    for name, value in (("--atol", args.atol), ("--rtol", args.rtol), ("--ulp", args.ulp)):
+        if value is not None and not math.isfinite(value):
+            raise UsageError(f"{name} must be a finite number, got {value}")
+        if value is not None and value < 0:
+            raise UsageError(f"{name} must be 0 or more, got {value}")
+    if args.ulp is not None and args.ulp >= MAX_ULP:
+        raise UsageError(f"--ulp must be less than 2**63, got {args.ulp}")
+    if args.tolerance and args.tolerance != "auto":
+        load_tolerance_file(Path(args.tolerance))  # the file itself; its uids are checked against the trace later
+    timeout = getattr(args, "timeout", None)
+    if timeout is not None and not 0 < timeout <= MAX_TIMEOUT_S:  # NaN fails every comparison
+        raise UsageError(f"must be a positive number of seconds (finite, at most {MAX_TIMEOUT_S:g}), got {timeout}",
+                         place="--timeout")
+    reports = (("--json", args.json, False), ("--junit", args.junit, False), ("--heatmap", getattr(args, "heatmap", None), True))
+    for flag, path, folder in reports:
+        check_output(flag, path, inputs, folder=folder)
+    if args.json is not None and args.junit is not None and os.path.realpath(args.json) == os.path.realpath(args.junit):
+        raise UsageError("--json and --junit name the same file", file=args.json)
+    for flag in ("--icd", "--reference-icd"):
+        manifest = getattr(args, flag[2:].replace("-", "_"), None)
+        if manifest is not None:
+            check_manifest(manifest, flag)
+
+
+def check_frames(args: argparse.Namespace, trace: "Trace", first: int | None, last: int | None) -> None:
+    """Refuse a trace without a complete frame (:class:`TraceError`), or ``--frame``/``--frames`` naming
+    none of its frames (:class:`UsageError` naming the trace and the flag). Warn (log) when some frames
+    asked for are not in the trace, and when the trace was recovered after its recording was cut short:
+    a replay then compares fewer frames than asked, never silently. An isolated bisection's child
+    (``--serve-probes``) leaves the warnings to its parent."""
+    import logging
+
+    from capture.trace import seq_ranges
+
+    log = logging.getLogger("vkcap")
+    seqs = sorted(f.seq for f in trace.frames)
+    if not seqs:
+        raise TraceError("the trace holds no complete frame", file=trace.path)
+    quiet = getattr(args, "serve_probes", False)
+    if trace.recovered and not quiet:
+        log.warning("%s: the trace was recovered (its recording was cut short): it holds frames %s only",
+                    trace.path, seq_ranges(seqs))
+    if first is None or last is None:
+        return
+    flag = f"--frame {args.frame}" if getattr(args, "frame", None) is not None else f"--frames {args.frames}"
+    inside = [s for s in seqs if first <= s <= last]
+    if not inside:
+        raise UsageError(f"no recorded frame in {first}-{last} (the trace has frames {seq_ranges(seqs)})",
+                         file=trace.path, place=flag)
+    missing = _gaps(first, last, inside)
+    if missing and not quiet:
+        log.warning("%s: %s: frame(s) %s are not in the trace (it has frames %s): comparing frame(s) %s only",
+                    trace.path, flag, missing, seq_ranges(seqs), seq_ranges(inside))
+
+
+def _gaps(first: int, last: int, present: list[int]) -> str:
+    """The numbers of ``first..last`` not in ``present`` (ascending, all inside), as ranges: ``6-99``."""
+    spans, at = [], first
+    for seq in present:
+        if seq > at:
+            spans.append((at, seq - 1))
+        at = seq + 1
+    if at <= last:
+        spans.append((at, last))
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def tolerance_policy(args: argparse.Namespace, resources: "Resources | None" = None):  # -> TolerancePolicy
+    """The tolerances and dtypes of ``--tolerance FILE``, ``--atol``/``--rtol``/``--ulp`` and ``--dtype``.
+    With ``resources`` (the trace's), every uid named must be one of them and every dtype must divide
+    its size: :class:`UsageError` naming the flag or the file's table otherwise."""
     from replay.results import DTYPES
-    from replay.tolerances import TolerancePolicy, load_tolerance_file
+    from replay.tolerances import TolerancePolicy, check_dtype, load_tolerance_file
 
     policy = TolerancePolicy()
     if args.tolerance and args.tolerance != "auto":
-        policy = load_tolerance_file(Path(args.tolerance))
-    for name, value in (("--atol", args.atol), ("--rtol", args.rtol), ("--ulp", args.ulp)):
-        if value is not None and value < 0:
-            raise UsageError(f"{name} must be 0 or more, got {value}")
+        policy = load_tolerance_file(Path(args.tolerance), resources)
     policy = policy.with_defaults(args.atol, args.rtol, args.ulp)
     dtypes = dict(policy.dtypes)
     for uid, dtype in _pairs(args.dtype, "--dtype"):
         if dtype not in DTYPES:
             raise UsageError(f"--dtype {uid}={dtype}: unknown type (known: {', '.join(DTYPES)})")
+        if resources is not None:
+            check_dtype(uid, dtype, resources, f"--dtype {uid}={dtype}")
         dtypes[uid] = dtype
     from dataclasses import replace
 
@@ -560,10 +645,17 @@ def tolerance_policy(args: argparse.Namespace):  # -> TolerancePolicy
 
 
 def replay_options(args: argparse.Namespace, **extra: Any):  # -> ReplayOptions
+    """The options of a replay or bisection, checked against the trace (read for its metadata only):
+    its frames (:func:`check_frames`), and the uids, dtypes and shapes the flags name
+    (:func:`tolerance_policy`, :func:`shapes`)."""
+    from capture.trace import Trace
     from replay.options import ReplayOptions
 
     first, last = frame_range(args)
-    policy = tolerance_policy(args)
+    with Trace.open(args.trace) as trace:
+        check_frames(args, trace, first, last)
+        policy = tolerance_policy(args, trace.resources)
+        shape_list = shapes(args, trace.resources, policy)
     return ReplayOptions(
         trace=args.trace,
         first=first,
@@ -575,7 +667,7 @@ def replay_options(args: argparse.Namespace, **extra: Any):  # -> ReplayOptions
         dtypes=tuple(policy.dtypes.items()),
         tolerances=policy,
         frame_timeout_s=getattr(args, "timeout", None),
-        shapes=tuple(shapes(args)),
+        shapes=tuple(shape_list),
         heatmap_dir=getattr(args, "heatmap", None),
         progress_file=getattr(args, "progress_file", None),
         stop_at_first_divergence=getattr(args, "stop_at_first_divergence", False),
@@ -583,23 +675,34 @@ def replay_options(args: argparse.Namespace, **extra: Any):  # -> ReplayOptions
     )
 
 
-def shapes(args: argparse.Namespace) -> list[tuple[str, tuple[int, ...]]]:
+def shapes(args: argparse.Namespace, resources: "Resources | None" = None,
+           policy: "TolerancePolicy | None" = None) -> list[tuple[str, tuple[int, ...]]]:
+    """The ``--shape UID=AxB...`` values. With ``resources`` (the trace's) and ``policy`` (its dtypes),
+    each must name a resource and hold as many elements as it (:func:`replay.tolerances.check_shape`)."""
+    from replay.tolerances import check_shape
+
     out = []
     for uid, text in _pairs(getattr(args, "shape", []), "--shape"):
         parts = text.lower().split("x")
         if not all(p.isdigit() and int(p) > 0 for p in parts):
             raise UsageError(f"--shape {uid}={text}: expected positive sizes like 64x64 or 1x32x32x4")
-        out.append((uid, tuple(int(p) for p in parts)))
+        shape = tuple(int(p) for p in parts)
+        if resources is not None and policy is not None:
+            check_shape(uid, shape, policy, resources, f"--shape {uid}={text}")
+        out.append((uid, shape))
     return out
 
 
-def report_outputs(args: argparse.Namespace, kind: str, document: dict[str, Any], frames: list[Any]) -> None:
-    from replay.report import write_json, write_junit
+def report_outputs(args: argparse.Namespace, kind: str, document: dict[str, Any], frames: list[Any],
+                   crash: tuple[int | None, str] | None = None, sides: tuple[str, str] | None = None) -> None:
+    """Write every report asked for (``--json``, ``--junit``); a ``crash`` (frame, line) is a JUnit failure;
+    ``sides`` names what was compared in JUnit messages (default: recorded and live)."""
+    from replay.report import REPLAY_SIDES, write_json, write_junit
 
     if args.json:
         write_json(args.json, document)
     if args.junit:
-        write_junit(args.junit, f"vkcap.{kind}", frames)
+        write_junit(args.junit, f"vkcap.{kind}", frames, crash=crash, sides=sides or REPLAY_SIDES)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -608,7 +711,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from .cli import start_vulkan_early
 
     log = logging.getLogger("vkcap")
-    if args.isolate and not args.serve_probes:
+    check_compare_flags(args, [args.trace])  # before Vulkan starts, and before an isolated child does
+    from replay.isolate import in_isolated_child
+
+    if args.isolate and not args.serve_probes and not in_isolated_child():  # a child never isolates again
         return replay_isolated(args, log)
     start_vulkan_early(args.icd, args.device)  # the replay runs in this process (perhaps the probes' child)
     from replay.report import comparison_line, frames_document, print_frames
@@ -651,26 +757,28 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     from capture.trace import Trace
     from replay.diff import diff_traces
-    from replay.report import comparison_line, frames_document, print_frames
+    from replay.report import DIFF_SIDES, comparison_line, frames_document, print_frames
 
     log = logging.getLogger("vkcap")
     if args.tolerance == "auto":
         raise UsageError("--tolerance auto needs a replay; diff compares two recordings as they are")
-    policy = tolerance_policy(args)
+    check_compare_flags(args, [args.trace, args.other])
     with Trace.open(args.trace) as a, Trace.open(args.other) as b:
+        policy = tolerance_policy(args, a.resources)
+        shapes(args, a.resources, policy)  # checked only: diff reports flat indices
         report = diff_traces(a, b, policy)
     for key, (va, vb) in report.fingerprint_changes.items():
         log.info("fingerprint %s: %s -> %s", key, va, vb)
     for name in report.file_changes:
         log.info("embedded file differs: %s", name)
-    print_frames(report.frames)
+    print_frames(report.frames, title=f"diff: A = {args.trace}, B = {args.other}")
     document = {
         "a": str(args.trace), "b": str(args.other), "diverged": report.diverged,
         "fingerprint_changes": {k: list(v) for k, v in report.fingerprint_changes.items()},
         "file_changes": report.file_changes, "only_in_a": report.only_in_a, "only_in_b": report.only_in_b,
         "frames": frames_document(report.frames),
     }
-    report_outputs(args, "diff", document, report.frames)
+    report_outputs(args, "diff", document, report.frames, sides=DIFF_SIDES)
     if report.only_in_a or report.only_in_b:
         log.warning("frames only in A: %s; only in B: %s", report.only_in_a or "none", report.only_in_b or "none")
     first = next((f for f in report.frames if f.diverged), None)
@@ -679,7 +787,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         return 0
     if first is not None:
         bad = next(c for c in first.comparisons if c.diverged)
-        log.warning("first divergence at frame %d: %s", first.seq, comparison_line(bad))
+        log.warning("first divergence at frame %d: %s", first.seq, comparison_line(bad, DIFF_SIDES))
     return 1
 
 
@@ -690,8 +798,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
     # The probes' child starts first, so its start-up (Python, Vulkan, pipelines) overlaps this
     # process's own imports and checks; a bad trace or flag ends it with this process.
-    with ProbeServer(child_arguments(args, "bisect", {"--exhaustive", "--no-isolate"},
-                                     {"--json", "--junit", "--reference-icd"})) as server:
+    with ProbeServer(child_arguments(args)) as server:
         server.start()
         return _bisect(args, server)
 
@@ -702,6 +809,7 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
 
     from vkcore.driver import use_driver
 
+    check_compare_flags(args, [args.trace])  # --reference-icd's manifest too
     use_driver(args.icd)
     if server is None:  # the probes run here: let the driver start while the modules load
         from .cli import start_vulkan_early
@@ -724,8 +832,6 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
                     else f"frame {span.last} alone, from the state recorded after frame {span.start}")
             log.info("segment %d (%s): %s", span.segment, what, "DIVERGED" if diverged else "ok")
 
-        if args.reference_icd is not None and not args.reference_icd.is_file():
-            raise UsageError(f"--reference-icd {args.reference_icd}: no such driver manifest")
         result = bisect_trace(trace, options, on_probe=on_probe, exhaustive=args.exhaustive,
                               reference_icd=args.reference_icd, probe_server=server)
         document: dict[str, Any] = {
@@ -737,7 +843,7 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
         }
         if result.crash:
             document.update({"diverged": True, "crashed": True, "frame": result.crash_frame, "crash": result.crash})
-            report_outputs(args, "bisect", document, [])
+            report_outputs(args, "bisect", document, [], crash=(result.crash_frame, result.crash))
             print(f"first divergence: {result.crash}")
             print(f"search: {search_size(result)} in {result.child_processes} child process(es), a new one after a crash")
             return 1
@@ -776,42 +882,32 @@ def search_size(result: "BisectResult") -> str:
             f"over {result.segments} segment(s)")
 
 
-def child_arguments(args: argparse.Namespace, command: str, drop: set[str], drop_with_value: set[str]) -> list[str]:
-    """The user's own arguments to ``command`` (the trace first), without the flags the parent handles."""
-    argv = list(getattr(args, "argv", sys.argv))
-    tokens = argv[argv.index(command) + 1:] if command in argv else []
-    out: list[str] = []
-    skip = False
-    for token in tokens:
-        if skip:
-            skip = False
-            continue
-        name = token.split("=", 1)[0]
-        if name in drop:
-            continue
-        if name in drop_with_value:
-            skip = "=" not in token
-            continue
-        out.append(token)
-    return out
+def child_arguments(args: argparse.Namespace) -> list[str]:
+    """The arguments of the isolated child ``vkcap replay`` of the command parsed into ``args``: made
+    from the parsed values by :func:`replay.isolate.child_arguments`, so the child accepts whatever this
+    process accepted, and is never asked to isolate again."""
+    from replay.isolate import child_arguments as from_parsed
+
+    from .cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return from_parsed(args, commands.choices["replay"])
 
 
 def replay_isolated(args: argparse.Namespace, log: Any) -> int:
-    """``replay --isolate``: the same replay in a child; a crash is a finding (exit 1), never a lost run."""
+    """``replay --isolate``: the same replay in a child; a crash is a finding (exit 1), never a lost run.
+
+    Every report asked for is written here, from the child's report or of the crash (JUnit: a failing
+    ``driver crash`` case); bad input (the child exits 2) raises the child's error line and writes none."""
     from replay.isolate import run_child
+    from replay.report import frames_from_document
 
-    outcome = run_child(child_arguments(args, "replay", {"--isolate"}, {"--json"}))
+    outcome = run_child(child_arguments(args))
     if outcome.report is not None:
-        if args.json:
-            from replay.report import write_json
-
-            write_json(args.json, outcome.report)
+        report_outputs(args, "replay", outcome.report, frames_from_document(outcome.report["frames"]))
         return outcome.returncode
-    if not outcome.crashed:
-        return outcome.returncode  # the child reported its own error (bad input, exit 2)
-    log.error("%s", outcome.crash_line())
-    if args.json:
-        from replay.report import write_json
-
-        write_json(args.json, {"trace": str(args.trace), **outcome.crash_document()})
+    line = outcome.crash_line()
+    log.error("%s", line)
+    report_outputs(args, "replay", {"trace": str(args.trace), **outcome.crash_document()}, [],
+                   crash=(outcome.crashed_frame, line))
     return 1
