@@ -552,20 +552,30 @@ def test_replay_names_the_damaged_record_it_needs(small_trace: Path, tmp_path: P
 # Ctrl-C
 
 
-def test_ctrl_c_closes_the_trace(long_scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    folder = tmp_path / "traces"
+def _interrupt_recording(scenario: Path, folder: Path, presses: int, gap_s: float = 0.02) -> tuple[Path, int, str]:
+    """Record ``scenario`` into ``folder/long.vkt``, press Ctrl-C ``presses`` times ``gap_s`` apart once
+    5 frames are written; return (the trace path, the exit code, stderr)."""
     folder.mkdir()
     trace_path = folder / "long.vkt"
-    proc = _start_recording(long_scenario, trace_path, "--repeat", "20000")
+    proc = _start_recording(scenario, trace_path, "--repeat", "20000")
     try:
         _wait_for_frames(proc, folder, 5)
-        proc.send_signal(signal.SIGINT)
+        for press in range(presses):
+            if press:
+                time.sleep(gap_s)
+            proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 130, err
+    return trace_path, proc.returncode, err
+
+
+def test_ctrl_c_closes_the_trace(long_scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "traces"
+    trace_path, code, err = _interrupt_recording(long_scenario, folder, 1)
+    assert code == 130, err
     assert "interrupted" in err
     assert trace_path.is_file() and partial_files(folder) == []  # renamed onto the target, nothing left over
     summary = info_json(trace_path, capsys)
@@ -584,20 +594,8 @@ def test_a_double_ctrl_c_still_closes_the_trace(long_scenario: Path, tmp_path: P
     """Two presses 20 ms apart are one request: the trace is finished and renamed into place (the
     second used to abort and leave the frames in the hidden partial file)."""
     folder = tmp_path / "traces"
-    folder.mkdir()
-    trace_path = folder / "long.vkt"
-    proc = _start_recording(long_scenario, trace_path, "--repeat", "20000")
-    try:
-        _wait_for_frames(proc, folder, 5)
-        proc.send_signal(signal.SIGINT)
-        time.sleep(0.02)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 130, err
+    trace_path, code, err = _interrupt_recording(long_scenario, folder, 2)
+    assert code == 130, err
     assert "Traceback" not in err and "Warning" not in err, err
     assert trace_path.is_file() and partial_files(folder) == []
     summary = info_json(trace_path, capsys)
