@@ -150,6 +150,14 @@ def compile_replacement(scenario: Scenario, uid: str, path: Path) -> None:
         raise UsageError(f"--replace-shader {uid}={path}: {exc.message.replace(copy, str(path))}") from None
 
 
+def rebuilt_scenario_error(exc: ScenarioError, trace: Trace, replace_shaders: tuple[tuple[str, Path], ...]) -> ScenarioError:
+    """``exc``, raised for the scenario rebuilt in a temporary folder, told about the trace instead (the
+    temporary file is gone when the user reads it), and naming the ``--replace-shader`` files in use."""
+    replaced = ", ".join(f"{uid}={path}" for uid, path in replace_shaders)
+    message = f"with --replace-shader {replaced}: {exc.message}" if replaced else exc.message
+    return type(exc)(message, file=trace.path, place=exc.place)
+
+
 #: Resource kinds whose initial state a replay restores from checkpoint -1 instead of reading ``src``.
 RESTORED_KINDS = frozenset({"buffer", "image", "tensor"})
 
@@ -386,7 +394,10 @@ class ReplaySession:
             self.ctx = VulkanContext(device=options.device, need_tensors=need_tensors, need_graphs=need_graphs,
                                      emulation=options.emulation,  # type: ignore[arg-type]
                                      want_extensions=wanted_extensions(scenario))
-            self.session = Session(self.ctx, self.plan, SessionOptions())
+            try:
+                self.session = Session(self.ctx, self.plan, SessionOptions())
+            except ScenarioError as exc:
+                raise rebuilt_scenario_error(exc, trace, options.replace_shaders) from None
         except BaseException:
             self.close()
             raise

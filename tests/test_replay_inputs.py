@@ -292,6 +292,12 @@ def test_replacement_shader_errors_name_the_users_file_and_the_flag(setup: dict[
         f"vkcap: error: --replace-shader copy={garbage}: not a SPIR-V binary (bad magic or length)")
     assert one_error(capsys, "bisect", trace, "--no-isolate", "--replace-shader", f"copy={y}", "--replace-shader", f"copy={broken}") == (
         f"vkcap: error: --replace-shader copy={broken}: shader 'copy' is already replaced (by {y}): give each uid once")
+    wrong_binding = tmp_path / "wrong_binding.comp"  # compiles, but binds what the dispatch does not provide
+    wrong_binding.write_text(COPY.replace("SOURCE", "x").replace("binding = 2", "binding = 7"))
+    assert one_error(capsys, "replay", trace, "--replace-shader", f"copy={wrong_binding}") == (
+        f"vkcap: error: {trace}: commands[0].dispatch_compute.bindings: with --replace-shader copy={wrong_binding}: "
+        "shader 'copy' uses set 0 binding 7, which these bindings do not provide (they provide: set 0 binding 0, "
+        "set 0 binding 1, set 0 binding 2)")
 
 
 # --------------------------------------------------------------------------------------------------
