@@ -35,7 +35,6 @@ import xxhash
 import zstandard
 
 from . import records as R
-from .kinds import END as END_KIND
 from .records import BlobEntry, Codec, LayoutError, RecordType
 from .zstdframe import FrameError, inflate
 
@@ -366,7 +365,6 @@ class TraceWriter:
         folder, name = os.path.split(self.path)
         self.partial_path: str = os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(6)}.partial")
         self.published_path: str | None = None  # where close() put the trace (see _publish_target)
-        self._end_status: str | None = None  # the status of the END record, once written
         self._fd: int | None = _create_partial(self.path, self.partial_path)
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -583,8 +581,6 @@ class TraceWriter:
         with self._lock:
             self._check_open()
             offset = self._append_record(RecordType.META, R.checksum(payload), payload)
-            if kind == END_KIND:
-                self._end_status = str(body.get("status", ""))
             self._metas.append((offset, kind))
             self._stats = replace(self._stats, meta_count=self._stats.meta_count + 1)
         return offset
@@ -609,13 +605,13 @@ class TraceWriter:
         if release_cache and hasattr(os, "posix_fadvise"):
             os.posix_fadvise(fd, 0, end, os.POSIX_FADV_DONTNEED)
 
-    def close(self) -> None:
+    def close(self, *, keep_existing: bool = False) -> None:
         """Write INDEX and TRAILER, fsync, and atomically rename the partial file onto ``path``
         (``published_path`` then says where it went).
 
-        A trace whose END record says ``failed`` never replaces a file at ``path``: when one exists it
-        is published beside it as :func:`failed_trace_path` (``NAME.failed.vkt``, atomically too) and
-        the file at ``path`` is untouched. A target that became a folder, device node or FIFO since the
+        With ``keep_existing`` (a failed recording) the trace never replaces a file at ``path``: when
+        one exists it is published beside it as :func:`failed_trace_path` (``NAME.failed.vkt``,
+        atomically too) and the file at ``path`` is untouched. A target that became a folder, device node or FIFO since the
         writer started is refused (:class:`vkcore.outputs.OutputTargetError`, an OSError).
 
         Idempotent. If it fails, the partial file is left in place (recoverable by a reader) and the
@@ -632,19 +628,19 @@ class TraceWriter:
             os.fsync(fd)
             os.close(fd)
             self._fd = None
-            target = self._publish_target()
+            target = self._publish_target(keep_existing)
             os.replace(self.partial_path, target)
             self.published_path = target
             self.closed = True
         _fsync_dir(os.path.dirname(self.path))
 
-    def _publish_target(self) -> str:
-        """Where :meth:`close` renames the trace: ``path``, or beside it for a failed recording that
-        would replace an existing file; checked like any output target."""
+    def _publish_target(self, keep_existing: bool) -> str:
+        """Where :meth:`close` renames the trace: ``path``, or beside it when ``keep_existing`` and a
+        file is there; checked like any output target."""
         from vkcore.outputs import check_output_target
 
         target = self.path
-        if self._end_status == "failed" and os.path.lexists(target):
+        if keep_existing and os.path.lexists(target):
             target = failed_trace_path(target)
         check_output_target(target)
         return target

@@ -567,11 +567,12 @@ class _sigint_ignored:
 
 
 def _finish(writer: TraceWriter, end: dict[str, Any]) -> None:
-    """Write the end record and publish the trace; when even that fails (a full disk), keep the
-    partial file, which readers recover up to its last complete frame, and say where it is."""
+    """Write the end record and publish the trace (a failed recording beside a file already at the
+    path, never over it); when even that fails (a full disk), keep the partial file, which readers
+    recover up to its last complete frame, and say where it is."""
     try:
         writer.add_meta(kinds.END, end)
-        writer.close()
+        writer.close(keep_existing=end["status"] == "failed")
     except OSError as exc:
         log.error(
             "could not finish the trace (%s); %d complete frame(s) are in %s (vkcap info reads it)",

@@ -226,6 +226,7 @@ def test_trace_writer_publishes_a_failed_trace_beside_an_existing_file(tmp_path:
     target.write_bytes(b"old")
     with TraceWriter(target) as w:
         w.add_meta(kinds.END, {"status": "failed", "frames": 0, "error": "x"})
+        w.close(keep_existing=True)
     assert target.read_bytes() == b"old" and w.published_path == str(tmp_path / "t.failed.vkt")
     with TraceWriter(target) as w:
         w.add_meta(kinds.END, {"status": "complete", "frames": 0, "error": ""})
