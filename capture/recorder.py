@@ -467,12 +467,13 @@ class _Consumer:
 
 
 async def record_async(options: RecordOptions, argv: list[str], on_event: Callable[[Event], None] | None = None,
-                       stop: StopRequest | None = None) -> RecordResult:
+                       stop: StopRequest | None = None, scenario: Scenario | None = None) -> RecordResult:
     """Record a trace. Nothing is written before the scenario is validated and the session built;
-    the trace appears at its path only once complete (or, after Ctrl-C, closed with what was done)."""
+    the trace appears at its path only once complete (or, after Ctrl-C, closed with what was done).
+    ``scenario`` is ``options.run.scenario`` already loaded, if the caller has it."""
     import trio
 
-    scenario = load_scenario(options.run.scenario)
+    scenario = scenario or load_scenario(options.run.scenario)
     prefetch = _prefetch_codec()
     stop = stop or StopRequest()
     state = _Recording()
@@ -581,9 +582,10 @@ def _finish(writer: TraceWriter, end: dict[str, Any]) -> None:
         writer.release()
 
 
-def record(options: RecordOptions, argv: list[str], on_event: Callable[[Event], None] | None = None) -> RecordResult:
+def record(options: RecordOptions, argv: list[str], on_event: Callable[[Event], None] | None = None,
+           scenario: Scenario | None = None) -> RecordResult:
     import trio
 
     stop = StopRequest()
     with InterruptHandler(stop):
-        return trio.run(record_async, options, argv, on_event, stop)
+        return trio.run(record_async, options, argv, on_event, stop, scenario)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from replay.bisect import BisectResult
     from replay.isolate import ProbeServer
     from replay.tolerances import Resources, TolerancePolicy
+    from vkcore.scenario import Scenario
 
 AddFlags = Callable[[argparse.ArgumentParser], None]
 
@@ -134,13 +135,13 @@ def cmd_record(args: argparse.Namespace) -> int:
         level=args.compression_level,
         threads=args.compression_threads,
     )
-    before = None if run.dry_run else check_trace_target(options.trace, run)
+    scenario, before = (None, None) if run.dry_run else check_trace_target(options.trace, run)
     from .progress import FrameProgress
 
     log = logging.getLogger("vkcap")
     try:
         with FrameProgress.for_terminal() as progress:
-            result = record(options, getattr(args, "argv", sys.argv), progress.on_event)
+            result = record(options, getattr(args, "argv", sys.argv), progress.on_event, scenario=scenario)
     except VkcapError as exc:
         if before is not None:
             _say_where_failed_went(exc, options.trace, before)
@@ -170,27 +171,29 @@ class ExistingTrace(NamedTuple):
     failed_before: FileSignature | None  # what was at ``failed`` before the recording (None: nothing)
 
 
-def check_trace_target(target: Path, run: Any) -> ExistingTrace | None:
+def check_trace_target(target: Path, run: Any) -> tuple["Scenario", ExistingTrace | None]:
     """Refuse, before any frame runs, a ``record -o`` target that must not be written (one line naming
     it and ``-o``, exit 2): anything :func:`vkcore.outputs.check_output_target` refuses (a folder, a
     device node, a FIFO, under a file, a read-only folder, an empty path); the scenario itself, a file
     it reads (a ``src``) or a ``dst`` the run writes; an existing file that is not a vkcap trace (it
-    does not start with the trace magic). Returns where a failed recording would go when a trace
-    already exists at ``target`` (see :func:`capture.container.failed_trace_path`), else None."""
+    does not start with the trace magic). Returns the scenario, loaded for the check (the recording
+    uses it instead of loading it again), and where a failed recording would go when a trace already
+    exists at ``target`` (see :func:`capture.container.failed_trace_path`), else None."""
     from capture.container import failed_trace_path
     from vkcore.outputs import check_output_target
     from vkcore.scenario import load_scenario
 
     check_output_target(target, place="-o")
-    clash = _scenario_clash(target, load_scenario(run.scenario), run.output)
+    scenario = load_scenario(run.scenario)
+    clash = _scenario_clash(target, scenario, run.output)
     if clash is not None:
         raise UsageError(f"{clash}: refusing to overwrite it with the trace", file=target, place="-o")
     if not os.path.exists(target):
-        return None
+        return scenario, None
     _check_is_trace(target)
     failed = Path(failed_trace_path(target))
     check_output_target(failed, place="-o")
-    return ExistingTrace(failed, _signature(failed))
+    return scenario, ExistingTrace(failed, _signature(failed))
 
 
 def _scenario_clash(target: Path, scenario: Any, output: Path | None) -> str | None:
