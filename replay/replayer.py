@@ -128,10 +128,9 @@ def copy_name(path: Path) -> str:
 
 def check_spirv_file(uid: str, path: Path) -> None:
     """:class:`UsageError` naming the flag and ``path`` unless it holds a SPIR-V binary (magic, length)."""
-    from vkcore.shaders import SPIRV_MAGIC
+    from vkcore.shaders import is_spirv_binary
 
-    code = path.read_bytes()
-    if len(code) < 20 or len(code) % 4 or int.from_bytes(code[:4], "little") != SPIRV_MAGIC:
+    if not is_spirv_binary(path.read_bytes()):
         raise UsageError(f"--replace-shader {uid}={path}: not a SPIR-V binary (bad magic or length)")
 
 

@@ -55,8 +55,13 @@ def tensor_glslc() -> Path | None:
     return p if p.is_file() else None
 
 
+def is_spirv_binary(code: bytes) -> bool:
+    """Whether ``code`` can be a SPIR-V binary: whole 32-bit words, a header's length, the magic."""
+    return len(code) >= 20 and len(code) % 4 == 0 and int.from_bytes(code[:4], "little") == SPIRV_MAGIC
+
+
 def _check_spirv(code: bytes, spec: Shader, path: Path) -> None:
-    if len(code) < 20 or len(code) % 4 or int.from_bytes(code[:4], "little") != SPIRV_MAGIC:
+    if not is_spirv_binary(code):
         raise ScenarioError(f"{path} is not a SPIR-V binary (bad magic or length)", file=None, place=f"{spec.place}.src")
 
 
