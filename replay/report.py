@@ -75,32 +75,24 @@ def check_output(flag: str, path: Path | None, inputs: Iterable[Path], *, folder
     ``None`` passes."""
     if path is None:
         return
-    if any(_same_file(path, trace) for trace in inputs):
+    from vkcore.outputs import check_output_target, output_folder_problem, same_file
+
+    if any(same_file(path, trace) for trace in inputs):
         raise UsageError("is a trace this command reads: refusing to overwrite it", file=path, place=flag)
     if folder:
-        if path.exists() and not path.is_dir():
-            raise UsageError("is a file, not a folder", file=path, place=flag)
+        problem = output_folder_problem(path)
+        if problem is not None:
+            raise UsageError(problem, file=path, place=flag)
     else:
-        from vkcore.outputs import check_output_target
-
         check_output_target(path, place=flag)
+    # os.access, which those checks use, passes where creating a file still fails (/proc as root): try.
     start = path if folder else path.parent  # relative paths end at ".", which exists
     nearest = next((p for p in (start, *start.parents) if p.exists()), Path(os.getcwd()))
-    if not nearest.is_dir():
-        raise UsageError(f"{nearest} is a file, not a folder", file=path, place=flag)
     try:
         with tempfile.TemporaryFile(dir=nearest):
             pass
     except OSError as exc:
         raise UsageError(f"cannot create files in {nearest}: {exc.strerror or exc}", file=path, place=flag) from None
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether paths ``a`` and ``b`` name the same file (through links too; equal paths when either is missing)."""
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def write_junit(path: Path, suite: str, frames: Iterable[Any], *, crash: tuple[int | None, str] | None = None,

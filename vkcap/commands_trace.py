@@ -198,26 +198,18 @@ def check_trace_target(target: Path, run: Any) -> tuple["Scenario", ExistingTrac
 
 def _scenario_clash(target: Path, scenario: Any, output: Path | None) -> str | None:
     """What ``target`` is to the scenario, when it is the scenario, a ``src`` or a ``dst``, or None."""
-    if _same_file(target, scenario.path):
+    from vkcore.outputs import same_file
+
+    if same_file(target, scenario.path):
         return "is the scenario itself"
     for resource in scenario.resources:
         src = getattr(resource, "src", "")
-        if src and _same_file(target, scenario.src_path(src)):
+        if src and same_file(target, scenario.src_path(src)):
             return f"is {resource.place}.src, a file the scenario reads"
         dst = getattr(resource, "dst", "")
-        if dst and _same_file(target, scenario.dst_path(dst, output)):
+        if dst and same_file(target, scenario.dst_path(dst, output)):
             return f"is {resource.place}.dst, a file the run writes"
     return None
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether ``a`` and ``b`` name one file: the same resolved path, or (both existing) the same inode."""
-    if os.path.realpath(a) == os.path.realpath(b):
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
 
 
 def _check_is_trace(path: Path) -> None:

@@ -34,6 +34,15 @@ _NOT_REGULAR = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block de
                 (stat.S_ISSOCK, "a socket"))
 
 
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same file when both exist (links and hard links
+    included), else the same resolved path."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
 def output_target_problem(path: str | Path) -> str | None:
     """Why an atomic write must not or cannot replace ``path`` (a phrase to follow ``PATH:``), or None.
 
