@@ -639,15 +639,17 @@ def tolerance_policy(args: argparse.Namespace, resources: "Resources | None" = N
     return replace(policy, dtypes=dtypes)
 
 
-def replay_options(args: argparse.Namespace, **extra: Any):  # -> ReplayOptions
-    """The options of a replay or bisection, checked against the trace (read for its metadata only):
-    its frames (:func:`check_frames`), and the uids, dtypes and shapes the flags name
-    (:func:`tolerance_policy`, :func:`shapes`)."""
+def replay_options(args: argparse.Namespace, opened: "Trace | None" = None, **extra: Any):  # -> ReplayOptions
+    """The options of a replay or bisection, checked against the trace (``opened``, else opened here
+    and read for its metadata only): its frames (:func:`check_frames`), and the uids, dtypes and shapes
+    the flags name (:func:`tolerance_policy`, :func:`shapes`)."""
+    from contextlib import nullcontext
+
     from capture.trace import Trace
     from replay.options import ReplayOptions
 
     first, last = frame_range(args)
-    with Trace.open(args.trace) as trace:
+    with nullcontext(opened) if opened is not None else Trace.open(args.trace) as trace:
         check_frames(args, trace, first, last)
         policy = tolerance_policy(args, trace.resources)
         shape_list = shapes(args, trace.resources, policy)
@@ -816,12 +818,13 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
 
     log = logging.getLogger("vkcap")
     args.frame = args.frames = None
-    options = replay_options(args)
-    if args.tolerance == "auto":
-        from replay.auto import auto_tolerances
-
-        options = auto_tolerances(options, log)
     with Trace.open(args.trace) as trace:
+        options = replay_options(args, trace)
+        if args.tolerance == "auto":
+            from replay.auto import auto_tolerances
+
+            options = auto_tolerances(options, log)
+
         def on_probe(span: Span, diverged: bool) -> None:
             what = (f"frames {span.first}-{span.last}" if span.whole
                     else f"frame {span.last} alone, from the state recorded after frame {span.start}")
