@@ -113,20 +113,15 @@ def check_run_flags(args: argparse.Namespace) -> None:
 
 
 def check_run_outputs(args: argparse.Namespace) -> None:
-    """Refuse, before any device work, output flags the run could not write to or must not replace:
-    ``--output`` that is a file, lies under a file or is not writable; a dump path
-    (``--profiling-dump-path``, ``--perf-counters-dump-path``) that is a folder, a device node, a FIFO,
-    under a file or in a read-only folder. One line (``PATH: FLAG: why``), exit 2; creates nothing."""
-    from vkcore.outputs import OutputTargetError, check_output_target, output_folder_problem
+    """Refuse, before any device work, an ``--output`` that is a file, lies under a file or is not
+    writable. One line (``PATH: --output: why``), exit 2; creates nothing. (Each ``dst`` in it and the
+    dump paths are checked by :func:`vkcore.runner.check_outputs`, once the scenario is loaded.)"""
+    from vkcore.outputs import OutputTargetError, output_folder_problem
 
     if args.output is not None:
         problem = output_folder_problem(args.output)
         if problem is not None:
             raise OutputTargetError(problem, file=str(args.output), place="--output")
-    for flag, path in (("--profiling-dump-path", args.profiling_dump_path),
-                       ("--perf-counters-dump-path", args.perf_counters_dump_path)):
-        if path is not None:
-            check_output_target(path, place=flag)
 
 
 def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
