@@ -496,7 +496,10 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
     async def write_and_finish(recorder: TraceRecorder, writer: TraceWriter, preamble: Preamble) -> None:
         await recorder.writer_loop(receive, preamble, state.preamble_done)
         if state.end is not None and recorder.frames_written:
-            await trio.to_thread.run_sync(_finish, writer, {**state.end, "frames": recorder.frames_written})
+            failure = await trio.to_thread.run_sync(_finish, writer, {**state.end, "frames": recorder.frames_written},
+                                                    options.trace)
+            if failure is not None:
+                raise failure
 
     result: RunResult | None = None
     status, error = "complete", ""
@@ -528,7 +531,11 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
                 if status in ("failed", "interrupted") and frames == 0:
                     writer.abort()  # nothing worth keeping: leave whatever was at the path before
                 else:
-                    _finish(writer, {"status": status, "frames": frames, "error": error})
+                    failure = _finish(writer, {"status": status, "frames": frames, "error": error}, options.trace)
+                    if failure is not None and status == "failed":
+                        log.error("%s", failure.render())  # the recording's own error is the one raised
+                    elif failure is not None:
+                        raise failure
     if options.run.dry_run and result is not None:  # built, nothing executed: no trace, no writer
         return RecordResult(run=result, trace=options.trace)
     assert result is not None and state.writer is not None and state.recorder is not None
@@ -567,19 +574,21 @@ class _sigint_ignored:
             signal.signal(signal.SIGINT, self.saved)
 
 
-def _finish(writer: TraceWriter, end: dict[str, Any]) -> None:
+def _finish(writer: TraceWriter, end: dict[str, Any], trace: Path) -> TraceWriteFailed | None:
     """Write the end record and publish the trace (a failed recording beside a file already at the
-    path, never over it); when even that fails (a full disk), keep the partial file, which readers
-    recover up to its last complete frame, and say where it is."""
+    path, never over it). When even that fails (a full disk at the index, a failed rename), keep the
+    partial file, which readers recover up to its last complete frame, and return the error, which
+    says where that file is; None when the trace was published."""
     try:
         writer.add_meta(kinds.END, end)
         writer.close(keep_existing=end["status"] == "failed")
     except OSError as exc:
-        log.error(
-            "could not finish the trace (%s); %d complete frame(s) are in %s (vkcap info reads it)",
-            exc.strerror or exc, end["frames"], writer.partial_path,
-        )
         writer.release()
+        return TraceWriteFailed(
+            f"could not finish the trace ({exc.strerror or exc}); its {end['frames']} complete frame(s) "
+            f"are in {writer.partial_path} (vkcap info reads it)", file=trace,
+        )
+    return None
 
 
 def record(options: RecordOptions, argv: list[str], on_event: Callable[[Event], None] | None = None,

@@ -7,6 +7,7 @@ Recording runs in-process through ``vkcap.cli.main`` (fast); the signal tests ne
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -778,6 +779,36 @@ def test_full_disk_before_the_first_frame_leaves_nothing(builder: ScenarioBuilde
         assert proc.stderr.strip().splitlines()[-1] == (
             f"vkcap: error: {trace}: cannot write the trace (No space left on device) before its first frame")
         assert sorted(p.name for p in disk.iterdir()) == []
+
+
+def test_a_trace_that_cannot_be_published_fails_and_names_the_file_holding_its_frames(
+        builder: ScenarioBuilder, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The very last step fails (the rename onto the target path; a full disk at the index fails the
+    same way): exit 1 and one line naming the partial file, which holds every frame; nothing at the
+    target path. Before, this was logged and the recording reported success."""
+    scenario = accumulate_scenario(builder, 4)
+    trace = tmp_path / "out" / "t.vkt"
+    rename = os.replace
+
+    def refuse_publishing(src: Any, dst: Any, **kwargs: Any) -> None:
+        if os.fspath(src).endswith(".partial"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        rename(src, dst, **kwargs)
+
+    monkeypatch.setattr(os, "replace", refuse_publishing)
+    capsys.readouterr()
+    assert cli("record", scenario, "-o", trace) == 1
+    monkeypatch.undo()
+    partial, = partial_files(trace.parent)
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"vkcap: error: {trace}: could not finish the trace (No space left on device); its 4 complete frame(s) "
+        f"are in {partial} (vkcap info reads it)")
+    assert not trace.exists()
+    with Trace.open(partial) as t:
+        assert [f.seq for f in t.frames] == [0, 1, 2, 3]
+        expected = np.cumsum(np.tile(INC, (4, 1)), axis=0, dtype=np.float32)
+        for seq in range(4):
+            np.testing.assert_array_equal(snap(t, seq, "acc"), expected[seq])
 
 
 def test_compression_flags_choose_the_zstd_level_and_refuse_what_zstd_cannot_do(
