@@ -6,7 +6,9 @@
               wall time of fresh child processes: 100 frames capturing three 1 MiB buffers each, and
               20 frames capturing three 16 MiB buffers each. The inputs ``a``, ``b`` are readonly (stored
               once in a trace); the output ``c`` changes every frame (``c += a * b * dt``: realistic floats
-              whose every element changes). Target: record/run <= 1.25x.
+              whose every element changes). Target: record/run <= 1.25x (1.1x on a GPU). Beside it, the
+              disk floor: the time to write the trace's bytes into a new file and fsync it, which no
+              recorder of that trace can avoid, against the time the target allows beyond the run.
 (b) size      trace size vs the raw snapshot bytes, and vs ``zstd -3`` (the CLI) over the same snapshot
               bytes concatenated in frame order (read back from the trace, checked against the run's
               output): a case where nothing repeats (only ``c`` captured) and one with repeated data
@@ -175,6 +177,7 @@ class TimeResult:
     check: str
     run: list[Sample] = field(default_factory=list)
     record: list[Sample] = field(default_factory=list)
+    disk_floor: list[float] = field(default_factory=list)  # seconds to write and fsync the trace's bytes
 
     def summary(self) -> dict[str, Any]:
         r, rec = median([s.wall_s for s in self.run]), median([s.wall_s for s in self.record])
@@ -187,6 +190,7 @@ class TimeResult:
             "run_frames_s": fr, "record_frames_s": frec, "ratio_frames": frec / fr if fr else None,
             "run_peak_mib": median([s.peak_mib for s in self.run]), "record_peak_mib": median([s.peak_mib for s in self.record]),
             "trace_mib": (self.record[0].trace_bytes or 0) / MiB if self.record else None,
+            "disk_floor_s": median(self.disk_floor) if self.disk_floor else None,
         }
 
 
@@ -206,6 +210,24 @@ def check_record_matches_run(trace: Path, out: Path, scenario: Scenario) -> str:
     return f"last frame == run's output; {changed:.0%} of c changed between first and last frame"
 
 
+def disk_floor(trace: Path, folder: Path) -> float:
+    """Seconds to write the bytes of ``trace`` into a new file in ``folder`` (1 MiB writes) and fsync
+    it: what any recorder of that trace spends beyond a run, before computing anything."""
+    data = memoryview(trace.read_bytes())
+    target = folder / "disk-floor.bin"
+    t0 = time.perf_counter()
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for i in range(0, len(data), MiB):
+            os.write(fd, data[i : i + MiB])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    elapsed = time.perf_counter() - t0
+    target.unlink()
+    return elapsed
+
+
 def bench_time(children: Children, work: Path, runs: int, log: Callable[[str], None]) -> list[TimeResult]:
     results = []
     for name, frames, size in (("100x3x1MiB", 100, MiB), ("20x3x16MiB", 20, 16 * MiB)):
@@ -223,7 +245,9 @@ def bench_time(children: Children, work: Path, runs: int, log: Callable[[str], N
             t = children.vkcap("record", sc.path, "-o", trace, "--output", out)
             t.trace_bytes = trace.stat().st_size
             res.record.append(t)
-            log(f"    {i + 1}/{runs}: run {s.wall_s:.3f} s (frames {s.frames_s:.3f}), record {t.wall_s:.3f} s (frames {t.frames_s:.3f})")
+            res.disk_floor.append(disk_floor(trace, work))
+            log(f"    {i + 1}/{runs}: run {s.wall_s:.3f} s (frames {s.frames_s:.3f}), record {t.wall_s:.3f} s (frames {t.frames_s:.3f}), "
+                f"writing and syncing the trace's bytes {res.disk_floor[-1]:.3f} s")
         results.append(res)
         shutil.rmtree(sc.path.parent)
     return results
@@ -370,6 +394,11 @@ def machine_info_with_zstd(children: Children) -> dict[str, Any]:
     return {**machine_info(children.env), "zstd_cli": zstd_version, "python_zstandard": zstandard.__version__}
 
 
+def time_target(vulkan_device: str) -> float:
+    """The issue's record/run target: 1.25x on the 2-core machine (lavapipe), 1.1x on a GPU."""
+    return 1.25 if "llvmpipe" in vulkan_device else 1.1
+
+
 def _verdict(ok: bool) -> str:
     return "[green]ok[/]" if ok else "[red]MISSED[/]"
 
@@ -383,15 +412,22 @@ def print_report(doc: dict[str, Any]) -> None:
     console.print(f"[bold]machine[/]: {m['cpu']}, {m['cores']} cores; Vulkan: {m['vulkan_device']}; Python {m['python']}; {m['zstd_cli']}")
     runs = doc["runs"]
     if "time" in doc:
+        target = time_target(m["vulkan_device"])
         t = Table(title=f"(a) record vs run, wall time of the vkcap process (median of {runs}, alternating)")
-        for col in ("scenario", "run s", "record s", "record/run", "frames: run s", "frames: record s", "trace MiB", "target <= 1.25x"):
+        for col in ("scenario", "run s", "record s", "record/run", "frames: run s", "frames: record s", "trace MiB",
+                    "record - run s", f"allowed: {target - 1:.2f} x run s", "disk floor s", f"target <= {target}x"):
             t.add_column(col, justify="left" if col == "scenario" else "right")
         for r in doc["time"]:
+            floor = r.get("disk_floor_s")
             t.add_row(r["scenario"], f"{r['run_wall_s']:.3f}", f"{r['record_wall_s']:.3f}", f"{r['ratio_wall']:.2f}x",
-                      f"{r['run_frames_s']:.3f}", f"{r['record_frames_s']:.3f}", f"{r['trace_mib']:.1f}", _verdict(r["ratio_wall"] <= 1.25))
+                      f"{r['run_frames_s']:.3f}", f"{r['record_frames_s']:.3f}", f"{r['trace_mib']:.1f}",
+                      f"{r['record_wall_s'] - r['run_wall_s']:.3f}", f"{(target - 1) * r['run_wall_s']:.3f}",
+                      "-" if floor is None else f"{floor:.3f}", _verdict(r["ratio_wall"] <= target))
         console.print(t)
         for r in doc["time"]:
             console.print(f"  {r['scenario']}: {r['description']}; {r['check']}")
+        console.print("  disk floor: writing the trace's bytes into a new file beside it (1 MiB writes) and fsyncing it, "
+                      "measured after each recording; a recording cannot cost less than that beyond a run")
     if "size" in doc:
         t = Table(title="(b) trace size vs raw snapshots and zstd -3 over the same bytes (100 frames, 1 MiB buffers)")
         for col in ("case", "raw MiB", "trace file MiB", "snapshot blobs MiB", "zstd -3 MiB", "zstd -3 --long MiB",
