@@ -532,10 +532,10 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
                     writer.abort()  # nothing worth keeping: leave whatever was at the path before
                 else:
                     failure = _finish(writer, {"status": status, "frames": frames, "error": error}, options.trace)
-                    if failure is not None and status == "failed":
+                    if failure is not None:
+                        if status != "failed":
+                            raise failure
                         log.error("%s", failure.render())  # the recording's own error is the one raised
-                    elif failure is not None:
-                        raise failure
     if options.run.dry_run and result is not None:  # built, nothing executed: no trace, no writer
         return RecordResult(run=result, trace=options.trace)
     assert result is not None and state.writer is not None and state.recorder is not None

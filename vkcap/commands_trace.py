@@ -246,8 +246,8 @@ def _say_where_failed_went(exc: VkcapError, target: Path, existing: ExistingTrac
 
 def _record_figures(result: Any) -> str:
     """``: X captured, Y stored (Rx), ...`` for the trace just written, read back with :func:`trace_summary`
-    so that ``record`` and ``info`` give the same figures; "" when the file at the path is not that trace
-    (publishing it failed, and an error said where its frames are)."""
+    so that ``record`` and ``info`` give the same figures; "" when the file at the path is no longer that
+    trace (another writer replaced it meanwhile; a trace that could not be published raises instead)."""
     try:
         if result.trace.stat().st_size != result.file_bytes:
             return ""
