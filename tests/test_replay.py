@@ -267,7 +267,9 @@ def test_replaced_shader_reports_frame_resource_and_element(base: dict[str, Path
 
 def test_stopping_at_the_first_divergence_reports_no_frame_after_it(base: dict[str, Path], tmp_path: Path) -> None:
     """Frames still in flight when frame 37 diverges are neither compared nor reported: the report does
-    not depend on how far the executor had run ahead."""
+    not depend on how far the executor had run ahead. None is submitted after the divergence is seen:
+    with two frames in flight, frame 38 at most is executed (the submitter used to take frame 37's
+    freed slot for frame 39 too)."""
     out = tmp_path / "r.json"
     code = cli("replay", base["trace"], "--replace-shader", f"acc={base['acc37']}", "--dtype", "acc_buf=float32",
                "--stop-at-first-divergence", "--json", out)
@@ -275,6 +277,7 @@ def test_stopping_at_the_first_divergence_reports_no_frame_after_it(base: dict[s
     doc = read_json(out)
     assert [f["frame"] for f in doc["frames"]] == list(range(38))
     assert diverged_frames(doc) == [37]
+    assert doc["started_from_checkpoint"] == -1 and 38 <= doc["frames_executed"] <= 39
     assert resource(doc["frames"][-1], "acc_buf")["first_index"] == [5]
 
 

@@ -143,6 +143,8 @@ async def execute(
                 if stop is not None and stop.requested:
                     return
                 slot = await free_receive.receive()
+                if stop is not None and stop.requested:  # set while this waited for a free slot
+                    return
                 layout = consumer.layout(frame, seq) if consumer else NO_CAPTURE
                 cb = session.command_buffer(frame, layout, slot)
                 emit(FrameStarted(pass_index, frame, total, seq))
