@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from capture import kinds, records
 from capture.embed import safe_join
@@ -32,6 +32,9 @@ from .compare import compare, identical
 from .isolate import ProgressFile
 from .options import ReplayOptions
 from .results import DIVERGED, Comparison, FrameResult
+
+if TYPE_CHECKING:
+    import trio
 
 NOTHING = CaptureLayout(())
 
@@ -210,6 +213,9 @@ class Comparer:
         self.stop_at_first_divergence = stop_at_first_divergence
         self.first_divergent: int | None = None  # set only when stopping at the first divergence
         self._results: list[FrameResult] = []
+        self._compared: dict[int, trio.Event] = {}  # when stopping at the first divergence: frames done
+        ordered = sorted(targets)
+        self._previous_target = dict(zip(ordered[1:], ordered))
         self.dtypes = dict(options.dtypes)
         self._layouts: dict[int, CaptureLayout] = {}
         self._align = {uid: int(m.get("texel_bytes", 1)) for uid, m in trace.resources.items() if m.get("kind") == "image"}
@@ -238,6 +244,23 @@ class Comparer:
         return seq in self.targets and (self.first_divergent is None or seq < self.first_divergent)
 
     async def consume(self, snapshot: FrameSnapshot) -> None:
+        import trio
+
+        if not self.stop_at_first_divergence:
+            return await self._compare_and_report(snapshot)
+        # Compare in frame order, so that a frame in flight behind a divergent one is never compared
+        # (reading and comparing a diverged snapshot costs milliseconds): wait for the previous target.
+        seq = snapshot.seq
+        done = self._compared.setdefault(seq, trio.Event())
+        try:
+            previous = self._previous_target.get(seq)
+            if previous is not None:
+                await self._compared.setdefault(previous, trio.Event()).wait()
+            await self._compare_and_report(snapshot)
+        finally:
+            done.set()
+
+    async def _compare_and_report(self, snapshot: FrameSnapshot) -> None:
         import trio
 
         if not self._wanted(snapshot.seq):  # frames still in flight after the run's last divergence

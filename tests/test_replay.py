@@ -265,11 +265,22 @@ def test_replaced_shader_reports_frame_resource_and_element(base: dict[str, Path
     assert "first divergence at frame 37 (frame_id 1037)" in caplog.text and "first at [5]: recorded 95.0, live 96.0" in caplog.text
 
 
-def test_stopping_at_the_first_divergence_reports_no_frame_after_it(base: dict[str, Path], tmp_path: Path) -> None:
+def test_stopping_at_the_first_divergence_reports_no_frame_after_it(base: dict[str, Path], tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Frames still in flight when frame 37 diverges are neither compared nor reported: the report does
     not depend on how far the executor had run ahead. None is submitted after the divergence is seen:
     with two frames in flight, frame 38 at most is executed (the submitter used to take frame 37's
-    freed slot for frame 39 too)."""
+    freed slot for frame 39 too). Frames are compared in order, so frame 38 is never compared."""
+    from replay.replayer import Comparer
+
+    compared: list[int] = []
+    compare_frame = Comparer._compare_frame
+
+    def spy(self: Comparer, snapshot: Any) -> Any:
+        compared.append(snapshot.seq)
+        return compare_frame(self, snapshot)
+
+    monkeypatch.setattr(Comparer, "_compare_frame", spy)
     out = tmp_path / "r.json"
     code = cli("replay", base["trace"], "--replace-shader", f"acc={base['acc37']}", "--dtype", "acc_buf=float32",
                "--stop-at-first-divergence", "--json", out)
@@ -278,6 +289,7 @@ def test_stopping_at_the_first_divergence_reports_no_frame_after_it(base: dict[s
     assert [f["frame"] for f in doc["frames"]] == list(range(38))
     assert diverged_frames(doc) == [37]
     assert doc["started_from_checkpoint"] == -1 and 38 <= doc["frames_executed"] <= 39
+    assert compared == list(range(38))
     assert resource(doc["frames"][-1], "acc_buf")["first_index"] == [5]
 
 
