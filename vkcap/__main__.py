@@ -8,8 +8,11 @@ import sys
 
 
 def launch() -> None:
-    """Import the command line and run it; never returns."""
+    """Set the heap policy (:mod:`vkcap.heap`), import the command line and run it; never returns."""
     try:
+        from .heap import keep_large_buffers
+
+        keep_large_buffers()
         from .cli import entry
     except KeyboardInterrupt:
         print("vkcap: interrupted", file=sys.stderr)
