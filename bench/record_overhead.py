@@ -263,7 +263,7 @@ def zstd_size(data_file: Path, *flags: str) -> int:
 
 def bench_size(children: Children, work: Path, log: Callable[[str], None]) -> list[dict[str, Any]]:
     from capture.trace import Trace
-    from vkcap.commands_trace import trace_summary
+    from vkcap.commands_inspect import trace_summary
 
     rows = []
     cases = (("no repeats (c only)", ("c",)), ("repeats (a, b, c)", ("a", "b", "c")))

@@ -1,0 +1,262 @@
+"""``vkcap info`` and ``vkcap export``: what a trace holds, and one snapshot of it as a file (no device)."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from vkcore.errors import TraceError, UsageError
+
+
+def snapshot_figures(summary: dict[str, Any]) -> str:
+    """The snapshot totals as ``info`` and ``record`` print them (definitions: :func:`trace_summary`)."""
+    ratio = summary["ratio"]
+    return (f"{size_text(summary['snapshot_raw_bytes'])} captured, {size_text(summary['snapshot_stored_bytes'])} stored"
+            f"{f' ({ratio:.1f}x)' if ratio else ''}, deduplication saved {size_text(summary['dedup_saved_bytes'])}")
+
+
+def size_text(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def trace_summary(path: Path) -> dict[str, Any]:
+    """Everything ``vkcap info`` shows (and ``record`` sums up), as plain data.
+
+    Snapshot figures count every snapshot the frames took: at each frame boundary and, with
+    ``--dispatch-level``, after each dispatch (or graph segment). Per resource (``resources``):
+    ``snapshots`` (of which ``dispatch_snapshots`` after dispatches), ``raw_bytes`` (their size
+    uncompressed), ``unique`` (distinct contents among them), ``stored_bytes`` (what the blobs of those
+    distinct contents occupy in the file) and ``ratio`` = raw_bytes / stored_bytes. A blob shared by
+    several resources (or with the initial state, or an embedded input file) is counted in full for
+    each resource that has it, so the rows can add up to more than the totals. Totals:
+    ``snapshot_raw_bytes`` ("captured") = the sum of the rows' raw_bytes; ``snapshot_stored_bytes``
+    ("stored") = the distinct blobs of all snapshots, each counted once; ``ratio`` = captured / stored
+    (the same definition as the rows'); ``dedup_saved_bytes`` = captured - the raw size of those
+    distinct blobs. Checkpoint-only state, embedded files and metadata are in ``file_bytes`` only.
+    ``checkpoints`` lists the checkpoints after frames; ``initial_state`` says whether checkpoint -1
+    (the state before the first frame) is there."""
+    from capture.trace import Trace
+
+    with Trace.open(path) as trace:
+        per_resource, distinct = _resource_figures(trace)
+        raw = sum(e["raw_bytes"] for e in per_resource.values())
+        stored = sum(trace.reader.blob_info(k).stored_len for k in distinct)
+        unique_raw = sum(trace.reader.blob_info(k).raw_len for k in distinct)
+        size = path.stat().st_size
+        return {
+            "trace": str(path),
+            "file_bytes": size,
+            "scenario": trace.scenario_name,
+            "recorded": trace.header.get("created"),
+            "vkcap_version": trace.header.get("vkcap_version"),
+            "host": trace.header.get("host"),
+            "fingerprint": trace.fingerprint,
+            "frames": len(trace.frames),
+            "passes": len({f.pass_index for f in trace.frames}),
+            "checkpoints": sorted(c for c in trace.checkpoints if c >= 0),
+            "initial_state": -1 in trace.checkpoints,
+            "checkpoint_every": trace.header.get("checkpoint_every"),
+            "dispatch_level": bool(trace.header.get("dispatch_level")),
+            "files": {name: {"role": role, "size": size_} for name, (role, _, size_) in sorted(trace.files.items())},
+            "resources": per_resource,
+            "snapshot_raw_bytes": raw,
+            "snapshot_stored_bytes": stored,
+            "ratio": _ratio(raw, stored),
+            "dedup_saved_bytes": raw - unique_raw,
+            "status": (trace.end or {}).get("status", "unfinished"),
+            "error": (trace.end or {}).get("error") or None,
+            "recovered": trace.recovered,
+            "recovery_note": trace.reader.recovery_note or None,
+            "corrupt_records": [{"offset": o, "type": t} for o, t in trace.reader.corrupt_records],
+        }
+
+
+def _resource_figures(trace: Any) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """(per-resource figures, the distinct blob keys of all snapshots), as :func:`trace_summary` defines them."""
+    rows: dict[str, dict[str, Any]] = {}
+    keys: dict[str, set[str]] = {}
+    for f in trace.frames:
+        taken = [(uid, key, False) for uid, key in f.snapshots.items()]
+        taken += [(d.uid, d.blob, True) for d in f.dispatches]
+        for uid, key, after_dispatch in taken:
+            row = rows.setdefault(uid, {"snapshots": 0, "dispatch_snapshots": 0, "raw_bytes": 0, "unique": 0,
+                                        "stored_bytes": 0, "ratio": None})
+            info = trace.reader.blob_info(key)
+            row["snapshots"] += 1
+            row["dispatch_snapshots"] += after_dispatch
+            row["raw_bytes"] += info.raw_len
+            if key not in keys.setdefault(uid, set()):
+                keys[uid].add(key)
+                row["unique"] += 1
+                row["stored_bytes"] += info.stored_len
+    for row in rows.values():
+        row["ratio"] = _ratio(row["raw_bytes"], row["stored_bytes"])
+    return rows, set().union(*keys.values())
+
+
+def _ratio(raw: int, stored: int) -> float | None:
+    """raw / stored, the one ratio ``info`` and ``record`` show; None when nothing is stored."""
+    return raw / stored if stored else None
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    summary = trace_summary(args.trace)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    fp = summary["fingerprint"]
+    console.print(f"[bold]{summary['trace']}[/bold]  ({size_text(summary['file_bytes'])})")
+    console.print(f"scenario   {summary['scenario']}, recorded {summary['recorded']} on {summary['host']} (vkcap {summary['vkcap_version']})")
+    console.print(
+        f"device     {fp.get('device_name')} [{fp.get('vendor_id', 0):#06x}:{fp.get('device_id', 0):#06x}], "
+        f"driver {fp.get('driver_name')} {fp.get('driver_version')} ({fp.get('driver_info')}), Vulkan {fp.get('api_version')}"
+    )
+    console.print(f"           pipelineCacheUUID {fp.get('pipeline_cache_uuid')}, layers: {', '.join(fp.get('layers') or []) or 'none'}")
+    console.print(f"frames     {summary['frames']} in {summary['passes']} pass(es); checkpoints at {_checkpoints(summary)}; "
+                  f"dispatch-level snapshots: {'yes' if summary['dispatch_level'] else 'no'}")
+    status = summary["status"]
+    if summary["recovered"]:
+        console.print(f"[yellow]recovered[/yellow]  {summary['recovery_note']}")
+    if status != "complete":
+        console.print(f"[yellow]status[/yellow]     {status}{': ' + summary['error'] if summary['error'] else ''}")
+    for c in summary["corrupt_records"]:
+        console.print(f"[red]corrupt record[/red] at offset {c['offset']} (type {c['type']})")
+    table = Table(title="snapshots by resource (shared blobs count for each)")
+    dispatch_level = summary["dispatch_level"]
+    columns = ("resource", "snapshots", *(("after dispatches",) if dispatch_level else ()), "unique", "raw", "stored",
+               "ratio")
+    for col in columns:
+        table.add_column(col, justify="right" if col != "resource" else "left")
+    for uid, e in summary["resources"].items():
+        after = (str(e["dispatch_snapshots"]),) if dispatch_level else ()
+        ratio = f"{e['ratio']:.1f}x" if e["ratio"] else "-"
+        table.add_row(uid, str(e["snapshots"]), *after, str(e["unique"]), size_text(e["raw_bytes"]),
+                      size_text(e["stored_bytes"]), ratio)
+    console.print(table)
+    console.print(f"snapshots: {snapshot_figures(summary)}" if summary["resources"] else "snapshots: none")
+    console.print(f"embedded files: {len(summary['files'])} ({', '.join(summary['files'])})")
+    return 0
+
+
+def _checkpoints(summary: dict[str, Any]) -> str:
+    """``initial state, 7, 15``: where a replay can start (checkpoint -1 is the initial state)."""
+    after = _ranges(summary["checkpoints"]) if summary["checkpoints"] else ""
+    if summary["initial_state"]:
+        return f"initial state, {after}" if after else "initial state"
+    return after or "none"
+
+
+def _ranges(values: list[int]) -> str:
+    if not values:
+        return "none"
+    if len(values) <= 6:
+        return ", ".join(map(str, values))
+    return f"{values[0]}, {values[1]}, ... {values[-1]} ({len(values)} in all)"
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Buffers as flat int8 .npy (like run); tensors as .npy typed by their format, shaped by dims.
+
+    Checked before any snapshot is read, each a one-line error naming the file and the flag: ``-o``
+    (see :func:`vkcore.outputs.check_output_target`: not a folder, device node or FIFO, not under a file,
+    writable; the suffix the resource's kind exports as), ``--resource`` (a resource of the trace) and
+    ``--frame`` (a frame of the trace). The output is written atomically."""
+    from capture.trace import Trace
+    from vkcore.npyio import write_flat_int8, write_typed
+    from vkcore.outputs import check_output_target
+
+    check_output_target(args.output, place="-o")
+    with Trace.open(args.trace) as trace:
+        _check_export_request(trace, args.frame, args.resource)
+        meta = trace.resources.get(args.resource, {})
+        _check_export_suffix(args.output, meta.get("kind", "buffer"))
+        data = trace.snapshot(args.frame, args.resource)
+    kind = meta.get("kind", "buffer")
+    suffix = args.output.suffix.lower()
+    if kind == "tensor":
+        if suffix != ".npy":
+            raise UsageError(f"{args.output}: a tensor exports as .npy")
+        from vkcore.formats import tensor_dtype
+
+        write_typed(args.output, _npy_descr(tensor_dtype(meta["format"])), meta["dims"], data)
+    elif kind == "buffer":
+        if suffix != ".npy":
+            raise UsageError(f"{args.output}: a buffer exports as .npy")
+        write_flat_int8(args.output, data)
+    elif kind == "image":
+        export_image(args.output, meta, data)
+    else:
+        raise UsageError(f"exporting a {kind} is not supported yet")
+    return 0
+
+
+def _check_export_request(trace: Any, seq: int, uid: str) -> None:
+    """Refuse a ``--resource`` the trace has no snapshots of, then a ``--frame`` it does not hold
+    (``TRACE: FLAG: why``, exit 2)."""
+    known = set(trace.resources) | {u for f in trace.frames for u in f.snapshots}
+    if uid not in known:
+        raise TraceError(f"'{uid}' is not a resource of this trace (its resources: {', '.join(sorted(known)) or 'none'})",
+                         file=trace.path, place="--resource")
+    try:
+        trace.frame(seq)
+    except TraceError as exc:
+        exc.place = "--frame"
+        exc.args = (exc.render(),)
+        raise
+
+
+EXPORT_SUFFIXES = {"buffer": (".npy",), "tensor": (".npy",), "image": (".dds", ".png", ".npy")}
+
+
+def _check_export_suffix(path: Path, kind: str) -> None:
+    """Refuse an ``-o`` whose suffix a snapshot of ``kind`` does not export as."""
+    wanted = EXPORT_SUFFIXES.get(kind)
+    if wanted is None:
+        raise UsageError(f"exporting a {kind} is not supported yet", file=path, place="-o")
+    if path.suffix.lower() not in wanted:
+        article = "an" if kind[:1] in ("a", "e", "i", "o", "u") else "a"
+        choices = f"{', '.join(wanted[:-1])} or {wanted[-1]}" if len(wanted) > 1 else wanted[0]
+        raise UsageError(f"{article} {kind} exports as {choices}", file=path, place="-o")
+
+
+def export_image(path: Path, meta: dict[str, Any], data: bytes | memoryview) -> None:
+    """Level 0 of an image snapshot as .dds or .png (like ``dst``); .npy as an NHWC array of all of level 0."""
+    from vkcore.formats import format_info
+    from vkcore.images import write_image_file
+
+    fmt = format_info(meta["format"])
+    dims = meta["dims"]
+    width, height, texel = int(dims[1]), int(dims[2]), int(meta.get("texel_bytes", fmt.block_bytes))
+    level0 = data[: width * height * texel]
+    suffix = path.suffix.lower()
+    if suffix == ".png" and fmt.name != "VK_FORMAT_R8G8B8A8_UNORM":
+        raise UsageError(f"{path}: PNG export supports only VK_FORMAT_R8G8B8A8_UNORM, this image is {fmt.name}")
+    if suffix in (".dds", ".png"):
+        if suffix == ".dds" and fmt.dxgi_format is None:
+            raise UsageError(f"{path}: {fmt.name} has no DDS equivalent; export it as .npy")
+        write_image_file(path, fmt, width, height, texel, level0)
+    elif suffix == ".npy":
+        from vkcore.npyio import write_typed
+
+        import numpy as np
+
+        components = texel // np.dtype(fmt.dtype).itemsize if not fmt.is_packed else 1
+        write_typed(path, np.dtype(fmt.dtype).str, (1, height, width, components), level0)
+    else:
+        raise UsageError(f"{path}: an image exports as .dds, .png or .npy")
+
+
+def _npy_descr(dtype: str) -> str:
+    """The descr the reference writes: '|b1' for bool, else numpy's spelling of ``dtype``."""
+    import numpy as np
+
+    return np.dtype(dtype).str

@@ -1,0 +1,194 @@
+"""The flags of ``replay``, ``diff`` and ``bisect``, checked (before any device starts, then against the
+trace: frames, uids, dtypes, shapes, tolerances) and turned into :class:`replay.options.ReplayOptions`."""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vkcore.errors import TraceError, UsageError
+
+if TYPE_CHECKING:
+    from capture.trace import Trace
+    from replay.tolerances import Resources, TolerancePolicy
+
+
+def _pairs(values: list[str], flag: str) -> list[tuple[str, str]]:
+    out = []
+    for v in values:
+        uid, sep, rest = v.partition("=")
+        if not sep or not uid or not rest:
+            raise UsageError(f"{flag} {v!r}: expected UID=VALUE")
+        out.append((uid, rest))
+    return out
+
+
+def frame_range(args: argparse.Namespace) -> tuple[int | None, int | None]:
+    if getattr(args, "frame", None) is not None:
+        if args.frame < 0:
+            raise UsageError(f"--frame must be 0 or more, got {args.frame}")
+        return args.frame, args.frame
+    if getattr(args, "frames", None):
+        a, sep, b = args.frames.partition("-")
+        if not sep or not a.isdigit() or not b.isdigit() or int(a) > int(b):
+            raise UsageError(f"--frames {args.frames!r}: expected A-B with 0 <= A <= B")
+        return int(a), int(b)
+    return None, None
+
+
+MAX_TIMEOUT_S = 1e9  # seconds (31 years): a frame timeout is held in nanoseconds, in 64 bits
+
+
+def check_compare_flags(args: argparse.Namespace, inputs: list[Path]) -> None:
+    """The checks of replay, diff and bisect flags that need no trace, made before any replay work
+    (and before Vulkan starts): tolerance numbers (finite, >= 0, ``--ulp`` below 2**63), the tolerance
+    file's own content, ``--timeout``
+    (positive, finite), report paths (:func:`replay.report.check_output`; none may be one of
+    ``inputs``, the traces read), driver manifests (:func:`vkcore.driver.check_manifest`). Raises
+    :class:`UsageError` (exit 2) naming the flag."""
+    import math
+
+    from replay.report import check_output
+    from replay.tolerances import MAX_ULP, load_tolerance_file
+    from vkcore.driver import check_manifest
+
+    for name, value in (("--atol", args.atol), ("--rtol", args.rtol), ("--ulp", args.ulp)):
+        if value is not None and not math.isfinite(value):
+            raise UsageError(f"{name} must be a finite number, got {value}")
+        if value is not None and value < 0:
+            raise UsageError(f"{name} must be 0 or more, got {value}")
+    if args.ulp is not None and args.ulp >= MAX_ULP:
+        raise UsageError(f"--ulp must be less than 2**63, got {args.ulp}")
+    if args.tolerance and args.tolerance != "auto":
+        load_tolerance_file(Path(args.tolerance))  # the file itself; its uids are checked against the trace later
+    timeout = getattr(args, "timeout", None)
+    if timeout is not None and not 0 < timeout <= MAX_TIMEOUT_S:  # NaN fails every comparison
+        raise UsageError(f"must be a positive number of seconds (finite, at most {MAX_TIMEOUT_S:g}), got {timeout}",
+                         place="--timeout")
+    reports = (("--json", args.json, False), ("--junit", args.junit, False), ("--heatmap", getattr(args, "heatmap", None), True))
+    for flag, path, folder in reports:
+        check_output(flag, path, inputs, folder=folder)
+    if args.json is not None and args.junit is not None and os.path.realpath(args.json) == os.path.realpath(args.junit):
+        raise UsageError("--json and --junit name the same file", file=args.json)
+    for flag in ("--icd", "--reference-icd"):
+        manifest = getattr(args, flag[2:].replace("-", "_"), None)
+        if manifest is not None:
+            check_manifest(manifest, flag)
+
+
+def check_frames(args: argparse.Namespace, trace: "Trace", first: int | None, last: int | None) -> None:
+    """Refuse a trace without a complete frame (:class:`TraceError`), or ``--frame``/``--frames`` naming
+    none of its frames (:class:`UsageError` naming the trace and the flag). Warn (log) when some frames
+    asked for are not in the trace, and when the trace was recovered after its recording was cut short:
+    a replay then compares fewer frames than asked, never silently. An isolated bisection's child
+    (``--serve-probes``) leaves the warnings to its parent."""
+    import logging
+
+    from capture.trace import seq_ranges
+
+    log = logging.getLogger("vkcap")
+    seqs = sorted(f.seq for f in trace.frames)
+    if not seqs:
+        raise TraceError("the trace holds no complete frame", file=trace.path)
+    quiet = getattr(args, "serve_probes", False)
+    if trace.recovered and not quiet:
+        log.warning("%s: the trace was recovered (its recording was cut short): it holds frames %s only",
+                    trace.path, seq_ranges(seqs))
+    if first is None or last is None:
+        return
+    flag = f"--frame {args.frame}" if getattr(args, "frame", None) is not None else f"--frames {args.frames}"
+    inside = [s for s in seqs if first <= s <= last]
+    if not inside:
+        raise UsageError(f"no recorded frame in {first}-{last} (the trace has frames {seq_ranges(seqs)})",
+                         file=trace.path, place=flag)
+    missing = _gaps(first, last, inside)
+    if missing and not quiet:
+        log.warning("%s: %s: frame(s) %s are not in the trace (it has frames %s): comparing frame(s) %s only",
+                    trace.path, flag, missing, seq_ranges(seqs), seq_ranges(inside))
+
+
+def _gaps(first: int, last: int, present: list[int]) -> str:
+    """The numbers of ``first..last`` not in ``present`` (ascending, all inside), as ranges: ``6-99``."""
+    spans, at = [], first
+    for seq in present:
+        if seq > at:
+            spans.append((at, seq - 1))
+        at = seq + 1
+    if at <= last:
+        spans.append((at, last))
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def tolerance_policy(args: argparse.Namespace, resources: "Resources | None" = None):  # -> TolerancePolicy
+    """The tolerances and dtypes of ``--tolerance FILE``, ``--atol``/``--rtol``/``--ulp`` and ``--dtype``.
+    With ``resources`` (the trace's), every uid named must be one of them and every dtype must divide
+    its size: :class:`UsageError` naming the flag or the file's table otherwise."""
+    from replay.results import DTYPES
+    from replay.tolerances import TolerancePolicy, check_dtype, load_tolerance_file
+
+    policy = TolerancePolicy()
+    if args.tolerance and args.tolerance != "auto":
+        policy = load_tolerance_file(Path(args.tolerance), resources)
+    policy = policy.with_defaults(args.atol, args.rtol, args.ulp)
+    dtypes = dict(policy.dtypes)
+    for uid, dtype in _pairs(args.dtype, "--dtype"):
+        if dtype not in DTYPES:
+            raise UsageError(f"--dtype {uid}={dtype}: unknown type (known: {', '.join(DTYPES)})")
+        if resources is not None:
+            check_dtype(uid, dtype, resources, f"--dtype {uid}={dtype}")
+        dtypes[uid] = dtype
+    from dataclasses import replace
+
+    return replace(policy, dtypes=dtypes)
+
+
+def replay_options(args: argparse.Namespace, opened: "Trace | None" = None, **extra: Any):  # -> ReplayOptions
+    """The options of a replay or bisection, checked against the trace (``opened``, else opened here
+    and read for its metadata only): its frames (:func:`check_frames`), and the uids, dtypes and shapes
+    the flags name (:func:`tolerance_policy`, :func:`shapes`)."""
+    from contextlib import nullcontext
+
+    from capture.trace import Trace
+    from replay.options import ReplayOptions
+
+    first, last = frame_range(args)
+    with nullcontext(opened) if opened is not None else Trace.open(args.trace) as trace:
+        check_frames(args, trace, first, last)
+        policy = tolerance_policy(args, trace.resources)
+        shape_list = shapes(args, trace.resources, policy)
+    return ReplayOptions(
+        trace=args.trace,
+        first=first,
+        last=last,
+        device=getattr(args, "device", None),
+        icd=getattr(args, "icd", None),
+        emulation="off" if getattr(args, "no_emulation_layers", False) else "auto",
+        replace_shaders=tuple((uid, Path(p)) for uid, p in _pairs(getattr(args, "replace_shader", []), "--replace-shader")),
+        dtypes=tuple(policy.dtypes.items()),
+        tolerances=policy,
+        frame_timeout_s=getattr(args, "timeout", None),
+        shapes=tuple(shape_list),
+        heatmap_dir=getattr(args, "heatmap", None),
+        progress_file=getattr(args, "progress_file", None),
+        stop_at_first_divergence=getattr(args, "stop_at_first_divergence", False),
+        **extra,
+    )
+
+
+def shapes(args: argparse.Namespace, resources: "Resources | None" = None,
+           policy: "TolerancePolicy | None" = None) -> list[tuple[str, tuple[int, ...]]]:
+    """The ``--shape UID=AxB...`` values. With ``resources`` (the trace's) and ``policy`` (its dtypes),
+    each must name a resource and hold as many elements as it (:func:`replay.tolerances.check_shape`)."""
+    from replay.tolerances import check_shape
+
+    out = []
+    for uid, text in _pairs(getattr(args, "shape", []), "--shape"):
+        parts = text.lower().split("x")
+        if not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise UsageError(f"--shape {uid}={text}: expected positive sizes like 64x64 or 1x32x32x4")
+        shape = tuple(int(p) for p in parts)
+        if resources is not None and policy is not None:
+            check_shape(uid, shape, policy, resources, f"--shape {uid}={text}")
+        out.append((uid, shape))
+    return out
