@@ -6,9 +6,10 @@ large allocation. Snapshots are read lazily, one blob at a time.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager
 
 from vkcore.errors import TraceError
 
@@ -104,6 +105,12 @@ class Trace:
             reader.close()
             raise
         return trace
+
+    @classmethod
+    def reuse_or_open(cls, path: str | Path, opened: "Trace | None") -> "ContextManager[Trace]":
+        """A context manager giving ``opened`` when it is not None (left open: whoever opened it closes
+        it), else the trace at ``path``, opened here and closed on exit."""
+        return nullcontext(opened) if opened is not None else cls.open(path)
 
     def __enter__(self) -> "Trace":
         return self

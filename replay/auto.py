@@ -41,13 +41,15 @@ class _Collector(Comparer):
         return c
 
 
-def auto_tolerances(options: ReplayOptions, log: logging.Logger, runs: int = RUNS) -> ReplayOptions:
-    """Replay ``runs`` times and return options whose tolerances cover the observed nondeterminism."""
+def auto_tolerances(options: ReplayOptions, log: logging.Logger, runs: int = RUNS, *,
+                    opened: Trace | None = None) -> ReplayOptions:
+    """Replay ``runs`` times (the trace ``opened``, when the caller has it open already) and return
+    options whose tolerances cover the observed nondeterminism."""
     import trio
 
     _Collector.baseline = {}
     _Collector.spreads = {}
-    with Trace.open(options.trace) as trace:
+    with Trace.reuse_or_open(options.trace, opened) as trace:
         for _ in range(runs):
             trio.run(lambda: replay_trace(trace, options, comparer_type=_Collector))
     policy = options.tolerances

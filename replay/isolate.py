@@ -293,8 +293,9 @@ class ProbeServer:
         self._tmp.cleanup()
 
 
-def serve_probes(options: Any, answer_fd: int) -> int:
-    """The child side of :class:`ProbeServer`: answer ``FIRST LAST START`` lines from stdin until it closes."""
+def serve_probes(options: Any, answer_fd: int, opened: Any = None) -> int:
+    """The child side of :class:`ProbeServer`: answer ``FIRST LAST START`` lines from stdin until it
+    closes. ``opened``: the trace, when the caller has it open already."""
     import trio
 
     from capture.trace import Trace
@@ -305,7 +306,7 @@ def serve_probes(options: Any, answer_fd: int) -> int:
     from .report import frames_document
 
     use_driver(options.icd)
-    with Trace.open(options.trace) as trace, ReplaySession(trace, options) as session, os.fdopen(answer_fd, "w") as out:
+    with Trace.reuse_or_open(options.trace, opened) as trace, ReplaySession(trace, options) as session, os.fdopen(answer_fd, "w") as out:
         for line in sys.stdin:
             first, last, start = (int(v) for v in line.split())
             targets = target_frames(trace, first, last)

@@ -484,11 +484,14 @@ async def replay_trace(trace: Trace, options: ReplayOptions, *, on_frame: Callab
                                         stop_at_first_divergence=options.stop_at_first_divergence)
 
 
-def replay(options: ReplayOptions, on_frame: Callable[[FrameResult], None] | None = None) -> ReplayReport:
+def replay(options: ReplayOptions, on_frame: Callable[[FrameResult], None] | None = None, *,
+           opened: Trace | None = None) -> ReplayReport:
+    """Replay ``options.trace`` (``opened``, when the caller has it open already) on the driver
+    ``options.icd`` names; see the module docstring."""
     import trio
 
     use_driver(options.icd)
-    with Trace.open(options.trace) as trace:
+    with Trace.reuse_or_open(options.trace, opened) as trace:
         return trio.run(lambda: replay_trace(trace, options, on_frame=on_frame))
 
 

@@ -165,6 +165,24 @@ def test_identical_snapshots_are_known_by_their_key_without_reading_the_trace(
         assert trace.frame(37).snapshots["acc_buf"] in read and trace.frame(36).snapshots["acc_buf"] not in read
     assert diverged_frames(read_json(out)) == [37]
 
+def test_replay_and_bisect_open_the_trace_once(base: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flags are checked against the same open trace that is replayed (it used to be opened twice)."""
+    opened: list[Path] = []
+    open_trace = Trace.open.__func__  # type: ignore[attr-defined]
+
+    def spy(cls: type[Trace], path: Any) -> Trace:
+        opened.append(Path(path))
+        return open_trace(cls, path)
+
+    monkeypatch.setattr(Trace, "open", classmethod(spy))
+    out = tmp_path / "r.json"
+    assert cli("replay", base["trace"], "--frames", "8-9", "--json", out) == 0
+    assert [f["frame"] for f in read_json(out)["frames"]] == [8, 9] and opened == [base["trace"]]
+    opened.clear()
+    assert cli("bisect", base["trace"], "--no-isolate", "--json", out) == 0
+    assert opened == [base["trace"]]
+
+
 SCALED = """#version 450
 layout(local_size_x = 64) in;
 layout(push_constant) uniform P { float scale; int offset; } pc;

@@ -133,19 +133,21 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.isolate and not args.serve_probes and not in_isolated_child():  # a child never isolates again
         return replay_isolated(args, log)
     start_vulkan_early(args.icd, args.device)  # the replay runs in this process (perhaps the probes' child)
+    from capture.trace import Trace
     from replay.report import comparison_line, frames_document, print_frames
     from replay.replayer import replay
 
-    options = replay_options(args)
-    if args.serve_probes:
-        from replay.isolate import serve_probes
+    with Trace.open(args.trace) as trace:
+        options = replay_options(args, trace)
+        if args.serve_probes:
+            from replay.isolate import serve_probes
 
-        return serve_probes(options, args.probe_fd)
-    if args.tolerance == "auto":
-        from replay.auto import auto_tolerances
+            return serve_probes(options, args.probe_fd, trace)
+        if args.tolerance == "auto":
+            from replay.auto import auto_tolerances
 
-        options = auto_tolerances(options, log)
-    report = replay(options)
+            options = auto_tolerances(options, log, opened=trace)
+        report = replay(options, opened=trace)
     print_frames(report.frames)
     document = {
         "trace": str(report.trace),
@@ -242,7 +244,7 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
         if args.tolerance == "auto":
             from replay.auto import auto_tolerances
 
-            options = auto_tolerances(options, log)
+            options = auto_tolerances(options, log, opened=trace)
 
         def on_probe(span: Span, diverged: bool) -> None:
             what = (f"frames {span.first}-{span.last}" if span.whole

@@ -147,13 +147,11 @@ def replay_options(args: argparse.Namespace, opened: "Trace | None" = None, **ex
     """The options of a replay or bisection, checked against the trace (``opened``, else opened here
     and read for its metadata only): its frames (:func:`check_frames`), and the uids, dtypes and shapes
     the flags name (:func:`tolerance_policy`, :func:`shapes`)."""
-    from contextlib import nullcontext
-
     from capture.trace import Trace
     from replay.options import ReplayOptions
 
     first, last = frame_range(args)
-    with nullcontext(opened) if opened is not None else Trace.open(args.trace) as trace:
+    with Trace.reuse_or_open(args.trace, opened) as trace:
         check_frames(args, trace, first, last)
         policy = tolerance_policy(args, trace.resources)
         shape_list = shapes(args, trace.resources, policy)
