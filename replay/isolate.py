@@ -2,9 +2,11 @@
 
 ARM's emulation layer aborts the process on some mismatches and a new driver may segfault. With
 ``--isolate``, replay (and every bisection probe) runs as a child ``vkcap replay`` that writes its JSON
-report and a progress file naming each frame as it starts. When the child dies without a report (a
-signal, an abort, any exit but 2, a lost child), the parent reports which frame was running, how the
-child died and its last log lines, and counts it as a divergence.
+report and a progress file naming each frame as it is submitted and as it finishes. When the child
+dies without a report (a signal, an abort, any exit but 2, a lost child), the parent reports which frame
+was running (the oldest one submitted and not finished), how the child died and its last log lines, and
+counts it as a divergence. A child that fails with its own error (exit 1: a frame timeout, a lost
+device) is reported with that error rather than as a crash, and counts as a divergence too.
 
 A child that exits 2 refused its input (a shader that does not compile, an unknown uid or device, ...):
 that is not a crash. The parent raises :class:`ChildInputError`, which prints the child's own one-line
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vkcore.errors import EXIT_BAD_INPUT, VkcapError
+from vkcore.errors import EXIT_BAD_INPUT, EXIT_FAILURE, VkcapError
 
 ABORT_CODES = {134: "SIGABRT", 135: "SIGBUS", 136: "SIGFPE", 139: "SIGSEGV"}  # 128 + signal, via a shell
 LAST_LINES = 8
@@ -92,15 +94,29 @@ class ChildOutcome:
         """The child ended without a report: a signal, an abort, an exit other than 2, or a lost child."""
         return self.report is None
 
+    @property
+    def error(self) -> str | None:
+        """The child's own error line (without ``vkcap: error:``) when it failed with exit 1 (a frame
+        timeout, a lost device, a failed Vulkan call) rather than dying of a signal or an abort."""
+        if self.returncode != EXIT_FAILURE:
+            return None
+        return next((ln[len(ERROR_PREFIX):] for ln in reversed(self.last_lines) if ln.startswith(ERROR_PREFIX)), None)
+
     def crash_line(self) -> str:
         """One line (no control characters): where the child died, how, and its last log lines, e.g.
         ``frame 9 crashed the driver (SIGSEGV, exit code -11); last log lines: ...`` or ``the driver
-        crashed during setup, before frame 0 (...)``."""
+        crashed during setup, before frame 0 (...)``; for a child that failed with its own error, that
+        error: ``frame 2 failed in the isolated child: frame 2 did not finish within 1 s ... (exit code 1)``."""
+        error = self.error
+        what = "failed in the isolated child" if error else "crashed the driver"
         if self.crashed_frame is not None:
-            where = f"frame {self.crashed_frame} crashed the driver"
+            where = f"frame {self.crashed_frame} {what}"
         else:
             before = f"frame {self.before_frame}" if self.before_frame is not None else "its first frame"
-            where = f"the driver crashed {self.stage}, before {before}"
+            where = (f"the isolated child failed {self.stage}, before {before}" if error
+                     else f"the driver crashed {self.stage}, before {before}")
+        if error:
+            return _one_line(f"{where}: {error} (exit code {self.returncode})")
         tail = " | ".join(self.last_lines[-3:]) or "no output"
         return _one_line(f"{where} ({self.how}, exit code {self.returncode}); last log lines: {tail}")
 
@@ -161,7 +177,9 @@ def run_child(args: list[str], *, echo: bool = True) -> ChildOutcome:
         report_path, progress = Path(tmp) / "report.json", Path(tmp) / "progress"
         cmd = [sys.executable, "-m", "vkcap", "replay", *args, "--json", str(report_path), "--progress-file", str(progress)]
         last: deque[str] = deque(maxlen=LAST_LINES)
-        held: str | None = None  # an error line, echoed only once the child turns out not to refuse its input
+        # An error line, echoed only once the child turns out neither to refuse its input (exit 2: the
+        # CLI prints it) nor to have failed with it (exit 1: the crash line quotes it).
+        held: str | None = None
         with subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=None if echo else subprocess.DEVNULL, text=True,
                               errors="replace", env=env) as proc:
             assert proc.stderr is not None
@@ -176,24 +194,27 @@ def run_child(args: list[str], *, echo: bool = True) -> ChildOutcome:
             code = proc.wait()
         if code == EXIT_BAD_INPUT:
             raise ChildInputError.from_lines(list(last))
-        if held is not None:
+        if held is not None and code != EXIT_FAILURE:
             sys.stderr.write(held)
         outcome = ChildOutcome(code, last_lines=list(last), how=describe_exit(code))
         if report_path.is_file() and code in (0, 1):
             outcome.report = json.loads(report_path.read_text())
         else:
-            outcome.crashed_frame = last_started_frame(progress)
+            outcome.crashed_frame = frame_running(progress)
         return outcome
 
 
-def last_started_frame(progress: Path) -> int | None:
-    """The last frame a child's progress file says it started (None: none, or no file)."""
+def frame_running(progress: Path) -> int | None:
+    """The frame a dead child was running, from its progress file (:class:`ProgressFile`): the oldest
+    frame submitted and not finished; the last one submitted when all were finished (it died after
+    the device's work, reading or comparing that frame); None when none was submitted (or no file)."""
     try:
         lines = progress.read_text().splitlines()
     except FileNotFoundError:
         return None
-    frames = [ln.split()[1] for ln in lines if ln.startswith("frame ")]
-    return int(frames[-1]) if frames else None
+    started = [int(ln.split()[1]) for ln in lines if ln.startswith("frame ")]
+    done = {int(ln.split()[1]) for ln in lines if ln.startswith("done ")}
+    return next((seq for seq in started if seq not in done), started[-1] if started else None)
 
 
 class ProbeServer:
@@ -271,7 +292,7 @@ class ProbeServer:
         if code == EXIT_BAD_INPUT:
             raise ChildInputError.from_lines(list(self.last))
         return ChildOutcome(code, last_lines=list(self.last), how=describe_exit(code),
-                            crashed_frame=last_started_frame(self.progress), before_frame=start + 1, stage=stage)
+                            crashed_frame=frame_running(self.progress), before_frame=start + 1, stage=stage)
 
     def _stop(self) -> int:
         """Close the child's stdin (a healthy child then exits), wait for it, return its exit code."""
@@ -317,7 +338,10 @@ def serve_probes(options: Any, answer_fd: int, opened: Any = None) -> int:
 
 
 class ProgressFile:
-    """What a child writes as it goes: one ``frame SEQ`` line per frame started, flushed at once."""
+    """What a child writes as it goes, each line at once: ``frame SEQ`` when a frame is submitted, ``done
+    SEQ`` when the device has finished it. Frames are pipelined (the next one is submitted while one
+    runs), so the frame a dead child's device was running is the oldest one not done
+    (:func:`frame_running`), not the last one submitted."""
 
     def __init__(self, path: Path) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -325,5 +349,11 @@ class ProgressFile:
 
     def frame_started(self, seq: int) -> None:
         os.write(self.fd, f"frame {seq}\n".encode())
-        if self.crash_at is not None and int(self.crash_at) == seq:
+
+    def frame_finished(self, seq: int) -> None:
+        if self.crash_at is not None and int(self.crash_at) == seq:  # the driver dies while the frame runs
             os.kill(os.getpid(), signal.SIGSEGV)  # a real fatal signal, as a crashing driver delivers it
+        os.write(self.fd, f"done {seq}\n".encode())
+
+    def close(self) -> None:
+        os.close(self.fd)

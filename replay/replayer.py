@@ -21,7 +21,7 @@ from capture.trace import REPLAY_KINDS, FrameRecord, Trace
 from vkcore.device import VulkanContext
 from vkcore.driver import use_driver
 from vkcore.errors import ScenarioError, TraceError, UsageError
-from vkcore.executor import Event, FrameSnapshot, FrameStarted, StopRequest, execute
+from vkcore.executor import Event, FrameFinished, FrameSnapshot, FrameStarted, StopRequest, execute
 from vkcore.plan import Frame, Plan, make_plan
 from vkcore.runner import scenario_needs, wanted_extensions
 from vkcore.scenario import Scenario, Shader, load_scenario
@@ -464,11 +464,17 @@ class ReplaySession:
         def on_event(event: Event) -> None:
             if progress is not None and isinstance(event, FrameStarted):
                 progress.frame_started(event.seq)
+            elif progress is not None and isinstance(event, FrameFinished):
+                progress.frame_finished(event.seq)
 
-        report.executed = await execute(
-            self.session, consumer=comparer, seqs=range(checkpoint + 1, max(targets) + 1),
-            frame_timeout_s=self.options.frame_timeout_s, stop=stop, on_event=on_event,
-        )
+        try:
+            report.executed = await execute(
+                self.session, consumer=comparer, seqs=range(checkpoint + 1, max(targets) + 1),
+                frame_timeout_s=self.options.frame_timeout_s, stop=stop, on_event=on_event,
+            )
+        finally:
+            if progress is not None:
+                progress.close()
         report.frames = comparer.results
         return report
 

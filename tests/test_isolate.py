@@ -65,6 +65,59 @@ def test_bisect_counts_a_crash_as_a_divergence_and_finds_it(trace: Path, tmp_pat
     assert any(p["diverged"] for p in doc["probes"])
 
 
+# 524280 invocations, of which the first 16 count; fast as recorded
+WIDE = """#version 450
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) buffer A { uint a[]; };
+void main() { uint i = gl_GlobalInvocationID.x + 65535u * gl_GlobalInvocationID.y; if (i < 16u) a[i] += 1u; }
+"""
+# The same, but every invocation that sees a[0] >= 3 first runs rounds of a hash: seconds for lavapipe (which
+# ends a loop after 65535 rounds in all) and minutes for a GPU (65000 x 65000 rounds); the result stays the one
+# recorded. Invocation 0 raises a[0] to 3 in frame 2, so that frame is slow.
+SLOW_FROM_A0_3 = """#version 450
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) buffer A { uint a[]; };
+void main() {
+    uint i = gl_GlobalInvocationID.x + 65535u * gl_GlobalInvocationID.y;
+    uint x = a[0];
+    if (x >= 3u) {
+        for (uint j = 0u; j < 65000u; j++) { for (uint k = 0u; k < 65000u; k++) { x = x * 1664525u + 1013904223u; x ^= x >> 13; } }
+    }
+    if (i < 16u) a[i] += 1u;
+    if (x == 12345u) a[i % 16u] = 7u;  // keeps the loop's result live
+}
+"""
+TIMEOUT_LINE = ("frame 2 failed in the isolated child: frame 2 did not finish within 1 s (--timeout): a hung or very "
+                "slow shader; the frames before it completed (exit code 1)")
+
+
+def test_a_frame_timeout_in_the_child_names_the_frame_running_and_the_childs_error(tmp_path: Path) -> None:
+    """The child times out on frame 2 while frame 3 is already submitted (two frames in flight): the frame
+    named is the one the device was running (the oldest not finished; it used to be the last submitted),
+    and the line quotes the child's own error instead of calling it a driver crash. Bisect counts it as
+    the divergence."""
+    b = ScenarioBuilder(tmp_path / "scenario")
+    b.shader("acc", WIDE).buffer("a", 64)
+    for f in range(6):
+        b.dispatch("acc", [(0, 0, "a")], [65535, 8]).boundary(["a"], f)
+    trace = tmp_path / "wide.vkt"
+    assert vkcap("record", b.save(), "-o", trace).returncode == 0
+    slow = tmp_path / "slow.comp"
+    slow.write_text(SLOW_FROM_A0_3)
+    report = tmp_path / "r.json"
+    proc = vkcap("replay", trace, "--isolate", "--timeout", "1", "--replace-shader", f"acc={slow}", "--json", report,
+                 timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"vkcap: {TIMEOUT_LINE}"]  # the child's error is not echoed apart
+    doc = json.loads(report.read_text())
+    assert (doc["crashed"], doc["frame"], doc["how"], doc["crash"]) == (True, 2, "exit 1", TIMEOUT_LINE)
+    proc = vkcap("bisect", trace, "--timeout", "1", "--replace-shader", f"acc={slow}", "--json", report, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert f"first divergence: {TIMEOUT_LINE}" in proc.stdout
+    doc = json.loads(report.read_text())
+    assert (doc["crashed"], doc["frame"]) == (True, 2)
+
+
 def test_isolated_bisect_runs_every_probe_in_one_child_and_a_new_one_after_a_crash(trace: Path, tmp_path: Path) -> None:
     """24 frames, checkpoints every 4: six segments, and every boundary holds the whole state. The first
     probe (frame 11, the last of segment 2, alone) crashes; the search goes on in a fresh child, which
