@@ -51,6 +51,11 @@ def _child_environment() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1", CHILD_ENV: "1"}
 
 
+def last_error(lines: list[str]) -> str | None:
+    """The last of a child's stderr ``lines`` that is the CLI's error line, without its prefix."""
+    return next((ln[len(ERROR_PREFIX):] for ln in reversed(lines) if ln.startswith(ERROR_PREFIX)), None)
+
+
 def _one_line(text: str) -> str:
     """``text`` without control characters (a driver's output may hold any): they show as ``\\xNN``, so
     the result is one line that XML can carry too."""
@@ -69,9 +74,9 @@ class ChildInputError(VkcapError):
     @classmethod
     def from_lines(cls, lines: list[str]) -> "ChildInputError":
         """From a child's last stderr lines: its last error line, else what it printed last."""
-        errors = [ln for ln in lines if ln.startswith(ERROR_PREFIX)]
-        if errors:
-            return cls(_one_line(errors[-1][len(ERROR_PREFIX):]))
+        error = last_error(lines)
+        if error is not None:
+            return cls(_one_line(error))
         tail = " | ".join(lines[-3:]) or "no output"
         return cls(_one_line(f"the isolated child refused its input (exit {EXIT_BAD_INPUT}); last log lines: {tail}"))
 
@@ -83,7 +88,7 @@ class ChildOutcome:
 
     returncode: int
     report: dict[str, Any] | None = None
-    crashed_frame: int | None = None  # the last frame the child started, if any
+    crashed_frame: int | None = None  # the frame the child was running (:func:`frame_running`), if any
     how: str = ""
     last_lines: list[str] = field(default_factory=list)
     before_frame: int | None = None  # the first frame the child was to run, when known
@@ -98,9 +103,7 @@ class ChildOutcome:
     def error(self) -> str | None:
         """The child's own error line (without ``vkcap: error:``) when it failed with exit 1 (a frame
         timeout, a lost device, a failed Vulkan call) rather than dying of a signal or an abort."""
-        if self.returncode != EXIT_FAILURE:
-            return None
-        return next((ln[len(ERROR_PREFIX):] for ln in reversed(self.last_lines) if ln.startswith(ERROR_PREFIX)), None)
+        return last_error(self.last_lines) if self.returncode == EXIT_FAILURE else None
 
     def crash_line(self) -> str:
         """One line (no control characters): where the child died, how, and its last log lines, e.g.
@@ -108,13 +111,12 @@ class ChildOutcome:
         crashed during setup, before frame 0 (...)``; for a child that failed with its own error, that
         error: ``frame 2 failed in the isolated child: frame 2 did not finish within 1 s ... (exit code 1)``."""
         error = self.error
-        what = "failed in the isolated child" if error else "crashed the driver"
         if self.crashed_frame is not None:
-            where = f"frame {self.crashed_frame} {what}"
+            where = f"frame {self.crashed_frame} " + ("failed in the isolated child" if error else "crashed the driver")
         else:
             before = f"frame {self.before_frame}" if self.before_frame is not None else "its first frame"
-            where = (f"the isolated child failed {self.stage}, before {before}" if error
-                     else f"the driver crashed {self.stage}, before {before}")
+            who = "the isolated child failed" if error else "the driver crashed"
+            where = f"{who} {self.stage}, before {before}"
         if error:
             return _one_line(f"{where}: {error} (exit code {self.returncode})")
         tail = " | ".join(self.last_lines[-3:]) or "no output"
