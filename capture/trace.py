@@ -9,7 +9,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ContextManager
+from typing import Any, Callable, ContextManager, Iterable, Sequence
 
 from vkcore.errors import TraceError
 
@@ -295,6 +295,11 @@ def seq_ranges(seqs: list[int]) -> str:
             spans[-1][1] = seq
         else:
             spans.append([seq, seq])
+    return spans_text(spans)
+
+
+def spans_text(spans: Iterable[Sequence[int]]) -> str:
+    """Inclusive ``(first, last)`` spans as ``0-4, 6, 8-12``."""
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 

@@ -110,6 +110,8 @@ def check_frames(args: argparse.Namespace, trace: "Trace", first: int | None, la
 
 def _gaps(first: int, last: int, present: list[int]) -> str:
     """The numbers of ``first..last`` not in ``present`` (ascending, all inside), as ranges: ``6-99``."""
+    from capture.trace import spans_text
+
     spans, at = [], first
     for seq in present:
         if seq > at:
@@ -117,7 +119,7 @@ def _gaps(first: int, last: int, present: list[int]) -> str:
         at = seq + 1
     if at <= last:
         spans.append((at, last))
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+    return spans_text(spans)
 
 
 def tolerance_policy(args: argparse.Namespace, resources: "Resources | None" = None):  # -> TolerancePolicy
