@@ -26,6 +26,7 @@ from vkcore.images import DeviceImage, SWAP_MIN_MAG_LIKE_REFERENCE, is_integer_f
 from vkcore.imageio import encode_png, read_dds, write_dds, write_png
 from vkcore.resources import free_staging, staging_buffer
 from vkcore.scenario import Image as ImageSpec
+from vkcore.shader_bindings import LayoutBinding
 
 RNG_SEED = 20240611
 STORAGE_IMAGE = vk.VK_DESCRIPTOR_TYPE_STORAGE_IMAGE
@@ -218,8 +219,8 @@ def dispatch(ctx: VulkanContext, submit: Submitter, source: str, folder: Path,
         vk.vkDestroyDescriptorSetLayout(device, set_layout, None)
 
 
-def image_binding(image: DeviceImage, lod: int | None = None, override: str = "VK_DESCRIPTOR_TYPE_AUTO") -> tuple[int, Any]:
-    kind = image.descriptor_type(override)
+def image_binding(image: DeviceImage, kind: int, lod: int | None = None) -> tuple[int, Any]:
+    """A binding of ``image`` as the shader declares it (``kind``: a VkDescriptorType)."""
     return kind, lambda dset, i: image.descriptor(dset, i, lod, kind)
 
 
@@ -473,14 +474,14 @@ def stored(width: int, height: int) -> bytes:
 
 def test_shader_writes_a_storage_image(ctx: VulkanContext, submit: Submitter, images: Images, tmp_path: Path) -> None:
     image = images.load(submit, dims=(1, 8, 4, 1), shader_access="writeonly")
-    dispatch(ctx, submit, STORE, tmp_path, [image_binding(image)], (2, 1, 1))
+    dispatch(ctx, submit, STORE, tmp_path, [image_binding(image, STORAGE_IMAGE)], (2, 1, 1))
     assert snapshot(image, submit) == stored(8, 4)
 
 
 def test_binding_a_single_lod(ctx: VulkanContext, submit: Submitter, images: Images, tmp_path: Path) -> None:
     """A storage binding with lod 1 writes level 1 only; a sampled binding with lod 1 sees level 1 as its level 0."""
     image = images.load(submit, dims=(1, 8, 4, 1), mips=3, shader_access="readwrite", src=None)
-    dispatch(ctx, submit, STORE, tmp_path, [image_binding(image, lod=1)], (1, 1, 1))
+    dispatch(ctx, submit, STORE, tmp_path, [image_binding(image, STORAGE_IMAGE, lod=1)], (1, 1, 1))
     got = levels_of(image, snapshot(image, submit))
     assert got[0] == bytes(8 * 4 * 4) and got[1] == stored(4, 2) and got[2] == bytes(2 * 1 * 4)
 
@@ -489,7 +490,7 @@ def test_binding_a_single_lod(ctx: VulkanContext, submit: Submitter, images: Ima
     out = HostBuffer(images.ctx, 16 * 2)
     try:
         source = sample_source("vec2[](vec2(0.125, 0.25), vec2(0.875, 0.75))", 2)
-        dispatch(ctx, submit, source, tmp_path, [image_binding(sampled, lod=1), (STORAGE_BUFFER, out.write)])
+        dispatch(ctx, submit, source, tmp_path, [image_binding(sampled, COMBINED, lod=1), (STORAGE_BUFFER, out.write)])
         texel = np.frombuffer(stored(4, 2), np.float32).reshape(2, 4)
         assert out.array("<f4").reshape(2, 4)[:, 0].tolist() == [texel[0, 0], texel[1, 3]]
         with pytest.raises(ScenarioError, match="MipMaps configured: 3, lod index requested: 3"):
@@ -525,7 +526,7 @@ def sample_border(ctx: VulkanContext, submit: Submitter, images: Images, folder:
     out = HostBuffer(ctx, 16 * 4)
     try:
         source = sample_source(OUTSIDE, 4, integer)
-        dispatch(ctx, submit, source, folder, [image_binding(image), (STORAGE_BUFFER, out.write)])
+        dispatch(ctx, submit, source, folder, [image_binding(image, COMBINED), (STORAGE_BUFFER, out.write)])
         values = out.array("<i4" if integer else "<f4").reshape(4, 4)
     finally:
         out.destroy()
@@ -595,34 +596,41 @@ def test_sampler_filters_follow_the_specification(ctx: VulkanContext, submit: Su
     out = HostBuffer(ctx, 16)
     try:
         source = sample_source("vec2[](vec2(0.25, 0.5))", 1)  # a magnified lookup between texels 0 and 8
-        dispatch(ctx, submit, source, tmp_path, [image_binding(image), (STORAGE_BUFFER, out.write)])
+        dispatch(ctx, submit, source, tmp_path, [image_binding(image, COMBINED), (STORAGE_BUFFER, out.write)])
         assert out.array("<f4")[0] == expected
     finally:
         out.destroy()
 
 
-def test_descriptor_types(ctx: VulkanContext, submit: Submitter, images: Images) -> None:
-    sampled = images.create(shader_access="image_read")
-    assert sampled.descriptor_type("VK_DESCRIPTOR_TYPE_AUTO") == COMBINED
-    assert sampled.descriptor_type("VK_DESCRIPTOR_TYPE_STORAGE_IMAGE") == STORAGE_IMAGE
-    for access in ("readonly", "writeonly", "readwrite"):
-        assert images.create(uid=access, shader_access=access).descriptor_type("VK_DESCRIPTOR_TYPE_AUTO") == STORAGE_IMAGE
-    write = sampled.descriptor(None, 2, None, COMBINED)
+def test_descriptor_types_where_no_shader_tells_follow_the_reference(images: Images) -> None:
+    """The reference runner's mapping (measured): readonly and readwrite images are combined image
+    samplers, writeonly and image_read ones storage images; VK_DESCRIPTOR_TYPE_STORAGE_IMAGE forces storage."""
+    for access, want in (("readonly", COMBINED), ("readwrite", COMBINED), ("writeonly", STORAGE_IMAGE),
+                         ("image_read", STORAGE_IMAGE)):
+        assert images.create(uid=access, shader_access=access).descriptor_type("VK_DESCRIPTOR_TYPE_AUTO") == want
+    forced = images.create(uid="forced", shader_access="readonly")
+    assert forced.descriptor_type("VK_DESCRIPTOR_TYPE_STORAGE_IMAGE") == STORAGE_IMAGE
+    write = forced.descriptor(None, 2, None, COMBINED)
     assert write.write.descriptorType == COMBINED and write.write.dstBinding == 2
-    assert write.keepalive[0].imageLayout == vk.VK_IMAGE_LAYOUT_GENERAL and write.keepalive[0].sampler == sampled.sampler
+    assert write.keepalive[0].imageLayout == vk.VK_IMAGE_LAYOUT_GENERAL and write.keepalive[0].sampler == forced.sampler
+
+
+def test_check_binding_refuses_what_the_format_cannot_serve_on_this_device(ctx: VulkanContext, images: Images) -> None:
+    place = "commands[0].dispatch_compute.bindings[0]"
     depth = images.create(uid="depth", format="VK_FORMAT_D32_SFLOAT_S8_UINT")
+    storage = LayoutBinding(0, 0, "storage_image", "depth", None, place, None)
     features = vk.vkGetPhysicalDeviceFormatProperties(ctx.physical, vk.VK_FORMAT_D32_SFLOAT).optimalTilingFeatures
     if features & vk.VK_FORMAT_FEATURE_STORAGE_IMAGE_BIT:  # NVIDIA: yes; lavapipe: no
-        assert depth.descriptor_type("VK_DESCRIPTOR_TYPE_AUTO") == STORAGE_IMAGE
+        depth.check_binding(storage)
     else:
         assert not depth.can_store
         with pytest.raises(UnsupportedDeviceFeature) as err:
-            depth.descriptor_type("VK_DESCRIPTOR_TYPE_AUTO")
-        assert err.value.message == ("image 'depth': format VK_FORMAT_D32_SFLOAT_S8_UINT cannot be a storage image "
-                                     "on this device")
+            depth.check_binding(storage)
+        assert (err.value.place, err.value.message) == (place, (
+            f"image 'depth': format VK_FORMAT_D32_SFLOAT_S8_UINT cannot be a storage image on device '{ctx.info.name}'"))
     ints = images.create(uid="ints", format="VK_FORMAT_R32_UINT", shader_access="image_read", mag_filter="LINEAR")
-    with pytest.raises(UnsupportedDeviceFeature, match="cannot be sampled with a LINEAR filter on this device"):
-        ints.descriptor_type("VK_DESCRIPTOR_TYPE_AUTO")
+    with pytest.raises(UnsupportedDeviceFeature, match="cannot be sampled with a LINEAR filter on device"):
+        ints.check_binding(LayoutBinding(0, 0, "combined_image_sampler", "ints", None, place, None))
 
 
 # --------------------------------------------------------------------------------------------------------

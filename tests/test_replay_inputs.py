@@ -296,8 +296,8 @@ def test_replacement_shader_errors_name_the_users_file_and_the_flag(setup: dict[
     wrong_binding.write_text(COPY.replace("SOURCE", "x").replace("binding = 2", "binding = 7"))
     assert one_error(capsys, "replay", trace, "--replace-shader", f"copy={wrong_binding}") == (
         f"vkcap: error: {trace}: commands[0].dispatch_compute.bindings: with --replace-shader copy={wrong_binding}: "
-        "shader 'copy' uses set 0 binding 7, which these bindings do not provide (they provide: set 0 binding 0, "
-        "set 0 binding 1, set 0 binding 2)")
+        "shader 'copy' uses set 0 binding 7, a storage buffer 'D', which this command does not bind (it binds: "
+        "set 0 binding 0, set 0 binding 1, set 0 binding 2)")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -144,9 +144,9 @@ def tensor_factories(data_graph: frozenset[str] | None) -> dict[type, Callable[.
     from vkcore.tensor_resources import TensorResource
     from vkcore.tensors import TensorApi
 
-    def tensor(ctx: Any, spec: Tensor, scenario: Any, created: dict[str, Any]) -> Any:
+    def tensor(ctx: Any, spec: Tensor, scenario: Any, created: dict[str, Any], needs: dict[int, str]) -> Any:
         if data_graph is not None and spec.uid not in data_graph:
-            return FACTORIES[Tensor](ctx, spec, scenario, created)
+            return FACTORIES[Tensor](ctx, spec, scenario, created, needs)
         extra = DATA_GRAPH_USAGE if data_graph is not None else 0
         return TensorResource.create(ctx, TensorApi.load(ctx), spec, None, extra_usage=extra)
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 # linear algebra, and on a small machine those threads compete with the driver and the compressors.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+from vkcore import validation
 from vkcore.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED, UsageError, VkcapError
 
 from . import __version__
@@ -50,6 +51,8 @@ def _add_device(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="never load ARM's emulation layers (tensors/graphs then need native driver support)",
     )
+    p.add_argument("--validate", action="store_true",
+                   help="run under the Khronos validation layer: any validation error fails the command (exit 1)")
 
 
 def _add_run_flags(p: argparse.ArgumentParser) -> None:
@@ -204,6 +207,25 @@ def _cmd_devices(args: argparse.Namespace) -> int:
     return 0
 
 
+def _enable_validation() -> None:
+    """``--validate``: for this process and the children it starts (isolated replays)."""
+    os.environ.setdefault(validation.ENV, "1")
+    validation.enable()
+
+
+def _first_cause(exc: VkcapError) -> VkcapError:
+    """The error to report: a validation failure seen before ``exc`` explains it better (the driver was
+    given invalid input), except input errors, which vkcap found before the driver saw anything."""
+    v = validation.current()
+    if v is None or exc.exit_code == EXIT_BAD_INPUT or isinstance(exc, validation.ValidationFailed):
+        return exc
+    try:
+        v.check()
+    except validation.ValidationFailed as failed:
+        return failed
+    return exc
+
+
 def _normalise_argv(argv: list[str]) -> list[str]:
     """``vkcap --scenario x.json ...`` (the reference runner's spelling) means ``vkcap run ...``."""
     if argv and argv[0].startswith("--") and argv[0] not in ("--help", "-h", "--version"):
@@ -226,12 +248,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if handler is None:
             build_parser().print_help(sys.stderr)
             return EXIT_BAD_INPUT
-        return handler(args)
+        if getattr(args, "validate", False):
+            _enable_validation()
+        code = handler(args)
+        validation.check()
+        return code
     except VkcapError as exc:
         if level == "debug":
             log.exception("details")
-        print(f"vkcap: error: {exc.render()}", file=sys.stderr)
-        return exc.exit_code
+        print(f"vkcap: error: {_first_cause(exc).render()}", file=sys.stderr)
+        return _first_cause(exc).exit_code
     except KeyboardInterrupt:
         print("vkcap: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -8,19 +8,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import vulkan as vk
 
 from . import memory
 from .device import VulkanContext
+from .errors import UnsupportedDeviceFeature
 from .npyio import read_header, write_flat_int8
 from .resources import DescriptorWrite, MemoryRequirements, OneTimeSubmit
 from .scenario import Buffer as BufferSpec
 from .sync import AFTER_COPY, BEFORE_COPY, BarrierBatch, memory_barrier
 
+if TYPE_CHECKING:
+    from .shader_bindings import LayoutBinding
+
 BUFFER_USAGE = (
     vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT
+    | vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT
     | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
     | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
 )
@@ -110,6 +115,15 @@ class DeviceBuffer:
 
     def descriptor_type(self, descriptor_type_override: str) -> int:
         return vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+
+    def check_binding(self, binding: "LayoutBinding") -> None:
+        """A uniform buffer must fit the device's uniform range (a storage buffer has no such limit here)."""
+        limit = int(self.ctx.limits.maxUniformBufferRange)
+        if binding.kind == "uniform_buffer" and self.size > limit:
+            raise UnsupportedDeviceFeature(
+                f"buffer '{self.uid}' ({self.size} bytes) is bound as a uniform buffer, larger than device "
+                f"'{self.ctx.info.name}' allows ({limit} bytes)", place=binding.place,
+            )
 
     def descriptor(self, dst_set: Any, binding: int, lod: int | None, descriptor_type: int) -> DescriptorWrite:
         info = vk.VkDescriptorBufferInfo(buffer=self.handle, offset=0, range=self.size)

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import vulkan as vk
 
 from .errors import DeviceError, UnsupportedDeviceFeature, UsageError
-from . import native_support
+from . import native_support, validation
 from .layers import EmulationLayersUnavailable, prepare_emulation_layers
 
 TENSORS_EXT = "VK_ARM_tensors"
@@ -121,16 +121,34 @@ def _describe(index: int, physical: Any, emulation_available: bool) -> DeviceInf
 
 
 def _create_instance(layers: tuple[str, ...]) -> Any:
+    """An instance with ``layers``, and the validation layer when validation is on (see
+    :mod:`vkcore.validation`). Destroy it with :func:`_destroy_instance`."""
     app = vk.VkApplicationInfo(
         pApplicationName="vkcap", applicationVersion=1, pEngineName="vkcap", engineVersion=1, apiVersion=API_VERSION
     )
-    info = vk.VkInstanceCreateInfo(pApplicationInfo=app, ppEnabledLayerNames=list(layers) or None)
+    checker = validation.current()
+    extensions: tuple[str, ...] = ()
+    if checker is not None:
+        layers, extensions = validation.instance_request(layers)
+    info = vk.VkInstanceCreateInfo(pNext=checker.create_info() if checker is not None else vk.ffi.NULL,
+                                   pApplicationInfo=app, ppEnabledLayerNames=list(layers) or None,
+                                   ppEnabledExtensionNames=list(extensions) or None)
     try:
-        return vk.vkCreateInstance(info, None)
+        instance = vk.vkCreateInstance(info, None)
     except vk.VkError as exc:
         raise DeviceError(f"cannot create a Vulkan instance ({type(exc).__name__}); is a Vulkan driver installed?") from None
     except OSError as exc:
         raise DeviceError(f"cannot load the Vulkan loader ({exc}); install libvulkan1") from None
+    if checker is not None:
+        checker.attach(instance)
+    return instance
+
+
+def _destroy_instance(instance: Any) -> None:
+    checker = validation.current()
+    if checker is not None:
+        checker.detach(instance)
+    vk.vkDestroyInstance(instance, None)
 
 
 def _emulation_available() -> bool:
@@ -148,7 +166,7 @@ def list_devices(emulation: EmulationMode = "auto") -> list[DeviceInfo]:
         available = emulation != "off" and _emulation_available()
         return [_describe(i, pd, available) for i, pd in enumerate(vk.vkEnumeratePhysicalDevices(instance))]
     finally:
-        vk.vkDestroyInstance(instance, None)
+        _destroy_instance(instance)
 
 
 def choose_device(devices: list[DeviceInfo], selector: str | int | None) -> DeviceInfo:
@@ -293,7 +311,7 @@ class _Early:
     def destroy(self) -> None:
         if self.opened is not None:
             self.opened.destroy()
-        vk.vkDestroyInstance(self.instance, None)
+        _destroy_instance(self.instance)
 
 
 class _InstanceStart:
@@ -323,7 +341,7 @@ class _InstanceStart:
         try:
             self.found = _Early(instance, vk.vkEnumeratePhysicalDevices(instance))
         except BaseException as exc:
-            vk.vkDestroyInstance(instance, None)
+            _destroy_instance(instance)
             self.error = exc
             return
         try:
@@ -481,7 +499,7 @@ class VulkanContext:
 
     def _restart_with_emulation(self, index: int) -> None:
         if self.instance is not None:
-            vk.vkDestroyInstance(self.instance, None)
+            _destroy_instance(self.instance)
             self.instance = None  # a failure below must not leave close() a destroyed handle
         try:
             layers = prepare_emulation_layers()
@@ -536,7 +554,7 @@ class VulkanContext:
             vk.vkDestroyDevice(self.device, None)
             self.device = None
         if getattr(self, "instance", None) is not None:
-            vk.vkDestroyInstance(self.instance, None)
+            _destroy_instance(self.instance)
             self.instance = None
 
     def __enter__(self) -> "VulkanContext":

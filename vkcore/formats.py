@@ -252,3 +252,35 @@ def format_for_dxgi(code: int) -> FormatInfo | None:
 def file_texel_bytes(code: int) -> int | None:
     """Bytes per texel in a DDS file of DXGI ``code`` (``None`` for codes the reference does not read)."""
     return DXGI_FILE_BYTES.get(code)
+
+
+# SPIR-V "Image Format" of a storage image -> the VkFormat it names (Vulkan specification, "Compatibility
+# Between SPIR-V Image Formats and Vulkan Formats").
+SPIRV_IMAGE_FORMATS: dict[str, str] = {
+    spirv: f"VK_FORMAT_{vulkan}" for spirv, vulkan in (
+        ("Rgba32f", "R32G32B32A32_SFLOAT"), ("Rgba16f", "R16G16B16A16_SFLOAT"), ("R32f", "R32_SFLOAT"),
+        ("Rgba8", "R8G8B8A8_UNORM"), ("Rgba8Snorm", "R8G8B8A8_SNORM"), ("Rg32f", "R32G32_SFLOAT"),
+        ("Rg16f", "R16G16_SFLOAT"), ("R11fG11fB10f", "B10G11R11_UFLOAT_PACK32"), ("R16f", "R16_SFLOAT"),
+        ("Rgba16", "R16G16B16A16_UNORM"), ("Rgb10A2", "A2B10G10R10_UNORM_PACK32"), ("Rg16", "R16G16_UNORM"),
+        ("Rg8", "R8G8_UNORM"), ("R16", "R16_UNORM"), ("R8", "R8_UNORM"), ("Rgba16Snorm", "R16G16B16A16_SNORM"),
+        ("Rg16Snorm", "R16G16_SNORM"), ("Rg8Snorm", "R8G8_SNORM"), ("R16Snorm", "R16_SNORM"), ("R8Snorm", "R8_SNORM"),
+        ("Rgba32i", "R32G32B32A32_SINT"), ("Rgba16i", "R16G16B16A16_SINT"), ("Rgba8i", "R8G8B8A8_SINT"),
+        ("R32i", "R32_SINT"), ("Rg32i", "R32G32_SINT"), ("Rg16i", "R16G16_SINT"), ("Rg8i", "R8G8_SINT"),
+        ("R16i", "R16_SINT"), ("R8i", "R8_SINT"), ("Rgba32ui", "R32G32B32A32_UINT"), ("Rgba16ui", "R16G16B16A16_UINT"),
+        ("Rgba8ui", "R8G8B8A8_UINT"), ("R32ui", "R32_UINT"), ("Rgb10a2ui", "A2B10G10R10_UINT_PACK32"),
+        ("Rg32ui", "R32G32_UINT"), ("Rg16ui", "R16G16_UINT"), ("Rg8ui", "R8G8_UINT"), ("R16ui", "R16_UINT"),
+        ("R8ui", "R8_UINT"), ("R64ui", "R64_UINT"), ("R64i", "R64_SINT"),
+    )
+}
+
+
+def texel_numeric(info: FormatInfo) -> str:
+    """How a shader reads this format's texels: "uint", "int" or "float" (normalized, float and depth
+    formats; a depth-stencil image is read through its depth aspect)."""
+    if info.is_depth:
+        return "float"
+    if info.name.endswith(("_UINT", "_UINT_PACK32")) or info.name == "VK_FORMAT_R8_BOOL_ARM":
+        return "uint"
+    if info.name.endswith(("_SINT", "_SINT_PACK32")):
+        return "int"
+    return "float"

@@ -4,7 +4,8 @@
 
 Layout
     Outside a submission of its own the image is always in ``VK_IMAGE_LAYOUT_GENERAL`` (every mip
-    level), from the end of :meth:`DeviceImage.load_initial` on; descriptors are written with that
+    level), from the end of :meth:`DeviceImage.load_initial` or the first :meth:`DeviceImage.record_restore`
+    on (before either, ``UNDEFINED``, as created); descriptors are written with that
     layout. An executor that moves it to another layout (an ``image_barrier`` to
     ``IMAGE_LAYOUT_TENSOR_ALIASING``) sets :attr:`DeviceImage.layout` accordingly: snapshots and
     restores move the image to ``GENERAL`` for the copy and back to ``layout`` after it.
@@ -80,7 +81,7 @@ import logging
 from dataclasses import dataclass, field
 from math import lcm
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import vulkan as vk
@@ -88,7 +89,7 @@ import vulkan as vk
 from . import memory
 from .device import CUSTOM_BORDER_EXT, TENSORS_EXT, VulkanContext
 from .errors import DeviceError, ScenarioError, UnsupportedDeviceFeature
-from .formats import FORMATS, FormatInfo, format_info
+from .formats import FORMATS, SPIRV_IMAGE_FORMATS, FormatInfo, format_info, texel_numeric
 from .imageio import (
     DdsImage, ImageFileError, max_mip_levels, mip_level_sizes, read_dds, read_npy_image, read_png, write_dds,
     write_png,
@@ -96,6 +97,9 @@ from .imageio import (
 from .resources import DescriptorWrite, MemoryRequirements, OneTimeSubmit, free_staging, staging_buffer
 from .scenario import Image as ImageSpec
 from .sync import AFTER_COPY, BarrierBatch, memory_barrier
+
+if TYPE_CHECKING:
+    from .shader_bindings import LayoutBinding
 
 __all__ = ["DeviceImage", "SWAP_MIN_MAG_LIKE_REFERENCE", "FILTER", "ADDRESS_MODE", "BORDER_COLOR"]
 
@@ -175,7 +179,7 @@ class DeviceImage:
     offset: int = 0
     view: Any = None  # the whole image
     level_views: list[Any] = field(default_factory=list)
-    layout: int = GENERAL  # the layout between submissions (see the module notes)
+    layout: int = vk.VK_IMAGE_LAYOUT_UNDEFINED  # the layout between submissions (see the module notes)
     warnings: list[str] = field(default_factory=list)
     kind: str = "image"
     _pending_dds: tuple[Path, DdsImage] | None = field(default=None, repr=False)
@@ -185,11 +189,16 @@ class DeviceImage:
     # creation
 
     @classmethod
-    def create(cls, ctx: VulkanContext, spec: ImageSpec, scenario_dir: Path, aliased: bool = False) -> "DeviceImage":
+    def create(cls, ctx: VulkanContext, spec: ImageSpec, scenario_dir: Path, aliased: bool = False,
+               needs: dict[int, str] | None = None) -> "DeviceImage":
         """Check the spec against its ``src`` header and the device, create the ``VkImage`` and its sampler.
 
         ``scenario_dir`` resolves a relative ``src`` (as the reference does). ``aliased``: a tensor or
-        another resource shares the image's memory (``memory_group`` / ``alias_target``).
+        another resource shares the image's memory (``memory_group`` / ``alias_target``). ``needs``:
+        the usage flags the commands' bindings need (the union of how every command binds the image),
+        each with the JSON path of the first binding that needs it; the image gets those and the
+        transfers, and a usage the format cannot have on this device is refused naming that binding.
+        ``None`` (outside a session): every usage the format supports.
         """
         place = spec.place
         dims = tuple(spec.dims)
@@ -279,14 +288,11 @@ class DeviceImage:
                 f"format {fmt.name} cannot generate mip levels on this device (no blit support with {tiling_name} "
                 "tiling)", place=f"{place}.mips",
             )
-        usage = vk.VK_IMAGE_USAGE_TRANSFER_SRC_BIT | vk.VK_IMAGE_USAGE_TRANSFER_DST_BIT
-        if features & FEATURE_SAMPLED:
-            usage |= vk.VK_IMAGE_USAGE_SAMPLED_BIT
-        if features & FEATURE_STORAGE:
-            usage |= vk.VK_IMAGE_USAGE_STORAGE_BIT
+        usage = _binding_usage(ctx, fmt, features, tiling_name, spec.uid, needs)
         if aliased and tiling == vk.VK_IMAGE_TILING_OPTIMAL and ctx.has_extension(TENSORS_EXT):
             usage |= IMAGE_USAGE_TENSOR_ALIASING_BIT_ARM  # as the reference does for aliased optimal images
-        usage = _supported_usage(ctx, fmt, vk_format, tiling, tiling_name, usage, width, height, mips, place)
+        usage = _supported_usage(ctx, fmt, vk_format, tiling, tiling_name, usage, width, height, mips, place,
+                                 needed=_VIEW_USAGE & sum(needs or {}))
 
         info = vk.VkImageCreateInfo(
             imageType=vk.VK_IMAGE_TYPE_2D, format=vk_format, extent=vk.VkExtent3D(width, height, 1),
@@ -403,8 +409,9 @@ class DeviceImage:
     def bind(self, allocation: memory.Allocation, offset: int) -> None:
         vk.vkBindImageMemory(self.ctx.device, self.handle, allocation.memory, offset)
         self.allocation, self.offset = allocation, offset
-        self.view = self._make_view(0, self.mips)
-        self.level_views = [self._make_view(level, 1) for level in range(self.mips)]
+        if self.usage & _VIEW_USAGE:  # views need one of these usages; an image without is never bound
+            self.view = self._make_view(0, self.mips)
+            self.level_views = [self._make_view(level, 1) for level in range(self.mips)]
 
     def _make_view(self, base: int, count: int) -> Any:
         identity = vk.VK_COMPONENT_SWIZZLE_IDENTITY
@@ -429,42 +436,55 @@ class DeviceImage:
         return bool(self.usage & vk.VK_IMAGE_USAGE_SAMPLED_BIT)
 
     def descriptor_type(self, descriptor_type_override: str) -> int:
-        """``image_read`` images are combined image samplers, the others storage images; the binding's
-        ``descriptor_type`` VK_DESCRIPTOR_TYPE_STORAGE_IMAGE forces a storage image. Raises
-        :class:`UnsupportedDeviceFeature` when the format cannot be used that way on this device."""
-        override = descriptor_type_override or AUTO
-        if override == STORAGE_OVERRIDE:
-            kind = vk.VK_DESCRIPTOR_TYPE_STORAGE_IMAGE
-        elif override == AUTO:
-            kind = (vk.VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER if self.spec.shader_access == "image_read"
-                    else vk.VK_DESCRIPTOR_TYPE_STORAGE_IMAGE)
-        else:
-            raise ScenarioError(f"descriptor_type {override!r} cannot bind image '{self.uid}' "
-                                f"({AUTO} or {STORAGE_OVERRIDE})")
-        self._check_usable(kind)
-        return kind
+        """The reference runner's descriptor type for this image where no shader tells (graph bindings)."""
+        from .shader_bindings import IMAGE_DEFAULT_BY_ACCESS, OVERRIDES
 
-    def _check_usable(self, kind: int) -> None:
-        name, place = self.format.name, self.spec.place
-        if kind == vk.VK_DESCRIPTOR_TYPE_STORAGE_IMAGE and not self.can_store:
-            raise UnsupportedDeviceFeature(f"image '{self.uid}': format {name} cannot be a storage image on this device",
-                                           place=place)
-        if kind == vk.VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER:
-            if not self.can_sample:
-                raise UnsupportedDeviceFeature(f"image '{self.uid}': format {name} cannot be sampled on this device",
-                                               place=place)
+        kind = OVERRIDES.get(descriptor_type_override or AUTO, "?")
+        if kind == "?":
+            raise ScenarioError(f"descriptor_type {descriptor_type_override!r} cannot bind image '{self.uid}' "
+                                f"({AUTO} or {STORAGE_OVERRIDE})")
+        kind = kind or IMAGE_DEFAULT_BY_ACCESS.get(self.spec.shader_access, "combined_image_sampler")
+        return vk.VK_DESCRIPTOR_TYPE_STORAGE_IMAGE if kind == "storage_image" else vk.VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER
+
+    def check_binding(self, binding: "LayoutBinding") -> None:
+        """Refuse a binding this image cannot serve on this device, at the binding's JSON path: a usage
+        it lacks, a filter the format cannot sample with, a texel type or storage format that differs
+        from the shader's declaration (Vulkan leaves those undefined)."""
+        kind, where, device = binding.kind, binding.place, self.ctx.info.name
+        if kind == "storage_image" and not self.can_store:
+            raise UnsupportedDeviceFeature(f"image '{self.uid}': format {self.format.name} cannot be a storage image on "
+                                           f"device '{device}'", place=where)
+        if kind in ("combined_image_sampler", "sampled_image") and not self.can_sample:
+            raise UnsupportedDeviceFeature(f"image '{self.uid}': format {self.format.name} cannot be sampled on device "
+                                           f"'{device}'", place=where)
+        if kind in ("combined_image_sampler", "sampler"):
             linear = [f for f, v in (("min_filter", self.spec.min_filter), ("mag_filter", self.spec.mag_filter),
                                      ("mip_filter", self.spec.mip_filter)) if v == "LINEAR"]
             if linear and not self.features & FEATURE_LINEAR_FILTER:
                 raise UnsupportedDeviceFeature(
-                    f"image '{self.uid}': format {name} cannot be sampled with a LINEAR filter on this device "
-                    f"({', '.join(linear)})", place=f"{place}.{linear[0]}",
+                    f"image '{self.uid}': format {self.format.name} cannot be sampled with a LINEAR filter on device "
+                    f"'{device}' ({', '.join(linear)})", place=f"{self.spec.place}.{linear[0]}",
                 )
+        declared = binding.declared
+        if declared is None or kind == "sampler":
+            return
+        mine = texel_numeric(self.format)
+        if declared.numeric is not None and declared.numeric != mine:
+            raise ScenarioError(
+                f"the shader reads image '{self.uid}' as {declared.numeric} texels ({declared.text}), but its format "
+                f"{self.format.name} holds {mine} texels", place=where,
+            )
+        wanted = SPIRV_IMAGE_FORMATS.get(declared.image_format or "Unknown")
+        if kind == "storage_image" and wanted is not None and wanted != self.format.name:
+            raise ScenarioError(
+                f"the shader declares {declared.text}, which is {wanted}, but image '{self.uid}' is {self.format.name} "
+                "(a storage image's declared format must match the image's)", place=where,
+            )
 
     def descriptor(self, dst_set: Any, binding: int, lod: int | None, descriptor_type: int) -> DescriptorWrite:
         """The descriptor write for one binding: the view of level ``lod`` (``None``: of the whole image,
         as the reference does for a binding without ``lod``), in layout GENERAL, with the sampler for a
-        combined image sampler."""
+        combined image sampler (and alone for a sampler)."""
         if self.view is None:
             raise DeviceError(f"image '{self.uid}' is not bound to memory yet")
         if lod is None:
@@ -476,9 +496,12 @@ class DeviceImage:
                 "Requested level of details for the Image is greater than configured mipmaps. "
                 f"MipMaps configured: {self.mips}, lod index requested: {lod}", place=self.spec.place,
             )
-        self._check_usable(descriptor_type)
-        sampler = self.sampler if descriptor_type == vk.VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER else vk.ffi.NULL
-        info = vk.VkDescriptorImageInfo(sampler=sampler, imageView=view, imageLayout=GENERAL)
+        with_sampler = descriptor_type in (vk.VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER, vk.VK_DESCRIPTOR_TYPE_SAMPLER)
+        info = vk.VkDescriptorImageInfo(
+            sampler=self.sampler if with_sampler else vk.ffi.NULL,
+            imageView=vk.ffi.NULL if descriptor_type == vk.VK_DESCRIPTOR_TYPE_SAMPLER else view,
+            imageLayout=GENERAL,
+        )
         write = vk.VkWriteDescriptorSet(dstSet=dst_set, dstBinding=binding, dstArrayElement=0, descriptorCount=1,
                                         descriptorType=descriptor_type, pImageInfo=[info])
         return DescriptorWrite(write, [info])
@@ -536,6 +559,8 @@ class DeviceImage:
         BarrierBatch(memory=[host], image=[before]).record(cb)
         regions = self._regions(offset, range(self.mips))
         vk.vkCmdCopyBufferToImage(cb, staging, self.handle, GENERAL, len(regions), regions)
+        if self.layout == vk.VK_IMAGE_LAYOUT_UNDEFINED:  # restored before anything loaded it: now it is GENERAL
+            self.layout = GENERAL
         BarrierBatch(image=[self._barrier(TRANSFER, TRANSFER_WRITE, ALL_STAGES, ALL_ACCESS, GENERAL, self.layout)]).record(cb)
 
     # ------------------------------------------------------------------------------------------------
@@ -754,10 +779,38 @@ def _check_dst(spec: ImageSpec, fmt: FormatInfo, path: Path | None = None) -> No
         raise ScenarioError(f"{dst}: {what} cannot be written as DDS, as in the reference runner", place=place)
 
 
+_VIEW_USAGE = vk.VK_IMAGE_USAGE_SAMPLED_BIT | vk.VK_IMAGE_USAGE_STORAGE_BIT
+_USAGE_FEATURE = {vk.VK_IMAGE_USAGE_SAMPLED_BIT: (FEATURE_SAMPLED, "be sampled"),
+                  vk.VK_IMAGE_USAGE_STORAGE_BIT: (FEATURE_STORAGE, "be a storage image")}
+
+
+def _binding_usage(ctx: VulkanContext, fmt: FormatInfo, features: int, tiling_name: str, uid: str,
+                   needs: dict[int, str] | None) -> int:
+    """The transfers plus what the bindings need; with no binding, one usage that allows image views
+    (Vulkan needs one), the one the format supports. ``needs=None``: everything the format supports."""
+    usage = vk.VK_IMAGE_USAGE_TRANSFER_SRC_BIT | vk.VK_IMAGE_USAGE_TRANSFER_DST_BIT
+    supported = [bit for bit, (feature, _) in _USAGE_FEATURE.items() if features & feature]
+    if needs is None:
+        return usage | sum(supported)
+    for bit, where in sorted(needs.items()):
+        feature, verb = _USAGE_FEATURE[bit]
+        if not features & feature:
+            raise UnsupportedDeviceFeature(
+                f"image '{uid}' is bound here as {'a storage image' if bit == vk.VK_IMAGE_USAGE_STORAGE_BIT else 'a sampled image'}, "
+                f"but format {fmt.name} cannot {verb} with {tiling_name} tiling on device '{ctx.info.name}'", place=where,
+            )
+        usage |= bit
+    if not usage & _VIEW_USAGE and supported:
+        usage |= supported[0]
+    return usage
+
+
 def _supported_usage(ctx: VulkanContext, fmt: FormatInfo, vk_format: int, tiling: int, tiling_name: str, usage: int,
-                     width: int, height: int, mips: int, place: str) -> int:
-    """``usage``, less storage and then sampling if the device refuses the combination; checks mips and extent."""
-    optional = [0, vk.VK_IMAGE_USAGE_STORAGE_BIT, vk.VK_IMAGE_USAGE_STORAGE_BIT | vk.VK_IMAGE_USAGE_SAMPLED_BIT]
+                     width: int, height: int, mips: int, place: str, needed: int = 0) -> int:
+    """``usage``, less storage and then sampling if the device refuses the combination (never what is
+    ``needed``); checks mips and extent."""
+    optional = [drop for drop in (0, vk.VK_IMAGE_USAGE_STORAGE_BIT, vk.VK_IMAGE_USAGE_STORAGE_BIT | vk.VK_IMAGE_USAGE_SAMPLED_BIT)
+                if not drop & needed]
     props = None
     for drop in optional:
         try:
@@ -768,8 +821,8 @@ def _supported_usage(ctx: VulkanContext, fmt: FormatInfo, vk_format: int, tiling
         usage &= ~drop
         break
     if props is None:
-        raise UnsupportedDeviceFeature(f"format {fmt.name} cannot be a 2-D image with {tiling_name} tiling on this device",
-                                       place=place)
+        raise UnsupportedDeviceFeature(f"format {fmt.name} cannot be a 2-D image with {tiling_name} tiling and the usage its "
+                                       f"bindings need on device '{ctx.info.name}'", place=place)
     if mips > props.maxMipLevels:
         raise UnsupportedDeviceFeature(
             f"format {fmt.name} with {tiling_name} tiling allows at most {props.maxMipLevels} mip level(s) on this "

@@ -73,6 +73,10 @@ def check_limits(ctx: VulkanContext, scenario: Scenario) -> list[Limit]:
                                       "64-bit sizes can express"))
                 continue
             size = elements * 8
+        push = getattr(r, "push_constants_size", 0)
+        if push > limits.maxPushConstantsSize:
+            problems.append(Limit(f"{r.place}.push_constants_size", f"{push} bytes exceed this device's push constant "
+                                  f"space (maxPushConstantsSize {int(limits.maxPushConstantsSize)})"))
         if heap and size > heap:
             problems.append(Limit(r.place, f"needs {_fmt(size)}, more than this device's largest memory heap ({_fmt(heap)})"))
         total += size

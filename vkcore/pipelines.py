@@ -213,16 +213,17 @@ class PipelineFactory:
         try:
             pipeline = vk.vkCreateComputePipelines(self.ctx.device, self.cache.handle, 1, [info], None)[0]
         except vk.VkError as exc:
+            vk.vkDestroyPipelineLayout(self.ctx.device, layout, None)
             raise DeviceError(
                 f"shader '{spec.uid}': vkCreateComputePipelines failed ({type(exc).__name__}); check the entry point "
                 f"'{spec.entry}', bindings and push constants against the shader"
             ) from None
         self.cache.driver_hits += bool(feedback.flags & FEEDBACK_VALID) and bool(feedback.flags & FEEDBACK_CACHE_HIT)
         hit = self.cache.lookup(pipeline_key(spirv, spec, signature))
+        cp = ComputePipeline(spec.uid, pipeline, layout, set_layouts, hit, spec.push_constants_size, keep)
+        self._pipelines[key] = cp  # owned (and destroyed) by the factory from here, refused or not
         if self.cache.fail_on_miss and not hit:
             raise PipelineCacheMiss(f"pipeline cache miss for shader '{spec.uid}' (--fail-on-pipeline-cache-miss)")
-        cp = ComputePipeline(spec.uid, pipeline, layout, set_layouts, hit, spec.push_constants_size, keep)
-        self._pipelines[key] = cp
         return cp
 
     def destroy(self) -> None:

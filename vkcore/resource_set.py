@@ -18,8 +18,9 @@ from .errors import ScenarioError
 from .resources import DeviceResource, MemoryRequirements, OneTimeSubmit
 from .scenario import Buffer, Image, Resource, Scenario, Tensor
 
-# kind -> factory(ctx, spec, scenario, already created resources) -> DeviceResource.
-Factory = Callable[[VulkanContext, Any, Scenario, dict[str, DeviceResource]], DeviceResource]
+# kind -> factory(ctx, spec, scenario, already created resources, binding needs) -> DeviceResource. The
+# binding needs map a usage flag the commands need to the JSON path of the first binding that needs it.
+Factory = Callable[[VulkanContext, Any, Scenario, dict[str, DeviceResource], dict[int, str]], DeviceResource]
 
 
 def group_key(spec: Any, scenario: Scenario) -> str:
@@ -44,13 +45,15 @@ def aliased_image(spec: Tensor, scenario: Scenario) -> Image | None:
     return None
 
 
-def _buffer_factory(ctx: VulkanContext, spec: Buffer, scenario: Scenario, created: dict[str, DeviceResource]) -> DeviceResource:
+def _buffer_factory(ctx: VulkanContext, spec: Buffer, scenario: Scenario, created: dict[str, DeviceResource],
+                    needs: dict[int, str]) -> DeviceResource:
     from .buffers import DeviceBuffer
 
     return DeviceBuffer.create(ctx, spec)  # noqa: ARG001
 
 
-def _tensor_factory(ctx: VulkanContext, spec: Tensor, scenario: Scenario, created: dict[str, DeviceResource]) -> DeviceResource:
+def _tensor_factory(ctx: VulkanContext, spec: Tensor, scenario: Scenario, created: dict[str, DeviceResource],
+                    needs: dict[int, str]) -> DeviceResource:
     """A tensor; one that aliases an image shares its tiling and, when LINEAR, lays its elements out
     like the image's memory: strides from the image's row pitch (dims NHWC or HWC)."""
     from .arm_ffi import TENSOR_USAGE_IMAGE_ALIASING_BIT_ARM
@@ -117,11 +120,12 @@ def image_strides(image: Any, spec: Tensor) -> tuple[int, ...]:
     return ((image.height * pitch,) + strides) if len(dims) == 4 else strides
 
 
-def _image_factory(ctx: VulkanContext, spec: Image, scenario: Scenario, created: dict[str, DeviceResource]) -> DeviceResource:
+def _image_factory(ctx: VulkanContext, spec: Image, scenario: Scenario, created: dict[str, DeviceResource],
+                   needs: dict[int, str]) -> DeviceResource:
     from .images import DeviceImage
 
     aliased = any(isinstance(r, Tensor) and aliased_image(r, scenario) == spec for r in scenario.resources)
-    return DeviceImage.create(ctx, spec, scenario.base_dir, aliased=aliased)
+    return DeviceImage.create(ctx, spec, scenario.base_dir, aliased=aliased, needs=needs)
 
 
 FACTORIES: dict[type[Resource], Factory] = {Buffer: _buffer_factory, Tensor: _tensor_factory, Image: _image_factory}
@@ -131,7 +135,10 @@ DATA_KINDS = (Buffer, Image, Tensor)
 class ResourceSet:
     """The scenario's data resources by uid; ``destroy`` releases resources and allocations."""
 
-    def __init__(self, ctx: VulkanContext, scenario: Scenario, factories: dict[type[Resource], Factory] | None = None) -> None:
+    def __init__(self, ctx: VulkanContext, scenario: Scenario, factories: dict[type[Resource], Factory] | None = None,
+                 image_usage: dict[str, dict[int, str]] | None = None) -> None:
+        """``image_usage``: what the commands' bindings need of each image (see
+        :func:`vkcore.shader_bindings.image_usage_needs`); an image not in it is bound by no command."""
         self.ctx = ctx
         self.scenario = scenario
         self.resources: dict[str, DeviceResource] = {}
@@ -143,7 +150,7 @@ class ResourceSet:
             # Tensors last: one that aliases an image is laid out after the image.
             for spec in sorted(specs, key=lambda s: isinstance(s, Tensor)):
                 try:
-                    resource = table[type(spec)](ctx, spec, scenario, self.resources)
+                    resource = table[type(spec)](ctx, spec, scenario, self.resources, (image_usage or {}).get(spec.uid, {}))
                 except ScenarioError as exc:
                     exc.file = exc.file or str(scenario.path)
                     raise

@@ -66,6 +66,10 @@ class DeviceResource(Protocol):
 
     def descriptor_type(self, descriptor_type_override: str) -> int: ...
 
+    def check_binding(self, binding: Any) -> None:
+        """Refuse, at the binding's JSON path, a :class:`~vkcore.shader_bindings.LayoutBinding` this
+        resource cannot serve on this device (before any pipeline or descriptor exists)."""
+
     def descriptor(self, dst_set: Any, binding: int, lod: int | None, descriptor_type: int) -> DescriptorWrite: ...
 
     def record_snapshot(self, cb: Any, staging: Any, offset: int) -> None:

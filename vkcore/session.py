@@ -23,7 +23,6 @@ from .npyio import read_header
 from .pipelines import ComputePipeline, PipelineCache, PipelineFactory
 from .plan import Frame, Plan, unwritable_resources
 from .scenario import (
-    Binding,
     BufferBarrier,
     DispatchBarrier,
     DispatchCompute,
@@ -34,11 +33,13 @@ from .scenario import (
     Shader,
     TensorBarrier,
 )
+from . import validation
 from .limits import refuse_beyond_limits
 from .resource_set import ResourceSet
 from .resources import free_staging, staging_buffer
 from .shaders import SpirvModule, load_shader
-from .spirv import SpirvError, reflect
+from .shader_bindings import LayoutBinding, image_usage_needs, resolve_bindings, signature
+from .spirv import Reflection, SpirvError, reflect
 from .staging import CaptureItem, CaptureLayout, StagingRing, StagingSlot, build_layout
 from .sync import (
     ACCESS,
@@ -123,6 +124,7 @@ class Session:
         self.factory: PipelineFactory | None = None
         self.modules: dict[str, SpirvModule] = {}
         self.read_only_bindings: dict[str, set[tuple[int, int]]] = {}  # shader uid -> what it cannot write
+        self.layouts: dict[int, tuple[LayoutBinding, ...]] = {}  # command index -> its resolved bindings
         self.raw_data: dict[str, bytes] = {}
         self.dispatches: dict[int, PreparedDispatch] = {}  # by command index
         self.graphs: dict[int, PreparedGraph] = {}  # by command index
@@ -135,7 +137,9 @@ class Session:
         self.descriptor_pool = None
         self._command_buffers: dict[Hashable, Any] = {}
         try:
-            self.resources = ResourceSet(ctx, self.scenario)
+            self.layouts = self._resolve_layouts()
+            self.resources = ResourceSet(ctx, self.scenario, image_usage=image_usage_needs(
+                b for layout in self.layouts.values() for b in layout))
             self.cache = PipelineCache(
                 ctx,
                 options.pipeline_cache_path,
@@ -147,6 +151,7 @@ class Session:
             self._prepare_dispatches()
             self._prepare_graphs()
             self._create_query_pool()
+            validation.check()
         except BaseException:
             self.close()
             raise
@@ -177,9 +182,6 @@ class Session:
                 self.modules[spec.uid] = load_shader(self.scenario, spec)
         return self.modules[spec.uid]
 
-    def _descriptor_type(self, binding: Binding) -> int:
-        return self._resources[binding.resource_ref].descriptor_type(binding.descriptor_type)
-
     def _prepare_dispatches(self) -> None:
         assert self.factory is not None
         computes = [c for c in self.scenario.commands if isinstance(c, DispatchCompute)]
@@ -188,11 +190,9 @@ class Session:
         if not self.options.profiling:  # identical dispatches share one prepared dispatch (and its sets)
             computes = list({command_key(c): c for c in reversed(computes)}.values())[::-1]
         for cmd in computes:
-            set_indices = {b.set for b in cmd.bindings}
-            total_sets += len(set_indices) if set_indices else 0
-            for b in cmd.bindings:
-                t = self._descriptor_type(b)
-                counts[t] = counts.get(t, 0) + 1
+            total_sets += len({b.set for b in cmd.bindings})
+            for lb in self.layouts[cmd.index]:
+                counts[lb.descriptor_type] = counts.get(lb.descriptor_type, 0) + 1
         if total_sets:
             sizes = [vk.VkDescriptorPoolSize(type=t, descriptorCount=n) for t, n in counts.items()]
             self.descriptor_pool = vk.vkCreateDescriptorPool(
@@ -202,10 +202,11 @@ class Session:
             spec = self.scenario.by_uid[cmd.shader_ref]
             assert isinstance(spec, Shader)
             module = self._module(spec)
-            self._check_against_shader(cmd, spec, module)
-            signature = self._signature(cmd)
-            with self.timer.measure("Pipeline Setup", f"Create Pipeline: {spec.uid}"):
-                pipeline = self.factory.compute(module, spec, signature)
+            layout = self.layouts[cmd.index]
+            for lb in layout:
+                self._resources[lb.resource].check_binding(lb)
+            with self.timer.measure("Pipeline Setup", f"Create Pipeline: {spec.uid}"), validation.at(cmd.place):
+                pipeline = self.factory.compute(module, spec, signature(layout))
             push = self._raw(cmd.push_data_ref) if cmd.push_data_ref else b""
             if len(push) != spec.push_constants_size:
                 raise ScenarioError(
@@ -214,7 +215,8 @@ class Session:
                     file=self.scenario.path,
                     place=f"{cmd.place}.push_data_ref",
                 )
-            sets = self._allocate_sets(cmd, pipeline)
+            with validation.at(cmd.place):
+                sets = self._allocate_sets(cmd, pipeline)
             prepared = PreparedDispatch(cmd, pipeline, sets, push)
             if self.options.profiling:
                 prepared.query_base = self.query_count
@@ -232,34 +234,48 @@ class Session:
             info = vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=self.query_count)
             self.query_pool = vk.vkCreateQueryPool(self.ctx.device, info, None)
 
-    def _check_against_shader(self, cmd: DispatchCompute, spec: Shader, module: SpirvModule) -> None:
-        """Refuse what Vulkan leaves undefined: a descriptor the shader declares but the dispatch does
-        not bind, or a workgroup size (after specialization) beyond the device's limits."""
+    def _resolve_layouts(self) -> dict[int, tuple[LayoutBinding, ...]]:
+        """Every compute dispatch's bindings resolved against its shader's SPIR-V (see
+        :mod:`vkcore.shader_bindings`), and the shader checked against the device's workgroup limits,
+        before any resource or pipeline exists."""
+        layouts: dict[int, tuple[LayoutBinding, ...]] = {}
+        reflections: dict[str, Reflection | None] = {}
+        for cmd in self.scenario.commands:
+            if not isinstance(cmd, DispatchCompute):
+                continue
+            spec = self.scenario.by_uid[cmd.shader_ref]
+            assert isinstance(spec, Shader)
+            if spec.uid not in reflections:
+                reflections[spec.uid] = self._reflect(spec)
+            layouts[cmd.index] = resolve_bindings(self.scenario, cmd.place, cmd.bindings, spec.uid, reflections[spec.uid])
+        return layouts
+
+    def _reflect(self, spec: Shader) -> Reflection | None:
+        """The shader's reflection, its entry point and workgroup size checked; ``None`` when its
+        SPIR-V cannot be read (then only the scenario decides, and the driver reports the rest)."""
+        module = self._module(spec)
         try:
             r = reflect(module.code, {c.id: c.value for c in spec.specialization_constants})
         except SpirvError:
-            return  # not ours to judge: the driver reports it
+            return None
         self.read_only_bindings[spec.uid] = r.read_only
-        provided = {(b.set, b.id) for b in cmd.bindings}
-        missing = sorted(r.bindings - provided)
-        if missing:
-            given = ", ".join(f"set {s} binding {b}" for s, b in sorted(provided)) or "none"
-            needed = ", ".join(f"set {s} binding {b}" for s, b in missing)
-            raise ScenarioError(f"shader '{spec.uid}' uses {needed}, which these bindings do not provide (they provide: {given})",
-                                file=self.scenario.path, place=f"{cmd.place}.bindings")
-        if r.local_size is None:
-            return
-        limits = self.ctx.limits
-        size = r.local_size
-        worst = [i for i in range(3) if not 1 <= size[i] <= limits.maxComputeWorkGroupSize[i]]
-        invocations = size[0] * size[1] * size[2]
-        if worst or invocations > limits.maxComputeWorkGroupInvocations:
-            raise UnsupportedDeviceFeature(
-                f"shader '{spec.uid}' has workgroup size {size[0]}x{size[1]}x{size[2]} ({invocations} invocations) after "
-                f"specialization; this device allows {tuple(int(v) for v in limits.maxComputeWorkGroupSize)} and "
-                f"{int(limits.maxComputeWorkGroupInvocations)} invocations",
-                file=self.scenario.path, place=spec.place,
-            )
+        if r.entry_points and r.entry_points.get(spec.entry) != "compute":
+            found = ", ".join(f"'{n}' ({m})" for n, m in sorted(r.entry_points.items()))
+            raise ScenarioError(f"shader '{spec.uid}' has no compute entry point '{spec.entry}' (it has {found})",
+                                file=self.scenario.path, place=f"{spec.place}.entry")
+        if r.local_size is not None:
+            limits = self.ctx.limits
+            size = r.local_size
+            worst = [i for i in range(3) if not 1 <= size[i] <= limits.maxComputeWorkGroupSize[i]]
+            invocations = size[0] * size[1] * size[2]
+            if worst or invocations > limits.maxComputeWorkGroupInvocations:
+                raise UnsupportedDeviceFeature(
+                    f"shader '{spec.uid}' has workgroup size {size[0]}x{size[1]}x{size[2]} ({invocations} invocations) "
+                    f"after specialization; this device allows {tuple(int(v) for v in limits.maxComputeWorkGroupSize)} and "
+                    f"{int(limits.maxComputeWorkGroupInvocations)} invocations",
+                    file=self.scenario.path, place=spec.place,
+                )
+        return r
 
     def _prepare_graphs(self) -> None:
         """One PreparedGraph per dispatch_graph command (identical commands share one, as dispatches do)."""
@@ -273,18 +289,13 @@ class Session:
                 continue
             key = command_key(cmd)
             if key not in by_key:
-                by_key[key] = PreparedGraph.create(self.ctx, self.scenario, cmd, self.resources, self.factory, self._raw,
-                                                   timer=self.timer)
+                with validation.at(cmd.place):
+                    by_key[key] = PreparedGraph.create(self.ctx, self.scenario, cmd, self.resources, self.factory,
+                                                       self._raw, timer=self.timer)
             self.graphs[cmd.index] = by_key[key]
             if self.options.profiling:
                 self.graph_queries[cmd.index] = self.query_count
                 self.query_count += 2
-
-    def _signature(self, cmd: DispatchCompute) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...]:
-        by_set: dict[int, list[tuple[int, int]]] = {}
-        for b in cmd.bindings:
-            by_set.setdefault(b.set, []).append((b.id, self._descriptor_type(b)))
-        return tuple(sorted((s, tuple(sorted(v))) for s, v in by_set.items()))
 
     def _allocate_sets(self, cmd: DispatchCompute, pipeline: ComputePipeline) -> dict[int, Any]:
         used = sorted({b.set for b in cmd.bindings})
@@ -295,7 +306,8 @@ class Session:
             self.ctx.device, vk.VkDescriptorSetAllocateInfo(descriptorPool=self.descriptor_pool, pSetLayouts=layouts)
         )
         sets = dict(zip(used, handles))
-        parts = [self._resources[b.resource_ref].descriptor(sets[b.set], b.id, b.lod, self._descriptor_type(b)) for b in cmd.bindings]
+        parts = [self._resources[b.resource].descriptor(sets[b.set], b.binding, b.lod, b.descriptor_type)
+                 for b in self.layouts[cmd.index]]
         writes = [p.write for p in parts]
         vk.vkUpdateDescriptorSets(self.ctx.device, len(writes), writes, 0, None)
         return sets
@@ -388,6 +400,7 @@ class Session:
             self._record_frame(frame, cb, layout, self.ring.slots[slot] if self.ring.slots else None)
             vk.vkEndCommandBuffer(cb)
             self._command_buffers[key] = cb
+            validation.check()
         return cb
 
     def _record_frame(self, frame: Frame, cb: Any, layout: CaptureLayout, slot: StagingSlot | None) -> None:
@@ -400,23 +413,28 @@ class Session:
             if c.index in self.graph_queries:
                 vk.vkCmdResetQueryPool(cb, self.query_pool, self.graph_queries[c.index], 2)
         for cmd in frame.commands:
-            if isinstance(cmd, DispatchCompute):
-                self._record_dispatch(cb, self.dispatches[cmd.index])
-            elif isinstance(cmd, DispatchGraph):
-                index = cmd.index
-                after = (lambda cb_, i, index=index: self._record_copies(cb_, layout.at(index, i), slot)) if slot is not None else None
-                query = self.graph_queries.get(index)
-                if query is not None:
-                    vk.vkCmdWriteTimestamp2(cb, vk.VK_PIPELINE_STAGE_2_TOP_OF_PIPE_BIT, self.query_pool, query)
-                self.graphs[cmd.index].record(cb, after_segment=after)
-                if query is not None:
-                    vk.vkCmdWriteTimestamp2(cb, vk.VK_PIPELINE_STAGE_2_BOTTOM_OF_PIPE_BIT, self.query_pool, query + 1)
-            elif isinstance(cmd, DispatchBarrier):
-                self._barrier_batch(cmd).record(cb)
-            if slot is not None:
-                self._record_copies(cb, layout.at(cmd.index), slot)
+            with validation.at(cmd.place):
+                self._record_command(cb, cmd, layout, slot)
         if slot is not None:
             self._record_copies(cb, layout.at(None), slot)
+
+    def _record_command(self, cb: Any, cmd: Any, layout: CaptureLayout, slot: StagingSlot | None) -> None:
+        """Record one command (with the snapshots taken right after it, for dispatch-level captures)."""
+        if isinstance(cmd, DispatchCompute):
+            self._record_dispatch(cb, self.dispatches[cmd.index])
+        elif isinstance(cmd, DispatchGraph):
+            index = cmd.index
+            after = (lambda cb_, i, index=index: self._record_copies(cb_, layout.at(index, i), slot)) if slot is not None else None
+            query = self.graph_queries.get(index)
+            if query is not None:
+                vk.vkCmdWriteTimestamp2(cb, vk.VK_PIPELINE_STAGE_2_TOP_OF_PIPE_BIT, self.query_pool, query)
+            self.graphs[cmd.index].record(cb, after_segment=after)
+            if query is not None:
+                vk.vkCmdWriteTimestamp2(cb, vk.VK_PIPELINE_STAGE_2_BOTTOM_OF_PIPE_BIT, self.query_pool, query + 1)
+        elif isinstance(cmd, DispatchBarrier):
+            self._barrier_batch(cmd).record(cb)
+        if slot is not None:
+            self._record_copies(cb, layout.at(cmd.index), slot)
 
     def _record_copies(self, cb: Any, items: tuple[CaptureItem, ...], slot: StagingSlot) -> None:
         for item in items:
@@ -479,9 +497,11 @@ class Session:
         boundary = self._frame_boundary(frame)
         submit = vk.VkSubmitInfo2(pNext=boundary if boundary is not None else vk.ffi.NULL, pCommandBufferInfos=[cb_info])
         try:
-            vk.vkQueueSubmit2(self.ctx.queue, 1, [submit], fence)
+            with validation.at(f"frame {frame.frame_id}"):
+                vk.vkQueueSubmit2(self.ctx.queue, 1, [submit], fence)
         except vk.VkError as exc:
             raise DeviceError(f"frame {frame.frame_id}: vkQueueSubmit2 failed ({type(exc).__name__})") from None
+        validation.check()
 
     def _frame_boundary(self, frame: Frame) -> Any:
         """A VkFrameBoundaryEXT naming the captured buffers, for tools like RenderDoc (when the device has it)."""

@@ -184,6 +184,9 @@ class TensorResource:
                                 "tensors bind as VK_DESCRIPTOR_TYPE_TENSOR_ARM (leave descriptor_type unset)")
         return DESCRIPTOR_TYPE_TENSOR_ARM
 
+    def check_binding(self, binding: Any) -> None:
+        """Nothing of a tensor binding depends on the device beyond what creation checked."""
+
     def descriptor(self, dst_set: Any, binding: int, lod: int | None, descriptor_type: int) -> DescriptorWrite:
         """A ``VkWriteDescriptorSet`` of the tensor's view (``lod`` has no meaning for tensors)."""
         if descriptor_type != DESCRIPTOR_TYPE_TENSOR_ARM:
