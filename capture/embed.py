@@ -83,6 +83,8 @@ def portable_scenario(scenario: Scenario, shader_dependencies: dict[str, tuple[P
         if not src:
             continue
         source = scenario.src_path(src)
+        if isinstance(r, Shader) and not source.is_file():
+            continue  # a shader no command uses may lack its file (validation warned); nothing to embed
         role = {"shader": "shader", "graph": "graph"}.get(kind, "input")
         body["src"] = add(role, source)
         if isinstance(r, Shader):

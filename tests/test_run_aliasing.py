@@ -1,4 +1,4 @@
-"""Images and tensors sharing memory (``memory_group``, the deprecated ``alias_target``): a LINEAR tensor
+"""Images and tensors sharing memory (``memory_group``; the deprecated ``alias_target`` is refused): a LINEAR tensor
 laid over a LINEAR image with strides from the image's row pitch, with and without a shader."""
 from __future__ import annotations
 
@@ -35,20 +35,31 @@ def written() -> np.ndarray:
     return np.stack([x, y, x * 10 + y, np.ones_like(x)], axis=-1)
 
 
-def pair(b: ScenarioBuilder, *, use_alias_target: bool = False, image_fields: dict | None = None,
-         tensor_fields: dict | None = None) -> None:
-    group = {} if use_alias_target else {"memory_group": {"id": "g"}}
+def pair(b: ScenarioBuilder, *, image_fields: dict | None = None, tensor_fields: dict | None = None) -> None:
+    group = {"memory_group": {"id": "g"}}
     b.resources.append({"image": {"uid": "img", "dims": [1, W, H, 1], "format": "VK_FORMAT_R32G32B32A32_SFLOAT",
                                   "shader_access": "readwrite", **group, **(image_fields or {})}})
-    link = {"alias_target": "img"} if use_alias_target else group
     b.resources.append({"tensor": {"uid": "t", "dims": [1, H, W, 4], "format": "VK_FORMAT_R32_SFLOAT",
-                                   "shader_access": "readonly", "dst": "t.npy", **link, **(tensor_fields or {})}})
+                                   "shader_access": "readonly", "dst": "t.npy", **group, **(tensor_fields or {})}})
 
 
-@pytest.mark.parametrize("use_alias_target", [False, True], ids=["memory_group", "alias_target"])
-def test_shader_writes_an_image_a_tensor_reads_it(builder: ScenarioBuilder, tmp_path: Path, use_alias_target: bool) -> None:
+def test_alias_target_is_refused_as_by_the_reference(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    pair(builder, tensor_fields={"alias_target": {"resource_ref": "img"}})
+    builder.resources[1]["tensor"].pop("memory_group")
+    scenario = builder.save()
+    proc = vkcap("run", scenario, "--output", tmp_path / "ours")
+    assert (proc.returncode, proc.stderr.strip()) == (2, (
+        f"vkcap: error: {scenario}: resources[1].tensor.alias_target: the alias_target field is deprecated and refused "
+        "(as the reference runner refuses it): share memory with a memory_group instead"))
+    if reference_runner() is not None:
+        ref = run_reference(scenario, tmp_path / "reference")
+        assert ref.returncode == 255
+        assert "The alias_target field is deprecated, please use the memory_group functionality instead" in ref.stdout + ref.stderr
+
+
+def test_shader_writes_an_image_a_tensor_reads_it(builder: ScenarioBuilder, tmp_path: Path) -> None:
     builder.shader("write", WRITE_IMAGE).shader("read", READ_TENSOR, build_options=f"-DWIDTH={W}")
-    pair(builder, use_alias_target=use_alias_target)
+    pair(builder)
     builder.buffer("out", W * H * 16, dst="out.npy")
     builder.dispatch("write", [(0, 0, "img")], [W, H])
     builder.dispatch("read", [(0, 0, "t"), (0, 1, "out")], [W, H])

@@ -96,8 +96,9 @@ class Rig:
         self.resources: list[TensorResource] = []
         self.allocations: list[memory.Allocation] = []
 
-    def create(self, s: TensorSpec, strides: tuple[int, ...] | None = None, *, bind: bool = True) -> TensorResource:
-        r = TensorResource.create(self.ctx, self.api, s, strides)
+    def create(self, s: TensorSpec, strides: tuple[int, ...] | None = None, *, bind: bool = True,
+               extra_usage: int = 0) -> TensorResource:
+        r = TensorResource.create(self.ctx, self.api, s, strides, extra_usage=extra_usage)
         self.resources.append(r)
         if bind:
             req = r.requirements
@@ -304,7 +305,8 @@ def test_meta_usage_and_paths(rig: Rig, submit: Submitter, cases: tuple[Path, li
     assert linear.requirements.size >= linear.snapshot_size
     rig.snapshots(submit, [linear, optimal])
     assert linear._path == "direct" and optimal._path == "copy"
-    aliased = rig.create(spec("al", "VK_FORMAT_R8_UINT", (4, 4), alias_target="img"), bind=False)
+    aliased = rig.create(spec("al", "VK_FORMAT_R8_UINT", (4, 4)), bind=False,
+                         extra_usage=arm_ffi.TENSOR_USAGE_IMAGE_ALIASING_BIT_ARM)
     assert aliased.tensor.description.usage & arm_ffi.TENSOR_USAGE_IMAGE_ALIASING_BIT_ARM
     assert linear.descriptor_type("VK_DESCRIPTOR_TYPE_AUTO") == arm_ffi.DESCRIPTOR_TYPE_TENSOR_ARM
     assert accepted_dtypes("VK_FORMAT_R8_BOOL_ARM") == ("|b1", "|u1")

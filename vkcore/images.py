@@ -194,7 +194,7 @@ class DeviceImage:
         """Check the spec against its ``src`` header and the device, create the ``VkImage`` and its sampler.
 
         ``scenario_dir`` resolves a relative ``src`` (as the reference does). ``aliased``: a tensor or
-        another resource shares the image's memory (``memory_group`` / ``alias_target``). ``needs``:
+        another resource shares the image's memory (``memory_group``). ``needs``:
         the usage flags the commands' bindings need (the union of how every command binds the image),
         each with the JSON path of the first binding that needs it; the image gets those and the
         transfers, and a usage the format cannot have on this device is refused naming that binding.

@@ -13,7 +13,7 @@ from typing import Any
 import vulkan as vk
 
 from .device import VulkanContext
-from .errors import DeviceError, ScenarioError
+from .errors import DeviceError
 from .outputs import write_atomic
 from .scenario import Shader, SpecializationConstant
 from .shaders import SpirvModule
@@ -238,11 +238,3 @@ class PipelineFactory:
         self._pipelines.clear()
         self._set_layouts.clear()
         self._modules.clear()
-
-
-def require_push_constants(spec: Shader, data: bytes, place: str) -> None:
-    if len(data) != spec.push_constants_size:
-        raise ScenarioError(
-            f"push constant data is {len(data)} bytes but shader '{spec.uid}' declares push_constants_size {spec.push_constants_size}",
-            place=place,
-        )

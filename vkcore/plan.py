@@ -71,8 +71,7 @@ def unwritable_resources(scenario: Scenario, read_only: Mapping[str, set[tuple[i
     maps a shader uid to those (set, binding) pairs, from SPIR-V reflection; a shader missing from it
     counts as writing all it binds), no graph binds it, and it shares memory with no other resource
     (an alias may be written under another name). Their content is the initial one at every frame."""
-    shared = {r.uid for r in scenario.resources if getattr(r, "memory_group", "") or getattr(r, "alias_target", "")}
-    shared |= {getattr(r, "alias_target", "") for r in scenario.resources}
+    shared = {r.uid for r in scenario.resources if getattr(r, "memory_group", "")}
     written: set[str] = set()
     for cmd in scenario.commands:
         if isinstance(cmd, DispatchCompute):

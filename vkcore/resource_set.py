@@ -23,23 +23,13 @@ from .scenario import Buffer, Image, Resource, Scenario, Tensor
 Factory = Callable[[VulkanContext, Any, Scenario, dict[str, DeviceResource], dict[int, str]], DeviceResource]
 
 
-def group_key(spec: Any, scenario: Scenario) -> str:
-    """Which allocation a resource shares: its memory group; the deprecated ``alias_target`` puts a
-    tensor with its image; otherwise an allocation of its own."""
-    if getattr(spec, "memory_group", ""):
-        return spec.memory_group
-    if isinstance(spec, Tensor) and spec.alias_target:
-        return group_key(scenario.by_uid[spec.alias_target], scenario)
-    if isinstance(spec, Image) and any(isinstance(r, Tensor) and r.alias_target == spec.uid for r in scenario.resources):
-        return f"\0alias:{spec.uid}"
-    return f"\0{spec.uid}"
+def group_key(spec: Any) -> str:
+    """Which allocation a resource shares: its memory group, otherwise an allocation of its own."""
+    return spec.memory_group or f"\0{spec.uid}"
 
 
 def aliased_image(spec: Tensor, scenario: Scenario) -> Image | None:
-    """The image a tensor shares memory with (``alias_target`` or the same memory group), if any."""
-    if spec.alias_target:
-        target = scenario.by_uid[spec.alias_target]
-        return target if isinstance(target, Image) else None
+    """The image a tensor shares memory with (the same memory group), if any."""
     if spec.memory_group:
         return next((r for r in scenario.resources if isinstance(r, Image) and r.memory_group == spec.memory_group), None)
     return None
@@ -155,7 +145,7 @@ class ResourceSet:
                     exc.file = exc.file or str(scenario.path)
                     raise
                 self.resources[spec.uid] = resource
-                groups.setdefault(group_key(spec, scenario), []).append((spec, resource))
+                groups.setdefault(group_key(spec), []).append((spec, resource))
             for members in groups.values():
                 self._bind_group(members)
         except BaseException:

@@ -95,7 +95,6 @@ class Tensor(Resource):
     shader_access: str = "readwrite"
     src: str = ""
     dst: str = ""
-    alias_target: str = ""
     memory_group: str = ""
     memory_offset: int = 0
     tiling: str = "LINEAR"
@@ -273,8 +272,6 @@ def _convert(name: str, value: Any) -> Any:
         if isinstance(value, list):
             return tuple(table.get(v, v) for v in value)
         return table.get(value, value)
-    if name == "alias_target":
-        return value.get("resource_ref", "") if isinstance(value, dict) else str(value)
     if name == "subresource_range":
         return SubresourceRange(**value)
     if name == "rangeND":

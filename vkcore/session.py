@@ -208,13 +208,12 @@ class Session:
             with self.timer.measure("Pipeline Setup", f"Create Pipeline: {spec.uid}"), validation.at(cmd.place):
                 pipeline = self.factory.compute(module, spec, signature(layout))
             push = self._raw(cmd.push_data_ref) if cmd.push_data_ref else b""
-            if len(push) != spec.push_constants_size:
+            if len(push) > spec.push_constants_size:
                 raise ScenarioError(
-                    f"push constant data '{cmd.push_data_ref}' is {len(push)} bytes, shader '{spec.uid}' expects "
-                    f"{spec.push_constants_size}",
-                    file=self.scenario.path,
-                    place=f"{cmd.place}.push_data_ref",
+                    f"push constant data '{cmd.push_data_ref}' is {len(push)} bytes, more than shader '{spec.uid}' "
+                    f"declares ({spec.push_constants_size})", file=self.scenario.path, place=f"{cmd.place}.push_data_ref",
                 )
+            push = push.ljust(spec.push_constants_size, b"\0")  # shorter data is zero-padded, as the reference does
             with validation.at(cmd.place):
                 sets = self._allocate_sets(cmd, pipeline)
             prepared = PreparedDispatch(cmd, pipeline, sets, push)

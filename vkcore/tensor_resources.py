@@ -30,7 +30,7 @@ import numpy as np
 import vulkan as vk
 
 from . import memory, npyio, tensors
-from .arm_ffi import DESCRIPTOR_TYPE_TENSOR_ARM, TENSOR_USAGE_IMAGE_ALIASING_BIT_ARM
+from .arm_ffi import DESCRIPTOR_TYPE_TENSOR_ARM
 from .buffers import fill_from_npy
 from .device import VulkanContext
 from .errors import DeviceError, ScenarioError
@@ -123,8 +123,8 @@ class TensorResource:
         """Create the ``VkTensorARM`` for ``spec`` (format, dims, tiling; LINEAR when unset, as the reference).
 
         ``strides`` (bytes, outermost first) lay a LINEAR tensor out like the image it aliases; ``None``
-        means packed. Usage is SHADER | TRANSFER_SRC | TRANSFER_DST, plus IMAGE_ALIASING when the spec has
-        an ``alias_target``, plus ``extra_usage`` (IMAGE_ALIASING for a memory group shared with an image,
+        means packed. Usage is SHADER | TRANSFER_SRC | TRANSFER_DST, plus ``extra_usage`` (IMAGE_ALIASING
+        for a memory group shared with an image,
         DATA_GRAPH for graph inputs and outputs). Raises :class:`ScenarioError` for a format that is not a
         tensor format or an unknown tiling, :class:`DeviceError` for what the device cannot create.
         """
@@ -138,8 +138,6 @@ class TensorResource:
             raise ScenarioError(f"tensor '{spec.uid}': tiling {tiling_name!r} is neither LINEAR nor OPTIMAL",
                                 place=f"{spec.place}.tiling")
         usage = TENSOR_USAGE | int(extra_usage)
-        if spec.alias_target:
-            usage |= TENSOR_USAGE_IMAGE_ALIASING_BIT_ARM
         try:
             tensor = DeviceTensor.create(api, info.vk_value, spec.dims, TILING[tiling_name], usage, strides)
         except DeviceError as exc:
@@ -363,13 +361,13 @@ class TensorResource:
     def load_initial(self, src: Path | None, submit: OneTimeSubmit) -> None:
         """Fill the tensor from ``.npy`` ``src`` (checked by :meth:`check_npy`), or with zeros.
 
-        Without ``src``, a tensor in a ``memory_group`` (or with an ``alias_target``) is left as it is,
+        Without ``src``, a tensor in a ``memory_group`` is left as it is,
         as by the reference runner: its memory holds what the other members load. LINEAR tensors in mapped
         memory are filled in place (packed: read from the file straight into the mapping); others through
         a staging buffer and :meth:`record_restore`.
         """
         header = self.check_npy(Path(src)) if src is not None else None
-        if header is None and (self.spec.memory_group or self.spec.alias_target):
+        if header is None and self.spec.memory_group:
             return
         if self.mapped:
             if header is None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import logging
 import os
 import stat
 import sys
@@ -31,6 +32,8 @@ from typing import Any, Callable, Iterator, Sequence
 from .errors import ScenarioError, json_path
 from .npyio import NpyFormatError, NpyHeader, read_header
 from .scenario import COMMAND_ALIASES
+
+log = logging.getLogger("vkcap.validate")
 
 SCHEMA_RESOURCE = "schema/scenario.schema.json"
 MEMORY_KINDS = ("buffer", "image", "tensor")
@@ -46,7 +49,6 @@ RESOURCE_REFS: dict[str, RefRules] = {
     "image_barrier": ((("image_resource",), ("image",)),),
     "tensor_barrier": ((("tensor_resource",), ("tensor",)),),
     "graph": ((("shader_substitutions", "*", "shader_ref"), ("shader",)),),
-    "tensor": ((("alias_target",), ("image",)), (("alias_target", "resource_ref"), ("image",))),
 }
 COMMAND_REFS: dict[str, RefRules] = {
     "dispatch_compute": (
@@ -391,6 +393,14 @@ def _semantic_checks(document: dict[str, Any], path: Path) -> None:
         check(ctx)
 
 
+def _check_deprecated(ctx: _Context) -> None:
+    """What the reference runner refuses as deprecated, refused the same way."""
+    for entry in ctx.resources:
+        if entry.kind == "tensor" and "alias_target" in entry.body:
+            ctx.fail(entry.place("alias_target"), "the alias_target field is deprecated and refused (as the reference "
+                                                  "runner refuses it): share memory with a memory_group instead")
+
+
 def _check_unique_uids(ctx: _Context) -> None:
     for entry in ctx.resources:
         uid = entry.body["uid"]
@@ -528,7 +538,10 @@ def _check_files(ctx: _Context) -> None:
         if is_npy is not None and src:
             resolved = ctx.resolve(src)
             problem = _file_problem(resolved)
-            if problem:
+            if problem and entry.kind == "shader" and entry.body["uid"] not in _used_shaders(ctx):
+                log.warning("%s: %s: %s; no command uses shader %s, so it is not compiled (as in the reference runner)",
+                            ctx.path, entry.place("src"), problem, _quote(entry.body["uid"]))
+            elif problem:
                 ctx.fail(entry.place("src"), problem)
             if is_npy:
                 try:
@@ -542,6 +555,18 @@ def _check_files(ctx: _Context) -> None:
                 resolved = ctx.resolve(folder)
                 if not _is_dir(resolved):
                     ctx.fail(entry.place("include_dirs", j), f"include folder not found: {resolved}")
+
+
+def _used_shaders(ctx: _Context) -> set[str]:
+    """Uids of the shaders some command (or a graph's substitution) uses."""
+    used = set()
+    for _, _, body in ctx.commands:
+        used.add(body.get("shader_ref", ""))
+        used.update(s.get("shader_ref", "") for s in body.get("shader_substitutions", ()))
+    for entry in ctx.resources:
+        if entry.kind == "graph":
+            used.update(s.get("shader_ref", "") for s in entry.body.get("shader_substitutions", ()))
+    return used
 
 
 def _file_problem(path: Path) -> str | None:
@@ -588,7 +613,7 @@ def _check_payload_sizes(ctx: _Context) -> None:
 
 
 def _check_push_constants(ctx: _Context) -> None:
-    """dispatch_compute: push data present exactly when the shader declares push constants, of that size."""
+    """dispatch_compute: push data present exactly when the shader declares push constants, at most that size."""
     for index, kind, body in ctx.commands:
         if kind != "dispatch_compute":
             continue
@@ -603,11 +628,11 @@ def _check_push_constants(ctx: _Context) -> None:
             ctx.fail(place + ".push_data_ref", f"shader {name} declares no push constants (push_constants_size 0)")
         if ref:
             header = ctx.npy[ref]
-            if header.nbytes != size:
+            if header.nbytes > size:
                 src = ctx.by_uid[ref].body["src"]
                 ctx.fail(place + ".push_data_ref",
-                         f"raw_data {_quote(ref)} holds {header.nbytes} bytes ({src}) but shader {name} has "
-                         f"push_constants_size {size} (they must be equal)")
+                         f"raw_data {_quote(ref)} holds {header.nbytes} bytes ({src}), more than the push_constants_size {size} "
+                         f"of shader {name} (shorter data is zero-padded, longer is refused)")
 
 
 def _check_barrier_ranges(ctx: _Context) -> None:
@@ -639,6 +664,7 @@ def _check_barrier_ranges(ctx: _Context) -> None:
 # The order in which the checks run: the first failure is the one reported.
 _CHECKS: tuple[Callable[[_Context], None], ...] = (
     _check_unique_uids,
+    _check_deprecated,
     _check_memory_groups,
     _check_references,
     _check_bindings,
