@@ -324,6 +324,7 @@ class TraceRecorder:
                 "dispatch_level": self.options.dispatch_level,
                 "capture_all": self.options.run.capture_all,
                 "repeat": self.options.run.repeat,
+                "pipeline_layouts": session.pipeline_layouts(),
             },
             portable=json.dumps(portable, separators=(",", ":")),
             files=files,

@@ -79,3 +79,47 @@ def test_unwritable_resources_follow_the_shader_not_the_declared_access(tmp_path
     assert unwritable_resources(scenario, {"read": {(0, 0)}}) == {"declared_rw", "unbound"}
     # a shader without reflection (not SPIR-V we could read) writes all it binds
     assert unwritable_resources(scenario, {}) == {"unbound"}
+
+
+KINDS = """#version 450
+layout(local_size_x = 2, local_size_y = 3) in;
+layout(set = 0, binding = 0) buffer S { float s[]; };
+layout(set = 0, binding = 1) uniform U { vec4 u; };
+layout(set = 0, binding = 2, r32ui) uniform uimage2D storage;
+layout(set = 0, binding = 3) uniform isampler2D combined;
+layout(set = 0, binding = 4) uniform texture2D tex;
+layout(set = 0, binding = 5) uniform sampler smp;
+layout(set = 1, binding = 0, rgba16f) uniform writeonly imageBuffer texels;
+layout(set = 1, binding = 1) uniform sampler2DArray layers;
+layout(set = 1, binding = 2) uniform sampler2D many[4];
+layout(set = 2, binding = 7) buffer Unused { float never[]; };
+void main() {
+    s[0] = u.x + float(imageLoad(storage, ivec2(0)).x) + float(texelFetch(combined, ivec2(0), 0).x)
+         + texture(sampler2D(tex, smp), vec2(0)).x + texture(layers, vec3(0)).x + texture(many[2], vec2(0)).x;
+    imageStore(texels, 0, vec4(1));
+}
+"""
+
+
+def test_every_descriptor_kind_with_what_the_shader_declares(tmp_path: Path) -> None:
+    r = reflect(compile_glsl(KINDS, tmp_path))
+    got = {k: (d.kind, d.count, d.name, d.used, d.image_dim, d.image_format, d.numeric, d.arrayed)
+           for k, d in r.descriptors.items()}
+    assert got == {
+        (0, 0): ("storage_buffer", 1, "S", True, None, None, None, False),
+        (0, 1): ("uniform_buffer", 1, "U", True, None, None, None, False),
+        (0, 2): ("storage_image", 1, "storage", True, "2D", "R32ui", "uint", False),
+        (0, 3): ("combined_image_sampler", 1, "combined", True, "2D", "Unknown", "int", False),
+        (0, 4): ("sampled_image", 1, "tex", True, "2D", "Unknown", "float", False),
+        (0, 5): ("sampler", 1, "smp", True, None, None, None, False),
+        (1, 0): ("storage_texel_buffer", 1, "texels", True, "Buffer", "Rgba16f", "float", False),
+        (1, 1): ("combined_image_sampler", 1, "layers", True, "2D", "Unknown", "float", True),
+        (1, 2): ("combined_image_sampler", 4, "many", True, "2D", "Unknown", "float", False),
+        (2, 7): ("storage_buffer", 1, "Unused", False, None, None, None, False),
+    }
+    assert r.used_bindings == set(r.descriptors) - {(2, 7)}
+    assert r.descriptors[(1, 0)].write_only and not r.descriptors[(0, 2)].write_only
+    assert r.entry_points == {"main": "compute"} and r.local_size == (2, 3, 1)
+    assert {d.descriptor_type for d in r.descriptors.values()} == {0, 1, 2, 3, 5, 6, 7}
+    assert r.descriptors[(0, 2)].text == "a storage image (image2D) 'storage' of format R32ui"
+    assert r.descriptors[(1, 2)].text == "a combined image sampler (sampler2D) 'many' (an array of 4)"

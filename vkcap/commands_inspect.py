@@ -62,6 +62,7 @@ def trace_summary(path: Path) -> dict[str, Any]:
             "initial_state": -1 in trace.checkpoints,
             "checkpoint_every": trace.header.get("checkpoint_every"),
             "dispatch_level": bool(trace.header.get("dispatch_level")),
+            "pipeline_layouts": trace.header.get("pipeline_layouts", []),
             "files": {name: {"role": role, "size": size_} for name, (role, _, size_) in sorted(trace.files.items())},
             "resources": per_resource,
             "snapshot_raw_bytes": raw,
@@ -123,6 +124,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     console.print(f"           pipelineCacheUUID {fp.get('pipeline_cache_uuid')}, layers: {', '.join(fp.get('layers') or []) or 'none'}")
     console.print(f"frames     {summary['frames']} in {summary['passes']} pass(es); checkpoints at {_checkpoints(summary)}; "
                   f"dispatch-level snapshots: {'yes' if summary['dispatch_level'] else 'no'}")
+    for p in summary["pipeline_layouts"]:
+        bindings = ", ".join(f"{b['set']}.{b['binding']} {b['descriptor_type']} {b['resource']}" for b in p["bindings"])
+        console.print(f"pipeline   commands[{p['command']}] {p['stage']} shader '{p['shader']}': {bindings or 'no bindings'}")
     status = summary["status"]
     if summary["recovered"]:
         console.print(f"[yellow]recovered[/yellow]  {summary['recovery_note']}")

@@ -14,7 +14,7 @@ import vulkan as vk
 
 from . import memory
 from .device import VulkanContext
-from .errors import ScenarioError
+from .errors import ScenarioError, UnsupportedDeviceFeature
 from .resources import DeviceResource, MemoryRequirements, OneTimeSubmit
 from .scenario import Buffer, Image, Resource, Scenario, Tensor
 
@@ -141,8 +141,9 @@ class ResourceSet:
             for spec in sorted(specs, key=lambda s: isinstance(s, Tensor)):
                 try:
                     resource = table[type(spec)](ctx, spec, scenario, self.resources, (image_usage or {}).get(spec.uid, {}))
-                except ScenarioError as exc:
-                    exc.file = exc.file or str(scenario.path)
+                except (ScenarioError, UnsupportedDeviceFeature) as exc:
+                    if isinstance(exc, ScenarioError) or exc.place:  # a JSON path belongs with the scenario's file
+                        exc.file = exc.file or str(scenario.path)
                     raise
                 self.resources[spec.uid] = resource
                 groups.setdefault(group_key(spec), []).append((spec, resource))

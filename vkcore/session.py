@@ -39,7 +39,7 @@ from .resource_set import ResourceSet
 from .resources import free_staging, staging_buffer
 from .shaders import SpirvModule, load_shader
 from .shader_bindings import LayoutBinding, image_usage_needs, resolve_bindings, signature
-from .spirv import Reflection, SpirvError, reflect
+from .spirv import CAPABILITY_FEATURES, Reflection, SpirvError, reflect
 from .staging import CaptureItem, CaptureLayout, StagingRing, StagingSlot, build_layout
 from .sync import (
     ACCESS,
@@ -204,7 +204,11 @@ class Session:
             module = self._module(spec)
             layout = self.layouts[cmd.index]
             for lb in layout:
-                self._resources[lb.resource].check_binding(lb)
+                try:
+                    self._resources[lb.resource].check_binding(lb)
+                except (ScenarioError, UnsupportedDeviceFeature) as exc:
+                    exc.file = exc.file or str(self.scenario.path)
+                    raise
             with self.timer.measure("Pipeline Setup", f"Create Pipeline: {spec.uid}"), validation.at(cmd.place):
                 pipeline = self.factory.compute(module, spec, signature(layout))
             push = self._raw(cmd.push_data_ref) if cmd.push_data_ref else b""
@@ -249,6 +253,18 @@ class Session:
             layouts[cmd.index] = resolve_bindings(self.scenario, cmd.place, cmd.bindings, spec.uid, reflections[spec.uid])
         return layouts
 
+    def pipeline_layouts(self) -> list[dict[str, Any]]:
+        """Each compute dispatch's pipeline layout as resolved from its shader (JSON-ready, for traces):
+        the command, its shader and stage, push constant size, and every binding's descriptor type."""
+        out = []
+        for index, layout in sorted(self.layouts.items()):
+            cmd = self.scenario.commands[index]
+            spec = self.scenario.by_uid[cmd.shader_ref]  # type: ignore[union-attr]
+            out.append({"command": index, "shader": spec.uid, "stage": "compute",
+                        "push_constants_size": spec.push_constants_size,  # type: ignore[union-attr]
+                        "bindings": [b.describe() for b in layout]})
+        return out
+
     def _reflect(self, spec: Shader) -> Reflection | None:
         """The shader's reflection, its entry point and workgroup size checked; ``None`` when its
         SPIR-V cannot be read (then only the scenario decides, and the driver reports the rest)."""
@@ -262,6 +278,13 @@ class Session:
             found = ", ".join(f"'{n}' ({m})" for n, m in sorted(r.entry_points.items()))
             raise ScenarioError(f"shader '{spec.uid}' has no compute entry point '{spec.entry}' (it has {found})",
                                 file=self.scenario.path, place=f"{spec.place}.entry")
+        for capability in sorted(r.capabilities & CAPABILITY_FEATURES.keys()):
+            name, feature = CAPABILITY_FEATURES[capability]
+            if not getattr(self.ctx.features.features, feature):
+                raise UnsupportedDeviceFeature(
+                    f"shader '{spec.uid}' declares the SPIR-V capability {name}, which needs {feature}, a feature device "
+                    f"'{self.ctx.info.name}' lacks", file=self.scenario.path, place=spec.place,
+                )
         if r.local_size is not None:
             limits = self.ctx.limits
             size = r.local_size

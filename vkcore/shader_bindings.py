@@ -113,7 +113,7 @@ def _kind(scenario: Scenario, resource: Any, b: Binding, d: DeclaredDescriptor |
         raise ScenarioError(f"unknown descriptor_type {b.descriptor_type!r} ({', '.join(OVERRIDES)})",
                             file=scenario.path, place=f"{where}.descriptor_type")
     allowed = BINDABLE.get(resource.KIND, ())
-    what = f"'{resource.uid}' is a {resource.KIND}"
+    what = f"'{resource.uid}' is {'an' if resource.KIND[0] in 'aeiou' else 'a'} {resource.KIND}"
     if not allowed:
         raise ScenarioError(f"{what}, which cannot be bound to a descriptor", file=scenario.path, place=where)
     if override is not None and override not in allowed:

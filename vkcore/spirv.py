@@ -17,6 +17,7 @@ MAGIC = 0x07230203
 
 # Opcodes used.
 OP_NAME = 5
+OP_CAPABILITY = 17
 OP_ENTRY_POINT = 15
 OP_EXECUTION_MODE = 16
 OP_TYPE_INT = 21
@@ -93,6 +94,17 @@ IMAGE_FORMATS = (
     "Rgba16ui", "Rgba8ui", "R32ui", "Rgb10a2ui", "Rg32ui", "Rg16ui", "Rg8ui", "R16ui", "R8ui", "R64ui", "R64i",
 )
 
+# SPIR-V capabilities a device grants through a core VkPhysicalDeviceFeatures member: (name, feature).
+CAPABILITY_FEATURES: dict[int, tuple[str, str]] = {
+    10: ("Float64", "shaderFloat64"), 11: ("Int64", "shaderInt64"), 22: ("Int16", "shaderInt16"),
+    25: ("ImageGatherExtended", "shaderImageGatherExtended"),
+    27: ("StorageImageMultisample", "shaderStorageImageMultisample"),
+    32: ("ClipDistance", "shaderClipDistance"), 33: ("CullDistance", "shaderCullDistance"),
+    49: ("StorageImageExtendedFormats", "shaderStorageImageExtendedFormats"),
+    55: ("StorageImageReadWithoutFormat", "shaderStorageImageReadWithoutFormat"),
+    56: ("StorageImageWriteWithoutFormat", "shaderStorageImageWriteWithoutFormat"),
+}
+
 # Descriptor kinds as the shader declares them, with their VkDescriptorType values (Vulkan registry).
 DESCRIPTOR_TYPES: dict[str, int] = {
     "sampler": 0,
@@ -164,6 +176,7 @@ class Reflection:
     local_size: tuple[int, int, int] | None = None  # with the given specialization applied
     entry_points: dict[str, str] = field(default_factory=dict)  # name -> execution model ("compute", ...)
     version: tuple[int, int] = (1, 0)
+    capabilities: frozenset[int] = frozenset()  # OpCapability operands
 
     @property
     def bindings(self) -> set[tuple[int, int]]:
@@ -208,14 +221,6 @@ def _string(words: tuple[int, ...]) -> str:
     return raw.split(b"\0", 1)[0].decode("utf8", "replace")
 
 
-def _string_words(words: tuple[int, ...]) -> int:
-    """How many words a literal string operand at the start of ``words`` takes."""
-    for n, w in enumerate(words):
-        if w >> 24 == 0 or (w & 0xFF) == 0 or (w >> 8) & 0xFF == 0 or (w >> 16) & 0xFF == 0:
-            return n + 1
-    return len(words)
-
-
 def reflect(code: bytes, specialization: dict[int, int | float] | None = None) -> Reflection:
     """Everything :class:`Reflection` holds, read from the module ``code``. Raises :class:`SpirvError`
     when ``code`` is not a SPIR-V module."""
@@ -229,6 +234,7 @@ def reflect(code: bytes, specialization: dict[int, int | float] | None = None) -
     local_size: tuple[int, ...] | None = None
     local_size_ids: tuple[int, ...] | None = None
     entry_points: dict[str, str] = {}
+    capabilities: set[int] = set()
     used: set[int] = set()
     types = _Types()
     in_functions = False
@@ -243,12 +249,12 @@ def reflect(code: bytes, specialization: dict[int, int | float] | None = None) -
                 used.update(ops[3:])
             continue
         types.note(opcode, ops)
-        if opcode == OP_NAME and len(ops) >= 2:
+        if opcode == OP_CAPABILITY and ops:
+            capabilities.add(ops[0])
+        elif opcode == OP_NAME and len(ops) >= 2:
             names[ops[0]] = _string(ops[1:])
         elif opcode == OP_ENTRY_POINT and len(ops) >= 3:
             entry_points[_string(ops[2:])] = EXECUTION_MODELS.get(ops[0], f"model {ops[0]}")
-            if version >= (1, 4):  # from 1.4 on, the interface lists every global the entry point uses
-                used.update(ops[2 + _string_words(ops[2:]):])
         elif opcode == OP_DECORATE and len(ops) >= 2:
             decorations.setdefault(ops[0], {})[ops[1]] = ops[2:]
         elif opcode == OP_VARIABLE and len(ops) >= 3:
@@ -268,14 +274,16 @@ def reflect(code: bytes, specialization: dict[int, int | float] | None = None) -
             return int(spec[spec_id[0]])
         return constants.get(const_id, 1)
 
-    result = Reflection(entry_points=entry_points, version=version)
+    result = Reflection(entry_points=entry_points, version=version, capabilities=frozenset(capabilities))
     for var, (pointer_type, storage) in variables.items():
         deco = decorations.get(var, {})
         if storage not in DESCRIPTOR_STORAGE_CLASSES or DECORATION_BINDING not in deco or DECORATION_DESCRIPTOR_SET not in deco:
             continue
         s, b = deco[DECORATION_DESCRIPTOR_SET][0], deco[DECORATION_BINDING][0]
-        declared = types.describe(types.pointee.get(pointer_type), storage, decorations, value)
-        type_name = names.get(types.innermost(types.pointee.get(pointer_type)), "")
+        pointee = types.pointee.get(pointer_type)
+        declared = types.describe(pointee, storage, decorations, value)
+        inner = types.innermost(pointee)
+        type_name = names.get(inner, "") if inner is not None else ""
         read_only = DECORATION_NON_WRITABLE in deco or declared.read_only
         result.descriptors[(s, b)] = DeclaredDescriptor(
             s, b, declared.kind, declared.count, names.get(var) or type_name, read_only,
