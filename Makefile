@@ -36,7 +36,8 @@ test: setup
 	$(VENV)/bin/python -m pytest -q -n 2 tests
 
 typecheck: setup
-	@$(VENV)/bin/python -m mypy --version >/dev/null 2>&1 || $(VENV)/bin/pip install -q --disable-pip-version-check ".[dev]"
+	@# -e: a plain ".[dev]" would replace the editable install with a copy of today's sources
+	@$(VENV)/bin/python -m mypy --version >/dev/null 2>&1 || $(VENV)/bin/pip install -q --disable-pip-version-check -e ".[test,dev]"
 	$(VENV)/bin/python -m mypy vkcore capture replay vkcap
 
 bench: setup

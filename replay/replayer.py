@@ -20,7 +20,7 @@ from capture.embed import safe_join
 from capture.trace import REPLAY_KINDS, FrameRecord, Trace
 from vkcore.device import VulkanContext
 from vkcore.driver import use_driver
-from vkcore.errors import ScenarioError, TraceError, UsageError
+from vkcore.errors import ScenarioError, TraceError, UnsupportedDeviceFeature, UsageError
 from vkcore.executor import Event, FrameFinished, FrameSnapshot, FrameStarted, StopRequest, execute
 from vkcore.plan import Frame, Plan, make_plan
 from vkcore.runner import scenario_needs, wanted_extensions
@@ -152,9 +152,11 @@ def compile_replacement(scenario: Scenario, uid: str, path: Path) -> None:
         raise UsageError(f"--replace-shader {uid}={path}: {exc.message.replace(copy, str(path))}") from None
 
 
-def rebuilt_scenario_error(exc: ScenarioError, trace: Trace, replace_shaders: tuple[tuple[str, Path], ...]) -> ScenarioError:
+def rebuilt_scenario_error(exc: ScenarioError | UnsupportedDeviceFeature, trace: Trace,
+                           replace_shaders: tuple[tuple[str, Path], ...]) -> ScenarioError | UnsupportedDeviceFeature:
     """``exc``, raised for the scenario rebuilt in a temporary folder, told about the trace instead (the
-    temporary file is gone when the user reads it), and naming the ``--replace-shader`` files in use."""
+    temporary file is gone when the user reads it), and naming the ``--replace-shader`` files in use.
+    A device's refusal (a binding this device cannot serve) is told the same way."""
     replaced = ", ".join(f"{uid}={path}" for uid, path in replace_shaders)
     message = f"with --replace-shader {replaced}: {exc.message}" if replaced else exc.message
     return type(exc)(message, file=trace.path, place=exc.place)
@@ -418,7 +420,9 @@ class ReplaySession:
                                      want_extensions=wanted_extensions(scenario))
             try:
                 self.session = Session(self.ctx, self.plan, SessionOptions())
-            except ScenarioError as exc:
+            except (ScenarioError, UnsupportedDeviceFeature) as exc:
+                if exc.file is None and not exc.place:
+                    raise
                 raise rebuilt_scenario_error(exc, trace, options.replace_shaders) from None
         except BaseException:
             self.close()

@@ -75,11 +75,14 @@ def run_reference(
     *extra: str | Path,
     make_dst_dirs: bool = True,
     timeout: float = 300,
+    validate: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """Run the reference on ``scenario`` writing into ``output`` (created), with the layer environment.
 
     The reference does not create missing output sub-folders: with ``make_dst_dirs`` (the default)
-    the parent folder of every relative ``dst`` is created under ``output`` first.
+    the parent folder of every relative ``dst`` is created under ``output`` first. ``validate``: under
+    the Khronos validation layer too (below the emulation layers, as vkcap stacks it); its messages
+    go to the reference's stdout.
     """
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
@@ -87,10 +90,14 @@ def run_reference(
         for dst in dst_paths(scenario):
             if not Path(dst).is_absolute():
                 (output / dst).parent.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(
-        reference_command(scenario, output, *extra),
-        capture_output=True, text=True, timeout=timeout, env=reference_env(),
-    )
+    env = reference_env()
+    if validate:
+        from vkcore.validation import LAYER, layer_folder
+
+        env["VK_LAYER_PATH"] += os.pathsep + str(layer_folder())
+        env["VK_INSTANCE_LAYERS"] += os.pathsep + LAYER
+    return subprocess.run(reference_command(scenario, output, *extra), capture_output=True, text=True, timeout=timeout,
+                          env=env)
 
 
 requires_reference = pytest.mark.skipif(reference_runner() is None, reason=SKIP_REASON)

@@ -62,9 +62,10 @@ def error_line(scenario: Path, tmp_path: Path) -> str:
 def test_an_image_written_as_storage_then_sampled(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """A ``readwrite`` image is a storage image in one dispatch and a combined image sampler in the
     next, as each shader declares it: the image's usage is the union. The reference runner binds a
-    ``readwrite`` image as a combined image sampler in both and crashes in the first (SIGSEGV in
-    vkCreateComputePipelines on lavapipe), unless the scenario forces the first binding's
-    descriptor_type; with it, both runners agree byte for byte."""
+    ``readwrite`` image as a combined image sampler in both, a layout the first shader contradicts:
+    the validation layer says so (VUID-VkComputePipelineCreateInfo-layout-00703), lavapipe then
+    crashes in vkCreateComputePipelines (SIGSEGV) and NVIDIA's driver runs it regardless. Where the
+    scenario forces the first binding's descriptor_type, both runners agree byte for byte."""
     builder.shader("store", STORE).shader("fetch", FETCH)
     image(builder, "img")
     builder.buffer("out", W * H * 16, dst="out.npy")
@@ -81,7 +82,8 @@ def test_an_image_written_as_storage_then_sampled(builder: ScenarioBuilder, tmp_
     ours = (tmp_path / "ours" / "out.npy").read_bytes()
     assert ours == (tmp_path / "plain" / "out.npy").read_bytes()
     if reference_runner() is not None:
-        assert run_reference(plain, tmp_path / "ref-plain").returncode < 0  # a crash, not an error
+        undefined = run_reference(plain, tmp_path / "ref-plain", validate=True)
+        assert "VUID-VkComputePipelineCreateInfo-layout-00703" in undefined.stdout, undefined.stdout[-2000:]
         ref = run_reference(forced, tmp_path / "reference")
         assert ref.returncode == 0, ref.stderr[-2000:]
         assert ours == (tmp_path / "reference" / "out.npy").read_bytes()
@@ -323,3 +325,23 @@ void main() { ivec2 p = ivec2(gl_GlobalInvocationID.xy); o[p.y * 8 + p.x] = imag
     assert error_line(scenario, tmp_path) == (
         f"vkcap: error: {scenario}: resources[0].shader: shader 's' declares the SPIR-V capability "
         f"StorageImageReadWithoutFormat, which needs shaderStorageImageReadWithoutFormat, a feature device '{name}' lacks")
+
+
+def test_a_trace_needing_a_storage_format_this_device_lacks(tmp_path: Path) -> None:
+    """``tests/data/depth_storage/recorded_on_h100.vkt`` was recorded on an NVIDIA H100, which stores to
+    D32_SFLOAT images. A device that cannot (lavapipe) refuses its replay in one line naming the trace,
+    the binding, the format and itself; one that can replays it within tolerance."""
+    trace = Path(__file__).parent / "data" / "depth_storage" / "recorded_on_h100.vkt"
+    info = json.loads(vkcap("info", trace, "--json").stdout)
+    assert info["fingerprint"]["device_name"] == "NVIDIA H100 80GB HBM3"
+    assert info["pipeline_layouts"][0]["bindings"] == [
+        {"set": 0, "binding": 0, "descriptor_type": "storage_image", "resource": "depth", "declared": True,
+         "image_format": "Unknown"}]
+    name, depth_features, _ = _device_features()
+    proc = vkcap("replay", trace)
+    if depth_features & vk.VK_FORMAT_FEATURE_STORAGE_IMAGE_BIT:
+        assert proc.returncode == 0, proc.stderr
+        return
+    assert (proc.returncode, proc.stderr.strip()) == (2, (
+        f"vkcap: error: {trace}: commands[0].dispatch_compute.bindings[0]: image 'depth' is bound here as a storage "
+        f"image, but format VK_FORMAT_D32_SFLOAT_S8_UINT cannot be a storage image with OPTIMAL tiling on device '{name}'"))

@@ -277,7 +277,7 @@ CASES = [
          "resources[2].buffer.shader_access: unknown value 'readonyl' (expected one of: readonly, writeonly, "
          "readwrite); did you mean 'readonly'?"),
     Case("image format outside the spec's list", setf(res(6, "image"), format="VK_FORMAT_R8G8B8A8_SRGB"),
-         "resources[6].image.format: unknown value 'VK_FORMAT_R8G8B8A8_SRGB' (not one of the 27 allowed values); "
+         "resources[6].image.format: unknown value 'VK_FORMAT_R8G8B8A8_SRGB' (not one of the 29 allowed values); "
          "did you mean 'VK_FORMAT_R8G8B8A8_SNORM'?"),
     Case("image-only format on a tensor", setf(res(7, "tensor"), format="VK_FORMAT_R8G8B8A8_UNORM"),
          "resources[7].tensor.format: unknown value 'VK_FORMAT_R8G8B8A8_UNORM' (expected one of: "

@@ -120,9 +120,18 @@ def _describe(index: int, physical: Any, emulation_available: bool) -> DeviceInf
     )
 
 
+# Instances given back, by what they were made with (layers, validation, the loader's environment), to
+# be handed out again: NVIDIA's 580 driver refuses the 31st vkCreateInstance of a process (even when
+# each was destroyed before), and a long-lived process (tests, suites) opens many contexts.
+_idle_instances: dict[tuple[Any, ...], list[Any]] = {}
+_instance_keys: dict[Any, tuple[Any, ...]] = {}
+_idle_lock = threading.Lock()
+
+
 def _create_instance(layers: tuple[str, ...]) -> Any:
     """An instance with ``layers``, and the validation layer when validation is on (see
-    :mod:`vkcore.validation`). Destroy it with :func:`_destroy_instance`."""
+    :mod:`vkcore.validation`): one given back earlier with the same layers and loader environment,
+    else a new one. Give it back with :func:`_destroy_instance`."""
     app = vk.VkApplicationInfo(
         pApplicationName="vkcap", applicationVersion=1, pEngineName="vkcap", engineVersion=1, apiVersion=API_VERSION
     )
@@ -130,6 +139,11 @@ def _create_instance(layers: tuple[str, ...]) -> Any:
     extensions: tuple[str, ...] = ()
     if checker is not None:
         layers, extensions = validation.instance_request(layers)
+    key = (tuple(layers), checker is not None, tuple(sorted(_loader_environment().items())))
+    with _idle_lock:
+        idle = _idle_instances.get(key)
+        if idle:
+            return idle.pop()
     info = vk.VkInstanceCreateInfo(pNext=checker.create_info() if checker is not None else vk.ffi.NULL,
                                    pApplicationInfo=app, ppEnabledLayerNames=list(layers) or None,
                                    ppEnabledExtensionNames=list(extensions) or None)
@@ -141,14 +155,28 @@ def _create_instance(layers: tuple[str, ...]) -> Any:
         raise DeviceError(f"cannot load the Vulkan loader ({exc}); install libvulkan1") from None
     if checker is not None:
         checker.attach(instance)
+    with _idle_lock:
+        _instance_keys[instance] = key
     return instance
 
 
 def _destroy_instance(instance: Any) -> None:
+    """Give ``instance`` back (its devices destroyed): the next :func:`_create_instance` with the same
+    key takes it; the process's exit destroys what is left."""
+    with _idle_lock:
+        _idle_instances.setdefault(_instance_keys[instance], []).append(instance)
+
+
+@atexit.register
+def _destroy_idle_instances() -> None:
+    with _idle_lock:
+        idle = [i for instances in _idle_instances.values() for i in instances]
+        _idle_instances.clear()
     checker = validation.current()
-    if checker is not None:
-        checker.detach(instance)
-    vk.vkDestroyInstance(instance, None)
+    for instance in idle:
+        if checker is not None:
+            checker.detach(instance)
+        vk.vkDestroyInstance(instance, None)
 
 
 def _emulation_available() -> bool:

@@ -17,10 +17,11 @@ with it and read from its source (``src/dds_reader.*``, ``src/utils.cpp``, ``src
 * ``D32_SFLOAT_S8_UINT`` is read from DXGI ``D32_FLOAT_S8X24_UINT`` (20, 8 bytes: float depth, then the
   stencil byte and 3 padding bytes) and the image is created as ``D32_SFLOAT``: the stencil is dropped
   (with a warning when any stencil byte is non-zero). The reference cannot *write* such an image to DDS.
-* Besides the 16 formats the specification lists with a DDS equivalent, the reference also reads and
-  writes DDS for ``R16G16B16A16_SINT`` (14), ``R16_UINT`` (57) and ``R16_SFLOAT`` (54); it refuses the
-  other "no DDS" formats (``Unknown VkFormat`` / ``Unknown DXGI format``). :attr:`FormatInfo.dxgi_format`
-  follows the reference; :attr:`FormatInfo.spec_dds` says whether the specification lists the format.
+* The current specification lists 21 formats with a DDS equivalent: the older one's 16, plus
+  ``R16G16B16A16_SINT`` (14), ``R16_UINT`` (57), ``R16_SFLOAT`` (54), ``R8G8_UINT`` (50) and
+  ``B8G8R8A8_UNORM`` (87), all of which the reference reads and writes; it refuses the other "no DDS"
+  formats (``Unknown VkFormat`` / ``Unknown DXGI format``). :attr:`FormatInfo.dxgi_format` follows the
+  reference; :attr:`FormatInfo.spec_dds` says whether the specification lists the format.
 
 DXGI values are Microsoft's ``DXGI_FORMAT`` enumeration (dxgiformat.h); Vulkan values come from the
 ``vulkan`` package's constants (the table's literal copies are used only where that package cannot be
@@ -159,18 +160,20 @@ _ROWS: dict[str, tuple] = {
     "D32_SFLOAT_S8_UINT":       (130, 5, 1, "<f4", DXGI["D32_FLOAT_S8X24_UINT"], 1, 1, 0, "float32", 8, 1, 1, 0),
     "R8_UNORM":                 (9, 1, 1, "|u1", DXGI["R8_UNORM"], 0, 0, 0, "uint8", 1, 1, 1, 0),
     "R32_UINT":                 (98, 4, 1, "<u4", DXGI["R32_UINT"], 0, 0, 0, "uint32", 4, 1, 1, 1),
-    # images without a DDS equivalent in the specification (the reference still writes three of them)
+    "R8G8_UINT":                (20, 2, 2, "|u1", DXGI["R8G8_UINT"], 0, 0, 0, "uint8", 2, 1, 1, 0),
+    "B8G8R8A8_UNORM":           (44, 4, 4, "|u1", DXGI["B8G8R8A8_UNORM"], 0, 0, 0, "uint8", 4, 1, 1, 0),
+    # images without a DDS equivalent in the older specification (the current one lists three of them)
     "R16G16B16A16_UNORM":       (91, 8, 4, "<u2", None, 0, 0, 0, "uint16", 8, 0, 1, 0),
     "R16G16B16A16_SNORM":       (92, 8, 4, "<i2", None, 0, 0, 0, "int16", 8, 0, 1, 0),
-    "R16G16B16A16_SINT":        (96, 8, 4, "<i2", DXGI["R16G16B16A16_SINT"], 0, 0, 0, "int16", 8, 0, 1, 0),
+    "R16G16B16A16_SINT":        (96, 8, 4, "<i2", DXGI["R16G16B16A16_SINT"], 0, 0, 0, "int16", 8, 1, 1, 0),
     "R8_BOOL_ARM":              (1000460000, 1, 1, "|b1", None, 0, 0, 0, "bool", 1, 0, 1, 1),
     "R8_UINT":                  (13, 1, 1, "|u1", None, 0, 0, 0, "uint8", 1, 0, 1, 1),
     "R8_SINT":                  (14, 1, 1, "|i1", None, 0, 0, 0, "int8", 1, 0, 1, 1),
-    "R16_UINT":                 (74, 2, 1, "<u2", DXGI["R16_UINT"], 0, 0, 0, "uint16", 2, 0, 1, 1),
+    "R16_UINT":                 (74, 2, 1, "<u2", DXGI["R16_UINT"], 0, 0, 0, "uint16", 2, 1, 1, 1),
     "R16_SINT":                 (75, 2, 1, "<i2", None, 0, 0, 0, "int16", 2, 0, 1, 1),
     "R32_SINT":                 (99, 4, 1, "<i4", None, 0, 0, 0, "int32", 4, 0, 1, 1),
     "R64_SINT":                 (111, 8, 1, "<i8", None, 0, 0, 0, "int64", 8, 0, 1, 1),
-    "R16_SFLOAT":               (76, 2, 1, "<f2", DXGI["R16_FLOAT"], 0, 0, 0, "float16", 2, 0, 1, 1),
+    "R16_SFLOAT":               (76, 2, 1, "<f2", DXGI["R16_FLOAT"], 0, 0, 0, "float16", 2, 1, 1, 1),
 }
 
 
@@ -194,13 +197,8 @@ FORMATS: Mapping[str, FormatInfo] = _build()
 _BY_DXGI: Mapping[int, FormatInfo] = MappingProxyType(
     {f.dxgi_format: f for f in FORMATS.values() if f.dxgi_format is not None}
 )
-# Bytes per texel of every DXGI code the reference runner reads (its table has two formats outside the
-# specification: R8G8_UINT and B8G8R8A8_UNORM).
-DXGI_FILE_BYTES: Mapping[int, int] = MappingProxyType({
-    **{code: f.file_bytes for code, f in _BY_DXGI.items()},
-    DXGI["R8G8_UINT"]: 2,
-    DXGI["B8G8R8A8_UNORM"]: 4,
-})
+# Bytes per texel of every DXGI code the reference runner reads.
+DXGI_FILE_BYTES: Mapping[int, int] = MappingProxyType({code: f.file_bytes for code, f in _BY_DXGI.items()})
 
 
 def format_info(name: str) -> FormatInfo:
