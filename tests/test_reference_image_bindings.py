@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import vulkan as vk
 import pytest
 
 from tests.builders import ScenarioBuilder, load_output, vkcap
@@ -266,6 +267,13 @@ def fetch_shader(fmt: Fmt, width: int = W, lod: str = "0") -> str:
 # The spec's DDS formats this device has no image of at all (lavapipe: no R8G8B8 formats). vkcap must refuse
 # them in one line and exit 2; the reference fails with "No supported tiling for this data type" (exit 255).
 NO_IMAGE_ON_LAVAPIPE = ("R8G8B8_SNORM", "R8G8B8_SINT")
+# Generated mip chains: on the NVIDIA H100 (driver 580.159) the reference lost the device in all three
+# (vk::raii::Device::waitForFences: ErrorDeviceLost) while other tests used the GPU (-n 8), and ran
+# them correctly alone; vkcap ran them correctly both ways. Where the reference loses the device,
+# vkcap's levels are checked against numpy alone.
+REFERENCE_MAY_LOSE_THE_DEVICE = ("mips-generated-from-1-level-R32G32B32A32_SFLOAT",
+                                 "mips-generated-from-1-level-R8G8B8A8_UNORM", "mips-generated-8x2-4-levels")
+
 
 
 def texel_fetch_case(fmt: Fmt, b: ScenarioBuilder) -> dict[str, Expect]:
@@ -867,6 +875,12 @@ def test_vkcap_matches_reference_and_numpy(name: str, tmp_path: Path) -> None:
         line = one_error_line(vkcap("run", scenario, "--output", tmp_path / "ours", "--validate"))
         assert f"format VK_FORMAT_{fmt} cannot be an image with OPTIMAL tiling on this device" in line, line
         return  # this device has no image of this format, and both runners say so
+    if name in REFERENCE_MAY_LOSE_THE_DEVICE and "ErrorDeviceLost" in ref.stderr:
+        ours = vkcap("run", scenario, "--output", tmp_path / "ours", "--validate")
+        assert ours.returncode == 0, ours.stderr
+        for dst, want in expect.items():
+            want.check(tmp_path / "ours" / dst)
+        return
     assert ref.returncode == 0, (ref.returncode, ref.stderr[-3000:])
     for dst, want in expect.items():  # the reference agrees with numpy...
         want.check(tmp_path / "reference" / dst)
@@ -992,8 +1006,11 @@ def test_min_and_mag_filter_are_not_swapped(tmp_path: Path) -> None:
 def test_generated_mips_of_an_integer_format(tmp_path: Path) -> None:
     """mips=2 generated from one level of R16G16B16A16_SINT. Integer formats have no linear filtering:
     vkcap blits NEAREST (each level-1 texel is the level-0 texel (2x + 1, 2y + 1), where the centre of
-    the destination texel lands). The reference blits LINEAR regardless (invalid for the format), and on
-    lavapipe its level 1 comes out all zeros. Level 0 is the same for both."""
+    the destination texel lands). The reference blits LINEAR regardless, which the validation layer
+    refuses (VUID-VkBlitImageInfo2-filter-02001): its level 1 is undefined (all zeros on lavapipe). On
+    NVIDIA's H100 (driver 580.159) that blit faults the GPU and every other process's work on it is lost
+    with it (VK_ERROR_DEVICE_LOST in concurrent tests, measured), so there the reference is not run:
+    vkcap's levels are checked against numpy alone."""
     b = ScenarioBuilder(tmp_path / "scenario")
     fmt = FMTS["R16G16B16A16_SINT"]
     level0 = fmt.texels(rng_for("int-mips"))
@@ -1001,17 +1018,23 @@ def test_generated_mips_of_an_integer_format(tmp_path: Path) -> None:
     image(b, "src", fmt.name, src=dds_source(b, "in.dds", fmt, [level0]), mips=2)
     b.buffer("o", (W * H + W * H // 4) * 16, dst="o.npy")
     dispatch(b, "read", [(0, 0, "src"), (0, 1, "o")], (W, H))
-    ref, ours, _ = run_both(b, tmp_path)
-    assert ref.returncode == 0 and ours.returncode == 0, (ref.stderr[-2000:], ours.stderr)
+    scenario = b.save()
+    ours = vkcap("run", scenario, "--output", tmp_path / "ours", "--validate")
+    assert ours.returncode == 0, ours.stderr
     Expect(flat_levels([fmt.fetched(level0), fmt.fetched(level0[1::2, 1::2])]), "<i4").check(tmp_path / "ours" / "o.npy")
+    if not on_a_cpu_device():
+        return
+    ref = run_reference(scenario, tmp_path / "reference", validate=True)
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    assert "VUID-VkBlitImageInfo2-filter-02001" in ref.stdout, ref.stdout[-2000:]
     theirs = load_output(tmp_path / "reference" / "o.npy", np.int32).reshape(-1, 4)
     np.testing.assert_array_equal(theirs[: W * H], fmt.fetched(level0).reshape(-1, 4))
-    assert not theirs[W * H:].any(), "the reference's generated integer level is no longer all zeros"
 
 
-def test_generated_mips_of_B10G11R11_are_refused_by_both(tmp_path: Path) -> None:
+def test_generated_mips_of_B10G11R11(tmp_path: Path) -> None:
     """lavapipe cannot blit into B10G11R11_UFLOAT_PACK32, so no mip chain can be generated for it: vkcap
-    refuses in one line before running; the reference fails with 'No supported tiling for this data type'."""
+    refuses in one line before running; the reference fails with 'No supported tiling for this data type'.
+    Where the device blits it (NVIDIA), both runners generate the same levels."""
     b = ScenarioBuilder(tmp_path / "scenario")
     fmt = FMTS["B10G11R11_UFLOAT_PACK32"]
     b.shader("read", all_levels_shader(fmt, 2))
@@ -1019,11 +1042,36 @@ def test_generated_mips_of_B10G11R11_are_refused_by_both(tmp_path: Path) -> None
     b.buffer("o", (W * H + W * H // 4) * 16, dst="o.npy")
     dispatch(b, "read", [(0, 0, "src"), (0, 1, "o")], (W, H))
     ref, ours, scenario = run_both(b, tmp_path)
+    if blits_b10g11r11():
+        assert ref.returncode == 0 and ours.returncode == 0, (ref.stderr[-2000:], ours.stderr)
+        assert files(tmp_path / "ours") == files(tmp_path / "reference")
+        return
     assert ref.returncode == 255 and "No supported tiling for this data type" in ref.stderr, ref.stderr[-2000:]
     assert ours.returncode == 2
     assert ours.stderr.strip() == (
         f"vkcap: error: {scenario}: resources[1].image.mips: format VK_FORMAT_B10G11R11_UFLOAT_PACK32 cannot "
         "generate mip levels on this device (no blit support with OPTIMAL tiling)")
+
+
+def _default_device() -> tuple[int, int]:
+    """The default device's type and B10G11R11_UFLOAT_PACK32 OPTIMAL features (a raw instance: no vkcap)."""
+    instance = vk.vkCreateInstance(vk.VkInstanceCreateInfo(
+        pApplicationInfo=vk.VkApplicationInfo(apiVersion=vk.VK_MAKE_VERSION(1, 3, 0))), None)
+    try:
+        physical = vk.vkEnumeratePhysicalDevices(instance)[0]
+        features = vk.vkGetPhysicalDeviceFormatProperties(physical, vk.VK_FORMAT_B10G11R11_UFLOAT_PACK32)
+        return int(vk.vkGetPhysicalDeviceProperties(physical).deviceType), int(features.optimalTilingFeatures)
+    finally:
+        vk.vkDestroyInstance(instance, None)
+
+
+def blits_b10g11r11() -> bool:
+    wanted = vk.VK_FORMAT_FEATURE_BLIT_SRC_BIT | vk.VK_FORMAT_FEATURE_BLIT_DST_BIT
+    return _default_device()[1] & wanted == wanted
+
+
+def on_a_cpu_device() -> bool:
+    return _default_device()[0] == vk.VK_PHYSICAL_DEVICE_TYPE_CPU
 
 
 def test_case_table_is_large_enough() -> None:
