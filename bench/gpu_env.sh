@@ -1,5 +1,6 @@
 # Source this on the GPU machine (device tool) from the repo root, with .gl and .whl carried:
-#   .gl:  debs of libvulkan1 and glslang-tools (apt-get download, see README "GPU machine")
+#   .gl:  debs of libvulkan1, the GL libraries the loader needs beside it (libglvnd0 libglx0 libegl1
+#         libgl1 libopengl0 libgles2), glslang-tools and vulkan-validationlayers (README "GPU machine")
 #   .whl: cp312 wheels of what the GPU image lacks (vulkan, cffi, trio, msgpack, zstandard,
 #         jsonschema, the ARM emulation layer; the reference runner's and the model converter's cp311
 #         wheels are unzipped: their binaries do not depend on the Python version).

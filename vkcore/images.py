@@ -27,9 +27,10 @@ Errors
 
 What the reference runner (ARM ``scenario-runner``) does, and what vkcap matches. "Measured" points were
 run with 0.11.0 (the tests' version) on lavapipe; "read" points come from ``src/image.cpp`` and
-``src/compute.cpp`` of its main branch, whose loading code differs from 0.11.0's in places, and could
-not be measured here: 0.11.0 over ARM's emulation layer on lavapipe crashes (SIGSEGV/SIGBUS) in any
-dispatch that binds an image, storage or sampled.
+``src/compute.cpp`` of its main branch, whose loading code differs from 0.11.0's in places. 0.11.0 takes
+an image's descriptor type from ``shader_access``, not from the shader, and crashes on lavapipe
+(SIGSEGV/SIGBUS) where they differ; scenarios whose ``shader_access`` matches the shader run, and
+``tests/test_reference_image_bindings.py`` compares them with vkcap byte for byte.
 
 * ``dims`` are ``[1, W, H, 1]`` (see :mod:`vkcore.imageio`). The reference creates
   ``VkExtent3D(dims[1], dims[2], dims[3])`` for a 2-D image: with ``dims[3] > 1`` that is invalid
