@@ -32,6 +32,33 @@ void main() { uint i = gl_GlobalInvocationID.x; c[i] = a[i] + b[i]; }
 """
 ADD_INT = ADD_FLOAT.replace("float", "int")
 
+# Writes (x, y, 10x + y, 1) into every texel of an rgba32f storage image; see image_pattern().
+WRITE_PATTERN = """#version 450
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0, rgba32f) uniform writeonly image2D img;
+void main() {
+    ivec2 p = ivec2(gl_GlobalInvocationID.xy);
+    imageStore(img, p, vec4(p.x, p.y, p.x * 10 + p.y, 1.0));
+}
+"""
+# Copies a [1, H, W, 4] float tensor into a buffer, texel after texel (build with -DWIDTH=W).
+READ_TENSOR = """#version 450
+#extension GL_ARM_tensors : require
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) uniform tensorARM<float, 4> T;
+layout(set = 0, binding = 1) buffer O { float o[]; };
+void main() {
+    uint x = gl_GlobalInvocationID.x, y = gl_GlobalInvocationID.y;
+    for (uint c = 0; c < 4; c++) { float v; tensorReadARM(T, uint[](0, y, x, c), v); o[(y * WIDTH + x) * 4 + c] = v; }
+}
+"""
+
+
+def image_pattern(width: int, height: int) -> np.ndarray:
+    """What WRITE_PATTERN leaves in a ``width`` x ``height`` image, as [height, width, 4] float32."""
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    return np.stack([x, y, x * 10 + y, np.ones_like(x)], axis=-1)
+
 
 @dataclass
 class ScenarioBuilder:

@@ -35,7 +35,7 @@ import numpy as np
 import vulkan as vk
 import pytest
 
-from tests.builders import ScenarioBuilder, load_output, vkcap
+from tests.builders import READ_TENSOR, ScenarioBuilder, image_pattern, load_output, vkcap
 from tests.reference import requires_reference, run_reference
 from vkcore.formats import dds_formats
 from vkcore.imageio import encode_png, read_dds, write_dds, write_png
@@ -758,20 +758,9 @@ STORE_PATTERN = "imageStore(img, p, vec4(p.x, p.y, p.x * 10 + p.y, 1.0));"
 
 
 def pattern() -> np.ndarray:
-    y, x = np.mgrid[0:H, 0:W].astype(np.float32)
-    return np.stack([x, y, x * 10 + y, np.ones_like(x)], axis=-1)
+    return image_pattern(W, H)
 
 
-READ_TENSOR = """#version 450
-#extension GL_ARM_tensors : require
-layout(local_size_x = 1) in;
-layout(set = 0, binding = 0) uniform tensorARM<float, 4> T;
-layout(set = 0, binding = 1) buffer O { float o[]; };
-void main() {
-    uint x = gl_GlobalInvocationID.x, y = gl_GlobalInvocationID.y;
-    for (uint c = 0; c < 4; c++) { float v; tensorReadARM(T, uint[](0, y, x, c), v); o[(y * 8 + x) * 4 + c] = v; }
-}
-"""
 
 
 def image_written_tensor_read(b: ScenarioBuilder, tiling: str | None = None) -> dict[str, Expect]:
@@ -779,7 +768,7 @@ def image_written_tensor_read(b: ScenarioBuilder, tiling: str | None = None) -> 
     (and written to .npy). ``tiling`` given: on both (absent, an aliased image is LINEAR in both runners)."""
     tiles = {"tiling": tiling} if tiling else {}
     b.shader("write", glsl(STORE_PATTERN, "layout(set = 0, binding = 0, rgba32f) uniform writeonly image2D img;"))
-    b.shader("read", READ_TENSOR)
+    b.shader("read", READ_TENSOR, build_options=f"-DWIDTH={W}")
     image(b, "img", "R32G32B32A32_SFLOAT", shader_access="writeonly", memory_group={"id": "g"}, **tiles)
     b.resource("tensor", uid="t", dims=[1, H, W, 4], format="VK_FORMAT_R32_SFLOAT", shader_access="readonly",
                dst="t.npy", memory_group={"id": "g"}, **tiles)

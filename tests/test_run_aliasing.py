@@ -7,32 +7,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.builders import ScenarioBuilder, load_output, vkcap
+from tests.builders import READ_TENSOR, WRITE_PATTERN, ScenarioBuilder, image_pattern, load_output, vkcap
 from tests.reference import reference_runner, run_reference
 from vkcore.imageio import write_dds
 
 W, H = 8, 4
 
-WRITE_IMAGE = """#version 450
-layout(local_size_x = 1) in;
-layout(set = 0, binding = 0, rgba32f) uniform writeonly image2D img;
-void main() { ivec2 p = ivec2(gl_GlobalInvocationID.xy); imageStore(img, p, vec4(p.x, p.y, p.x * 10 + p.y, 1.0)); }
-"""
-READ_TENSOR = """#version 450
-#extension GL_ARM_tensors : require
-layout(local_size_x = 1) in;
-layout(set = 0, binding = 0) uniform tensorARM<float, 4> T;
-layout(set = 0, binding = 1) buffer O { float o[]; };
-void main() {
-    uint x = gl_GlobalInvocationID.x, y = gl_GlobalInvocationID.y;
-    for (uint c = 0; c < 4; c++) { float v; tensorReadARM(T, uint[](0, y, x, c), v); o[(y * WIDTH + x) * 4 + c] = v; }
-}
-"""
 
 
 def written() -> np.ndarray:
-    y, x = np.mgrid[0:H, 0:W].astype(np.float32)
-    return np.stack([x, y, x * 10 + y, np.ones_like(x)], axis=-1)
+    return image_pattern(W, H)
 
 
 def pair(b: ScenarioBuilder, *, image_fields: dict | None = None, tensor_fields: dict | None = None) -> None:
@@ -58,7 +42,7 @@ def test_alias_target_is_refused_as_by_the_reference(builder: ScenarioBuilder, t
 
 
 def test_shader_writes_an_image_a_tensor_reads_it(builder: ScenarioBuilder, tmp_path: Path) -> None:
-    builder.shader("write", WRITE_IMAGE).shader("read", READ_TENSOR, build_options=f"-DWIDTH={W}")
+    builder.shader("write", WRITE_PATTERN).shader("read", READ_TENSOR, build_options=f"-DWIDTH={W}")
     pair(builder)
     builder.buffer("out", W * H * 16, dst="out.npy")
     builder.dispatch("write", [(0, 0, "img")], [W, H])
@@ -110,7 +94,7 @@ def test_aliasing_errors(builder: ScenarioBuilder, image_fields: dict, tensor_fi
 def test_explicit_image_barrier_and_record_replay_of_aliased_resources(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Without implicit barriers, an image_barrier (GENERAL -> GENERAL, compute write -> read) orders
     the image write before the tensor read; the recording captures image and tensor and replays clean."""
-    builder.shader("write", WRITE_IMAGE).shader("read", READ_TENSOR, build_options=f"-DWIDTH={W}")
+    builder.shader("write", WRITE_PATTERN).shader("read", READ_TENSOR, build_options=f"-DWIDTH={W}")
     pair(builder)
     builder.buffer("out", W * H * 16, dst="out.npy")
     builder.resource("image_barrier", uid="ib", image_resource="img", old_layout="IMAGE_LAYOUT_GENERAL",

@@ -11,20 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.builders import ScenarioBuilder, load_output, vkcap
+from tests.builders import WRITE_PATTERN, ScenarioBuilder, image_pattern, load_output, vkcap
 from tests.reference import reference_runner, run_reference
 from vkcore.imageio import read_dds, write_dds
 
 W, H = 8, 4
 
-WRITE_IMAGE = """#version 450
-layout(local_size_x = 1) in;
-layout(set = 0, binding = 0, rgba32f) uniform writeonly image2D img;
-void main() {
-    ivec2 p = ivec2(gl_GlobalInvocationID.xy);
-    imageStore(img, p, vec4(p.x, p.y, p.x * 10 + p.y, 1.0));
-}
-"""
 
 # texelFetch of every texel of an RGBA8 input, written to a buffer as floats.
 READ_IMAGE = """#version 450
@@ -44,7 +36,7 @@ def image(b: ScenarioBuilder, uid: str, fmt: str, **fields: object) -> None:
 
 
 def write_scenario(b: ScenarioBuilder) -> Path:
-    b.shader("write", WRITE_IMAGE)
+    b.shader("write", WRITE_PATTERN)
     image(b, "img", "VK_FORMAT_R32G32B32A32_SFLOAT", dst="img.dds", shader_access="writeonly")
     b.dispatch("write", [(0, 0, "img")], [W, H])
     b.boundary(["img"], 0)
@@ -52,8 +44,7 @@ def write_scenario(b: ScenarioBuilder) -> Path:
 
 
 def expected_written() -> np.ndarray:
-    y, x = np.mgrid[0:H, 0:W].astype(np.float32)
-    return np.stack([x, y, x * 10 + y, np.ones_like(x)], axis=-1)
+    return image_pattern(W, H)
 
 
 def test_storage_image_written_to_dds(builder: ScenarioBuilder, tmp_path: Path) -> None:
@@ -131,7 +122,7 @@ def test_image_record_replay_export(builder: ScenarioBuilder, tmp_path: Path) ->
     assert vkcap("export", trace, "--frame", "0", "--resource", "img", "-o", as_npy).returncode == 0
     np.testing.assert_array_equal(np.load(as_npy)[0], expected_written())
     assert vkcap("replay", trace).returncode == 0
-    bad = builder.file("bad.comp", WRITE_IMAGE.replace("p.x * 10 + p.y", "p.x * 10 + p.y + ((p.x == 5 && p.y == 2) ? 0.25 : 0.0)"))
+    bad = builder.file("bad.comp", WRITE_PATTERN.replace("p.x * 10 + p.y", "p.x * 10 + p.y + ((p.x == 5 && p.y == 2) ? 0.25 : 0.0)"))
     report = tmp_path / "r.json"
     heatmaps = tmp_path / "heat"
     proc = vkcap("replay", trace, "--replace-shader", f"write={bad}", "--json", report, "--heatmap", heatmaps)

@@ -12,20 +12,13 @@ import numpy as np
 import pytest
 import vulkan as vk
 
-from tests.builders import ADD_FLOAT, ScenarioBuilder, load_output, vkcap
+from tests.builders import ADD_FLOAT, WRITE_PATTERN, ScenarioBuilder, image_pattern, load_output, vkcap
 from tests.reference import reference_runner, run_reference
 
 W, H = 8, 4
 IMAGE_RGBA32F = "VK_FORMAT_R32G32B32A32_SFLOAT"
 
-STORE = """#version 450
-layout(local_size_x = 1) in;
-layout(set = 0, binding = 0, rgba32f) uniform writeonly image2D img;
-void main() {
-    ivec2 p = ivec2(gl_GlobalInvocationID.xy);
-    imageStore(img, p, vec4(p.x, p.y, p.x * 10 + p.y, 1.0));
-}
-"""
+STORE = WRITE_PATTERN
 FETCH = """#version 450
 layout(local_size_x = 1) in;
 layout(set = 0, binding = 0) uniform sampler2D src;
@@ -38,8 +31,7 @@ void main() {
 
 
 def stored() -> np.ndarray:
-    y, x = np.mgrid[0:H, 0:W].astype(np.float32)
-    return np.stack([x, y, x * 10 + y, np.ones_like(x)], axis=-1)
+    return image_pattern(W, H)
 
 
 def image(b: ScenarioBuilder, uid: str, fmt: str = IMAGE_RGBA32F, **fields: object) -> None:
