@@ -96,3 +96,21 @@ def test_messages_the_layer_cannot_judge_are_not_counted(monkeypatch: pytest.Mon
         checker.check()
     assert err.value.exit_code == 1
     checker.check()  # reported once
+
+
+def test_warnings_are_logged_once_and_fail_only_when_strict(monkeypatch: pytest.MonkeyPatch,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.delenv(validation.LOG_ENV)  # made-up messages: not the test run's to count
+
+    class Data:
+        pMessageIdName = vk.ffi.new("char[]", b"VUID-W")
+        pMessage = vk.ffi.new("char[]", b"a warning")
+
+    lenient, strict = validation.Validation(strict=False), validation.Validation(strict=True)
+    for checker in (lenient, strict):
+        checker._on_message(validation.SEVERITY_WARNING, 2, Data(), None)
+        checker._on_message(validation.SEVERITY_WARNING, 2, Data(), None)
+    lenient.check()
+    assert [r.getMessage() for r in caplog.records] == ["validation warning VUID-W: a warning"]
+    with pytest.raises(validation.ValidationFailed, match=r"^validation warning VUID-W: a warning \(1 more"):
+        strict.check()

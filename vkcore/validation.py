@@ -24,6 +24,7 @@ scenario's own values before any Vulkan call).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import threading
@@ -32,6 +33,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import DeviceError, UnsupportedDeviceFeature
+
+log = logging.getLogger("vkcap.validation")
 
 LAYER = "VK_LAYER_KHRONOS_validation"
 MANIFEST = "VkLayer_khronos_validation.json"
@@ -94,6 +97,7 @@ class Validation:
         self.reported = 0
         self.place = ""
         self.below_emulation = False  # an instance of this process loads ARM's emulation layers above it
+        self._warned: set[str] = set()
         self._lock = threading.Lock()
         self._messengers: dict[Any, Any] = {}
         self._callback = self._on_message  # bound once: the create info keeps a pointer to it
@@ -105,7 +109,7 @@ class Validation:
     def _on_message(self, severity: int, types: int, data: Any, user: Any) -> int:
         import vulkan as vk
 
-        if not severity & self.severities:
+        if not severity & (SEVERITY_ERROR | SEVERITY_WARNING):
             return 0
         vuid = vk.ffi.string(data.pMessageIdName).decode("utf8", "replace") if data.pMessageIdName else ""
         text = vk.ffi.string(data.pMessage).decode("utf8", "replace") if data.pMessage else ""
@@ -114,11 +118,16 @@ class Validation:
         if self.below_emulation and vuid in EMULATION_LAYERS_OWN:
             return 0
         message = Message("error" if severity & SEVERITY_ERROR else "warning", vuid, text, self.place)
+        if not severity & self.severities:  # a warning, not failing: into the log, once per rule
+            if vuid not in self._warned:
+                self._warned.add(vuid)
+                log.warning("%s", message.line())
+            return 0
         with self._lock:
             self.messages.append(message)
-            log = os.environ.get(LOG_ENV)
-            if log:
-                with contextlib.suppress(OSError), open(log, "a") as f:
+            log_file = os.environ.get(LOG_ENV)
+            if log_file:
+                with contextlib.suppress(OSError), open(log_file, "a") as f:
                     f.write(f"pid {os.getpid()}: {message.line()}\n")
         return 0  # never abort the call: the driver's own behaviour is what is recorded
 
@@ -156,16 +165,14 @@ class Validation:
     def check(self) -> None:
         """Raise :class:`ValidationFailed` for the first failing message not yet reported."""
         with self._lock:
-            if self.reported < len(self.messages):
-                first, count = self.messages[self.reported], len(self.messages) - self.reported
-                self.reported = len(self.messages)
-            else:
-                return
-        more = f" ({count - 1} more: --log-level debug lists them)" if count > 1 else ""
-        raise ValidationFailed(first.line() + more)
-
-    def pending(self) -> list[Message]:
-        return self.messages[self.reported:]
+            new = self.messages[self.reported:]
+            self.reported = len(self.messages)
+        if not new:
+            return
+        for m in new:
+            log.debug("%s", m.line())
+        more = f" ({len(new) - 1} more: --log-level debug lists them)" if len(new) > 1 else ""
+        raise ValidationFailed(new[0].line() + more)
 
 
 _current: Validation | None = None
