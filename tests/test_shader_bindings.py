@@ -337,3 +337,23 @@ def test_a_trace_needing_a_storage_format_this_device_lacks(tmp_path: Path) -> N
     assert (proc.returncode, proc.stderr.strip()) == (2, (
         f"vkcap: error: {trace}: commands[0].dispatch_compute.bindings[0]: image 'depth' is bound here as a storage "
         f"image, but format VK_FORMAT_D32_SFLOAT_S8_UINT cannot be a storage image with OPTIMAL tiling on device '{name}'"))
+
+
+def test_per_stage_descriptor_limits_count_what_the_shader_declares(tmp_path: Path) -> None:
+    """The device's per-stage limits are checked against the resolved descriptor kinds (a combined image
+    sampler counts as a sampled image and as a sampler), with the command's JSON path."""
+    from vkcore.device import VulkanContext
+    from vkcore.errors import UnsupportedDeviceFeature
+    from vkcore.limits import refuse_beyond_stage_limits
+    from vkcore.scenario import load_scenario
+
+    scenario = load_scenario(ScenarioBuilder(tmp_path / "s").buffer("b", 4).save())
+    with VulkanContext() as ctx:
+        samplers = int(ctx.limits.maxPerStageDescriptorSamplers)
+        refuse_beyond_stage_limits(ctx, scenario, "commands[0].dispatch_compute", ["sampler"] * samplers)
+        with pytest.raises(UnsupportedDeviceFeature) as err:
+            refuse_beyond_stage_limits(ctx, scenario, "commands[0].dispatch_compute",
+                                       ["combined_image_sampler"] + ["sampler"] * samplers)
+        assert err.value.place == "commands[0].dispatch_compute.bindings"
+        assert err.value.message == (f"{samplers + 1} samplers in one dispatch, more than device '{ctx.info.name}' "
+                                     f"allows (maxPerStageDescriptorSamplers {samplers})")

@@ -82,25 +82,9 @@ def check_limits(ctx: VulkanContext, scenario: Scenario) -> list[Limit]:
         total += size
     if host and total > host:
         problems.append(Limit("resources", f"the resources need {_fmt(total)}, more than this machine's memory ({_fmt(host)})"))
-    per_stage = {
-        "storage buffers": int(limits.maxPerStageDescriptorStorageBuffers),
-        "storage images": int(limits.maxPerStageDescriptorStorageImages),
-        "sampled images": int(limits.maxPerStageDescriptorSampledImages),
-    }
     for cmd in scenario.commands:
         if not isinstance(cmd, DispatchCompute):
             continue
-        counts = {"storage buffers": 0, "storage images": 0, "sampled images": 0}
-        for b in cmd.bindings:
-            target = scenario.by_uid[b.resource_ref]
-            if isinstance(target, Buffer):
-                counts["storage buffers"] += 1
-            elif isinstance(target, Image):
-                counts["sampled images" if target.shader_access == "image_read" else "storage images"] += 1
-        for kind, n in counts.items():
-            if n > per_stage[kind]:
-                problems.append(Limit(f"{cmd.place}.bindings", f"{n} {kind} in one dispatch, more than this device allows "
-                                      f"({per_stage[kind]})"))
         for j, b in enumerate(cmd.bindings):
             if b.id > MAX_BINDING:
                 problems.append(Limit(f"{cmd.place}.bindings[{j}].id", f"binding {b.id} is beyond {MAX_BINDING}: drivers "
@@ -114,6 +98,26 @@ def check_limits(ctx: VulkanContext, scenario: Scenario) -> list[Limit]:
                 problems.append(Limit(f"{cmd.place}.rangeND[{axis}]", f"{n} workgroups exceed this device's "
                                       f"maxComputeWorkGroupCount[{axis}] ({int(most)})"))
     return problems
+
+
+# Per-stage descriptor limits, by the descriptor kinds (vkcore.spirv) that count against each.
+PER_STAGE: tuple[tuple[str, str, frozenset[str]], ...] = (
+    ("storage buffers", "maxPerStageDescriptorStorageBuffers", frozenset({"storage_buffer"})),
+    ("uniform buffers", "maxPerStageDescriptorUniformBuffers", frozenset({"uniform_buffer"})),
+    ("storage images", "maxPerStageDescriptorStorageImages", frozenset({"storage_image"})),
+    ("sampled images", "maxPerStageDescriptorSampledImages", frozenset({"sampled_image", "combined_image_sampler"})),
+    ("samplers", "maxPerStageDescriptorSamplers", frozenset({"sampler", "combined_image_sampler"})),
+)
+
+
+def refuse_beyond_stage_limits(ctx: VulkanContext, scenario: Scenario, place: str, kinds: list[str]) -> None:
+    """Raise :class:`UnsupportedDeviceFeature` when one command's resolved descriptor ``kinds`` exceed
+    a per-stage limit of the device."""
+    for what, limit_name, counted in PER_STAGE:
+        n, most = sum(k in counted for k in kinds), int(getattr(ctx.limits, limit_name))
+        if n > most:
+            raise UnsupportedDeviceFeature(f"{n} {what} in one dispatch, more than device '{ctx.info.name}' allows "
+                                           f"({limit_name} {most})", file=scenario.path, place=f"{place}.bindings")
 
 
 def refuse_beyond_limits(ctx: VulkanContext, scenario: Scenario) -> None:

@@ -34,7 +34,7 @@ from .scenario import (
     TensorBarrier,
 )
 from . import validation
-from .limits import refuse_beyond_limits
+from .limits import refuse_beyond_limits, refuse_beyond_stage_limits
 from .resource_set import ResourceSet
 from .resources import free_staging, staging_buffer
 from .shaders import SpirvModule, load_shader
@@ -251,6 +251,7 @@ class Session:
             if spec.uid not in reflections:
                 reflections[spec.uid] = self._reflect(spec)
             layouts[cmd.index] = resolve_bindings(self.scenario, cmd.place, cmd.bindings, spec.uid, reflections[spec.uid])
+            refuse_beyond_stage_limits(self.ctx, self.scenario, cmd.place, [b.kind for b in layouts[cmd.index]])
         return layouts
 
     def pipeline_layouts(self) -> list[dict[str, Any]]:
