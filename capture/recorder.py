@@ -36,7 +36,8 @@ from vkcore.npyio import NpyFormatError, read_header
 from vkcore.plan import Frame, Plan
 from vkcore.runner import RunOptions, RunResult, run_async
 from vkcore.resource_set import ResourceSet
-from vkcore.scenario import DispatchCompute, DispatchGraph, Scenario, load_scenario
+from vkcore.commands import kind_of
+from vkcore.scenario import Scenario, load_scenario
 from vkcore.session import Session
 from vkcore.staging import CaptureLayout, build_layout
 
@@ -83,16 +84,6 @@ class RecordResult:
     file_bytes: int = 0
 
 
-def dispatch_writes(scenario: Scenario, cmd: DispatchCompute) -> list[str]:
-    """Resources a dispatch may write: bound with an access other than ``readonly``."""
-    out = []
-    for b in cmd.bindings:
-        r = scenario.by_uid[b.resource_ref]
-        if getattr(r, "shader_access", "readwrite") != "readonly" and b.resource_ref not in out:
-            out.append(b.resource_ref)
-    return out
-
-
 @dataclass
 class Preamble:
     """The content of a trace's first records, gathered from the session before the first frame so
@@ -132,8 +123,7 @@ class TraceRecorder:
         self.graphs = graphs or {}
         self._size = lambda uid: resources[uid].snapshot_size
         self._align = {uid: getattr(r, "snapshot_alignment", 1) for uid, r in resources.resources.items()}
-        bound = {b.resource_ref for c in self.scenario.commands if isinstance(c, (DispatchCompute, DispatchGraph))
-                 for b in c.bindings}
+        bound = {b.resource_ref for c in self.scenario.commands for b in kind_of(c).bindings(c)}
         # A checkpoint stores every resource a dispatch (compute or graph) binds: the declared access is
         # advice, not a promise.
         self.checkpoint_set = tuple(uid for uid in resources.resources if uid in bound)
@@ -172,12 +162,7 @@ class TraceRecorder:
             entries: list[tuple[Any, ...]] = []
             if self.options.dispatch_level:
                 for cmd in frame.dispatches:
-                    if isinstance(cmd, DispatchCompute):
-                        entries += [(uid, self._size(uid), cmd.index) for uid in dispatch_writes(self.scenario, cmd)]
-                    elif cmd.index in self.graphs:  # a graph: what each segment writes, after it
-                        graph = self.graphs[cmd.index]
-                        entries += [(name, graph.resource(name).snapshot_size, cmd.index, seg.index)
-                                    for seg in graph.segments for name in seg.writes]
+                    entries += kind_of(cmd).dispatch_snapshots(self.scenario, cmd, self.graphs, self._size)
             boundary = list(frame.capture)
             if checkpoint:
                 boundary += [u for u in self.checkpoint_set if u not in boundary]

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from capture.container import TraceReader, TraceWriter
-from capture.recorder import dispatch_writes
 from capture.trace import DispatchSnapshot, FrameRecord, Trace
 from vkcore.errors import DeviceError
-from vkcore.scenario import DispatchCompute
+from vkcore.commands import kind_of
 
 from .compare import compare
 from .options import ReplayOptions
@@ -53,8 +52,7 @@ def dispatch_targets(trace: Trace, seq: int) -> dict[int, FrameRecord]:
     wanted = tuple(
         DispatchSnapshot(cmd.index, uid, PLACEHOLDER)
         for cmd in frame.dispatches
-        if isinstance(cmd, DispatchCompute)
-        for uid in dispatch_writes(scenario, cmd)
+        for uid in kind_of(cmd).declared_writes(scenario, cmd)
     )
     return {seq: FrameRecord(seq, record.pass_index, record.index, record.frame_id, {}, wanted)}
 

@@ -9,17 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .scenario import (
-    AnyCommand,
-    Buffer,
-    DispatchBarrier,
-    DispatchCompute,
-    DispatchGraph,
-    Image,
-    MarkBoundary,
-    Scenario,
-    Tensor,
-)
+from .commands import kind_of
+from .scenario import AnyCommand, Buffer, Image, MarkBoundary, Scenario, Tensor
 
 DATA_KINDS = (Buffer, Image, Tensor)
 
@@ -39,7 +30,7 @@ class Frame:
 
     @property
     def dispatches(self) -> tuple[AnyCommand, ...]:
-        return tuple(c for c in self.commands if isinstance(c, (DispatchCompute, DispatchGraph)))
+        return tuple(c for c in self.commands if kind_of(c).dispatch)
 
 
 @dataclass(frozen=True)
@@ -54,10 +45,7 @@ class Plan:
 
 def written_resources(scenario: Scenario) -> tuple[str, ...]:
     """Uids of the data resources some dispatch binds with write access, in resource order."""
-    bound: set[str] = set()
-    for cmd in scenario.commands:
-        if isinstance(cmd, (DispatchCompute, DispatchGraph)):
-            bound.update(b.resource_ref for b in cmd.bindings)
+    bound = {b.resource_ref for cmd in scenario.commands for b in kind_of(cmd).bindings(cmd)}
     return tuple(
         r.uid
         for r in scenario.resources
@@ -74,11 +62,7 @@ def unwritable_resources(scenario: Scenario, read_only: Mapping[str, set[tuple[i
     shared = {r.uid for r in scenario.resources if getattr(r, "memory_group", "")}
     written: set[str] = set()
     for cmd in scenario.commands:
-        if isinstance(cmd, DispatchCompute):
-            cannot = read_only.get(cmd.shader_ref, set())
-            written.update(b.resource_ref for b in cmd.bindings if (b.set, b.id) not in cannot)
-        elif isinstance(cmd, DispatchGraph):
-            written.update(b.resource_ref for b in cmd.bindings)
+        written |= kind_of(cmd).may_write(cmd, read_only)
     return frozenset(r.uid for r in scenario.resources
                      if isinstance(r, DATA_KINDS) and r.uid not in written and r.uid not in shared)
 
@@ -90,11 +74,11 @@ def make_plan(scenario: Scenario, *, capture_all: bool = False) -> Plan:
     frames: list[Frame] = []
     pending: list[AnyCommand] = []
     for cmd in scenario.commands:
-        if isinstance(cmd, MarkBoundary):
-            capture = (*cmd.resources, *writable) if capture_all else cmd.resources
-            frames.append(Frame(len(frames), tuple(pending), cmd, tuple(dict.fromkeys(capture))))
+        if kind_of(cmd).boundary:
+            capture = (*cmd.resources, *writable) if capture_all else cmd.resources  # type: ignore[union-attr]
+            frames.append(Frame(len(frames), tuple(pending), cmd, tuple(dict.fromkeys(capture))))  # type: ignore[arg-type]
             pending = []
-        elif isinstance(cmd, (DispatchCompute, DispatchGraph, DispatchBarrier)):
+        else:
             pending.append(cmd)
     if pending or not frames:
         frames.append(Frame(len(frames), tuple(pending), None, writable))

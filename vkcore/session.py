@@ -16,41 +16,23 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable
 
 import vulkan as vk
 
-from .buffers import DeviceBuffer
-from .device import FRAME_BOUNDARY_EXT, VulkanContext
-from .errors import DeviceError, ScenarioError, UnsupportedDeviceFeature
-from .npyio import read_header
-from .pipelines import ComputePipeline, PipelineCache, PipelineFactory
-from .plan import Frame, Plan, unwritable_resources
-from .scenario import (
-    BufferBarrier,
-    DispatchBarrier,
-    DispatchCompute,
-    DispatchGraph,
-    ImageBarrier,
-    MemoryBarrier,
-    RawData,
-    Shader,
-    TensorBarrier,
-)
 from . import validation
-from .limits import refuse_beyond_limits, refuse_beyond_stage_limits
+from .buffers import DeviceBuffer
+from .commands import PreparedDispatch, by_kind, kind_of
+from .commands.base import AfterSegment
+from .device import FRAME_BOUNDARY_EXT, VulkanContext
+from .errors import DeviceError
+from .limits import refuse_beyond_limits
+from .npyio import read_header
+from .pipelines import PipelineCache, PipelineFactory
+from .plan import Frame, Plan, unwritable_resources
 from .resource_set import ResourceSet
 from .resources import free_staging, staging_buffer
+from .scenario import RawData, Shader
+from .shader_bindings import LayoutBinding, image_usage_needs
 from .shaders import SpirvModule, load_shader
-from .shader_bindings import LayoutBinding, image_usage_needs, resolve_bindings, signature
-from .spirv import CAPABILITY_FEATURES, Reflection, SpirvError, reflect
 from .staging import CaptureItem, CaptureLayout, StagingRing, StagingSlot, build_layout
-from .sync import (
-    ACCESS,
-    LAYOUT,
-    FULL_BARRIER,
-    BarrierBatch,
-    buffer_barrier,
-    implicit_barrier,
-    memory_barrier,
-    stage_mask,
-)
+from .sync import FULL_BARRIER, BarrierBatch, memory_barrier
 
 if TYPE_CHECKING:  # the graph machinery (cffi declarations, numpy) loads only for graph scenarios
     from .graph_dispatch import PreparedGraph
@@ -61,17 +43,6 @@ class SessionOptions:
     pipeline_cache_path: Path | None = None
     clear_pipeline_cache: bool = False
     fail_on_pipeline_cache_miss: bool = False
-
-
-@dataclass
-class PreparedDispatch:
-    """A dispatch_compute with its pipeline, descriptor sets and push constant bytes resolved."""
-
-    command: DispatchCompute
-    pipeline: ComputePipeline
-    sets: dict[int, Any]
-    push_data: bytes
-    query_base: int = -1
 
 
 @dataclass
@@ -137,7 +108,8 @@ class Session:
         self.descriptor_pool = None
         self._command_buffers: dict[Hashable, Any] = {}
         try:
-            self.layouts = self._resolve_layouts()
+            for kind, commands in by_kind(self.scenario.commands):
+                kind.resolve(self, commands)
             self.resources = ResourceSet(ctx, self.scenario, image_usage=image_usage_needs(
                 b for layout in self.layouts.values() for b in layout))
             self.cache = PipelineCache(
@@ -148,8 +120,8 @@ class Session:
             )
             self.factory = PipelineFactory(ctx, self.cache)
             self.pool = vk.vkCreateCommandPool(ctx.device, vk.VkCommandPoolCreateInfo(queueFamilyIndex=ctx.queue_family), None)
-            self._prepare_dispatches()
-            self._prepare_graphs()
+            for kind, commands in by_kind(self.scenario.commands):
+                kind.prepare(self, commands)
             self._create_query_pool()
             validation.check()
         except BaseException:
@@ -165,7 +137,15 @@ class Session:
 
     # -- building -------------------------------------------------------------------------------
 
-    def _raw(self, uid: str) -> bytes:
+    def reserve_queries(self, count: int) -> int:
+        """The first of ``count`` timestamp queries for a command (profiling); the pool is made after
+        every command is prepared."""
+        first = self.query_count
+        self.query_count += count
+        return first
+
+    def raw(self, uid: str) -> bytes:
+        """The payload of raw_data ``uid`` (push constants), read once."""
         if uid not in self.raw_data:
             spec = self.scenario.by_uid[uid]
             assert isinstance(spec, RawData)
@@ -176,83 +156,18 @@ class Session:
                 self.raw_data[uid] = f.read(header.nbytes)
         return self.raw_data[uid]
 
-    def _module(self, spec: Shader) -> SpirvModule:
+    def module(self, spec: Shader) -> SpirvModule:
+        """The SPIR-V of shader ``spec``, loaded (GLSL compiled) once."""
         if spec.uid not in self.modules:
             with self.timer.measure("Scenario Setup", f"Load Shader: {spec.uid}"):
                 self.modules[spec.uid] = load_shader(self.scenario, spec)
         return self.modules[spec.uid]
-
-    def _prepare_dispatches(self) -> None:
-        assert self.factory is not None
-        computes = [c for c in self.scenario.commands if isinstance(c, DispatchCompute)]
-        counts: dict[int, int] = {}
-        total_sets = 0
-        if not self.options.profiling:  # identical dispatches share one prepared dispatch (and its sets)
-            computes = list({command_key(c): c for c in reversed(computes)}.values())[::-1]
-        for cmd in computes:
-            total_sets += len({b.set for b in cmd.bindings})
-            for lb in self.layouts[cmd.index]:
-                counts[lb.descriptor_type] = counts.get(lb.descriptor_type, 0) + 1
-        if total_sets:
-            sizes = [vk.VkDescriptorPoolSize(type=t, descriptorCount=n) for t, n in counts.items()]
-            self.descriptor_pool = vk.vkCreateDescriptorPool(
-                self.ctx.device, vk.VkDescriptorPoolCreateInfo(maxSets=total_sets, pPoolSizes=sizes), None
-            )
-        for cmd in computes:
-            spec = self.scenario.by_uid[cmd.shader_ref]
-            assert isinstance(spec, Shader)
-            module = self._module(spec)
-            layout = self.layouts[cmd.index]
-            for lb in layout:
-                try:
-                    self._resources[lb.resource].check_binding(lb)
-                except (ScenarioError, UnsupportedDeviceFeature) as exc:
-                    exc.file = exc.file or str(self.scenario.path)
-                    raise
-            with self.timer.measure("Pipeline Setup", f"Create Pipeline: {spec.uid}"), validation.at(cmd.place):
-                pipeline = self.factory.compute(module, spec, signature(layout))
-            push = self._raw(cmd.push_data_ref) if cmd.push_data_ref else b""
-            if len(push) > spec.push_constants_size:
-                raise ScenarioError(
-                    f"push constant data '{cmd.push_data_ref}' is {len(push)} bytes, more than shader '{spec.uid}' "
-                    f"declares ({spec.push_constants_size})", file=self.scenario.path, place=f"{cmd.place}.push_data_ref",
-                )
-            push = push.ljust(spec.push_constants_size, b"\0")  # shorter data is zero-padded, as the reference does
-            with validation.at(cmd.place):
-                sets = self._allocate_sets(cmd, pipeline)
-            prepared = PreparedDispatch(cmd, pipeline, sets, push)
-            if self.options.profiling:
-                prepared.query_base = self.query_count
-                self.query_count += 2
-            self.dispatches[cmd.index] = prepared
-        if not self.options.profiling:
-            by_key = {command_key(d.command): d for d in self.dispatches.values()}
-            for c in self.scenario.commands:
-                if isinstance(c, DispatchCompute):
-                    self.dispatches[c.index] = by_key[command_key(c)]
 
     def _create_query_pool(self) -> None:
         """Two timestamps per dispatch and per graph dispatch, when profiling."""
         if self.query_count:
             info = vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=self.query_count)
             self.query_pool = vk.vkCreateQueryPool(self.ctx.device, info, None)
-
-    def _resolve_layouts(self) -> dict[int, tuple[LayoutBinding, ...]]:
-        """Every compute dispatch's bindings resolved against its shader's SPIR-V (see
-        :mod:`vkcore.shader_bindings`), and the shader checked against the device's workgroup limits,
-        before any resource or pipeline exists."""
-        layouts: dict[int, tuple[LayoutBinding, ...]] = {}
-        reflections: dict[str, Reflection | None] = {}
-        for cmd in self.scenario.commands:
-            if not isinstance(cmd, DispatchCompute):
-                continue
-            spec = self.scenario.by_uid[cmd.shader_ref]
-            assert isinstance(spec, Shader)
-            if spec.uid not in reflections:
-                reflections[spec.uid] = self._reflect(spec)
-            layouts[cmd.index] = resolve_bindings(self.scenario, cmd.place, cmd.bindings, spec.uid, reflections[spec.uid])
-            refuse_beyond_stage_limits(self.ctx, self.scenario, cmd.place, [b.kind for b in layouts[cmd.index]])
-        return layouts
 
     def pipeline_layouts(self) -> list[dict[str, Any]]:
         """Each compute dispatch's pipeline layout as resolved from its shader (JSON-ready, for traces):
@@ -265,120 +180,6 @@ class Session:
                         "push_constants_size": spec.push_constants_size,  # type: ignore[union-attr]
                         "bindings": [b.describe() for b in layout]})
         return out
-
-    def _reflect(self, spec: Shader) -> Reflection | None:
-        """The shader's reflection, its entry point and workgroup size checked; ``None`` when its
-        SPIR-V cannot be read (then only the scenario decides, and the driver reports the rest)."""
-        module = self._module(spec)
-        try:
-            r = reflect(module.code, {c.id: c.value for c in spec.specialization_constants})
-        except SpirvError:
-            return None
-        self.read_only_bindings[spec.uid] = r.read_only
-        if r.entry_points and r.entry_points.get(spec.entry) != "compute":
-            found = ", ".join(f"'{n}' ({m})" for n, m in sorted(r.entry_points.items()))
-            raise ScenarioError(f"shader '{spec.uid}' has no compute entry point '{spec.entry}' (it has {found})",
-                                file=self.scenario.path, place=f"{spec.place}.entry")
-        for capability in sorted(r.capabilities & CAPABILITY_FEATURES.keys()):
-            name, feature = CAPABILITY_FEATURES[capability]
-            if not getattr(self.ctx.features.features, feature):
-                raise UnsupportedDeviceFeature(
-                    f"shader '{spec.uid}' declares the SPIR-V capability {name}, which needs {feature}, a feature device "
-                    f"'{self.ctx.info.name}' lacks", file=self.scenario.path, place=spec.place,
-                )
-        if r.local_size is not None:
-            limits = self.ctx.limits
-            size = r.local_size
-            worst = [i for i in range(3) if not 1 <= size[i] <= limits.maxComputeWorkGroupSize[i]]
-            invocations = size[0] * size[1] * size[2]
-            if worst or invocations > limits.maxComputeWorkGroupInvocations:
-                raise UnsupportedDeviceFeature(
-                    f"shader '{spec.uid}' has workgroup size {size[0]}x{size[1]}x{size[2]} ({invocations} invocations) "
-                    f"after specialization; this device allows {tuple(int(v) for v in limits.maxComputeWorkGroupSize)} and "
-                    f"{int(limits.maxComputeWorkGroupInvocations)} invocations",
-                    file=self.scenario.path, place=spec.place,
-                )
-        return r
-
-    def _prepare_graphs(self) -> None:
-        """One PreparedGraph per dispatch_graph command (identical commands share one, as dispatches do)."""
-        assert self.resources is not None and self.factory is not None
-        if not any(isinstance(c, DispatchGraph) for c in self.scenario.commands):
-            return
-        from .graph_dispatch import PreparedGraph
-        by_key: dict[Hashable, PreparedGraph] = {}
-        for cmd in self.scenario.commands:
-            if not isinstance(cmd, DispatchGraph):
-                continue
-            key = command_key(cmd)
-            if key not in by_key:
-                with validation.at(cmd.place):
-                    by_key[key] = PreparedGraph.create(self.ctx, self.scenario, cmd, self.resources, self.factory,
-                                                       self._raw, timer=self.timer)
-            self.graphs[cmd.index] = by_key[key]
-            if self.options.profiling:
-                self.graph_queries[cmd.index] = self.query_count
-                self.query_count += 2
-
-    def _allocate_sets(self, cmd: DispatchCompute, pipeline: ComputePipeline) -> dict[int, Any]:
-        used = sorted({b.set for b in cmd.bindings})
-        if not used:
-            return {}
-        layouts = [pipeline.set_layouts[s] for s in used]
-        handles = vk.vkAllocateDescriptorSets(
-            self.ctx.device, vk.VkDescriptorSetAllocateInfo(descriptorPool=self.descriptor_pool, pSetLayouts=layouts)
-        )
-        sets = dict(zip(used, handles))
-        parts = [self._resources[b.resource].descriptor(sets[b.set], b.binding, b.lod, b.descriptor_type)
-                 for b in self.layouts[cmd.index]]
-        writes = [p.write for p in parts]
-        vk.vkUpdateDescriptorSets(self.ctx.device, len(writes), writes, 0, None)
-        return sets
-
-    def _barrier_batch(self, cmd: DispatchBarrier) -> BarrierBatch:
-        batch = BarrierBatch()
-        for uid in cmd.memory_barrier_refs:
-            b = self.scenario.by_uid[uid]
-            assert isinstance(b, MemoryBarrier)
-            batch.memory.append(
-                memory_barrier(stage_mask(b.src_stage), ACCESS[b.src_access], stage_mask(b.dst_stage), ACCESS[b.dst_access])
-            )
-        for uid in cmd.buffer_barrier_refs:
-            b = self.scenario.by_uid[uid]
-            assert isinstance(b, BufferBarrier)
-            buf = self._resources[b.buffer_resource]
-            assert isinstance(buf, DeviceBuffer)
-            batch.buffer.append(
-                buffer_barrier(
-                    buf.handle, b.offset, b.size,
-                    stage_mask(b.src_stage), ACCESS[b.src_access], stage_mask(b.dst_stage), ACCESS[b.dst_access],
-                )
-            )
-        for uid in cmd.image_barrier_refs:
-            ib = self.scenario.by_uid[uid]
-            assert isinstance(ib, ImageBarrier)
-            image = self._resources[ib.image_resource]
-            r = ib.subresource_range
-            old, new = LAYOUT[ib.old_layout], LAYOUT[ib.new_layout]
-            batch.image.append(image._barrier(  # type: ignore[attr-defined]
-                stage_mask(ib.src_stage), ACCESS[ib.src_access], stage_mask(ib.dst_stage), ACCESS[ib.dst_access],
-                old, new, r.base_mip_level, r.level_count))
-            if new != vk.VK_IMAGE_LAYOUT_UNDEFINED:
-                image.layout = new  # type: ignore[attr-defined]  # later copies of this image start from it
-        tensor_barriers = []
-        for uid in cmd.tensor_barrier_refs:
-            t = self.scenario.by_uid[uid]
-            assert isinstance(t, TensorBarrier)
-            resource = self._resources[t.tensor_resource]
-            tensor_barriers.append(resource.barrier(  # type: ignore[attr-defined]
-                stage_mask(t.src_stage), ACCESS[t.src_access], stage_mask(t.dst_stage), ACCESS[t.dst_access]))
-        if tensor_barriers:
-            from .tensors import tensor_dependency
-
-            chained = tensor_dependency(tensor_barriers)
-            batch.extra_next = chained.value
-            batch.keepalive += [chained, *chained.keep]
-        return batch
 
     # -- command buffers ----------------------------------------------------------------------
 
@@ -430,11 +231,9 @@ class Session:
         # Order this frame after everything submitted before it (frames are pipelined).
         BarrierBatch(memory=[memory_barrier(*FULL_BARRIER)]).record(cb)
         for c in frame.commands:
-            d = self.dispatches.get(c.index)
-            if d is not None and self.query_pool is not None:
-                vk.vkCmdResetQueryPool(cb, self.query_pool, d.query_base, 2)
-            if c.index in self.graph_queries:
-                vk.vkCmdResetQueryPool(cb, self.query_pool, self.graph_queries[c.index], 2)
+            timing = kind_of(c).timing(self, c)
+            if timing is not None:
+                vk.vkCmdResetQueryPool(cb, self.query_pool, timing[0], 2)
         for cmd in frame.commands:
             with validation.at(cmd.place):
                 self._record_command(cb, cmd, layout, slot)
@@ -442,20 +241,13 @@ class Session:
             self._record_copies(cb, layout.at(None), slot)
 
     def _record_command(self, cb: Any, cmd: Any, layout: CaptureLayout, slot: StagingSlot | None) -> None:
-        """Record one command (with the snapshots taken right after it, for dispatch-level captures)."""
-        if isinstance(cmd, DispatchCompute):
-            self._record_dispatch(cb, self.dispatches[cmd.index])
-        elif isinstance(cmd, DispatchGraph):
+        """Record one command, with the snapshots taken right after it (and after each of its segments)
+        for dispatch-level captures."""
+        after: AfterSegment | None = None
+        if slot is not None:
             index = cmd.index
-            after = (lambda cb_, i, index=index: self._record_copies(cb_, layout.at(index, i), slot)) if slot is not None else None
-            query = self.graph_queries.get(index)
-            if query is not None:
-                vk.vkCmdWriteTimestamp2(cb, vk.VK_PIPELINE_STAGE_2_TOP_OF_PIPE_BIT, self.query_pool, query)
-            self.graphs[cmd.index].record(cb, after_segment=after)
-            if query is not None:
-                vk.vkCmdWriteTimestamp2(cb, vk.VK_PIPELINE_STAGE_2_BOTTOM_OF_PIPE_BIT, self.query_pool, query + 1)
-        elif isinstance(cmd, DispatchBarrier):
-            self._barrier_batch(cmd).record(cb)
+            after = lambda cb_, segment: self._record_copies(cb_, layout.at(index, segment), slot)  # noqa: E731
+        kind_of(cmd).record(self, cb, cmd, after)
         if slot is not None:
             self._record_copies(cb, layout.at(cmd.index), slot)
 
@@ -470,22 +262,6 @@ class Session:
         if command is not None and command in self.graphs:
             return self.graphs[command].resource(uid)
         raise KeyError(uid)
-
-    def _record_dispatch(self, cb: Any, d: PreparedDispatch) -> None:
-        p = d.pipeline
-        vk.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline)
-        for s, handle in d.sets.items():
-            vk.vkCmdBindDescriptorSets(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, s, 1, [handle], 0, None)
-        if d.push_data:
-            vk.vkCmdPushConstants(cb, p.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(d.push_data), vk.ffi.from_buffer(d.push_data))
-        if d.query_base >= 0:
-            vk.vkCmdWriteTimestamp2(cb, vk.VK_PIPELINE_STAGE_2_TOP_OF_PIPE_BIT, self.query_pool, d.query_base)
-        x, y, z = d.command.rangeND
-        vk.vkCmdDispatch(cb, x, y, z)
-        if d.query_base >= 0:
-            vk.vkCmdWriteTimestamp2(cb, vk.VK_PIPELINE_STAGE_2_BOTTOM_OF_PIPE_BIT, self.query_pool, d.query_base + 1)
-        if d.command.implicit_barrier:
-            implicit_barrier().record(cb)
 
     # -- running --------------------------------------------------------------------------------
 
@@ -554,13 +330,10 @@ class Session:
             return []
         out = []
         for c in frame.commands:
-            d = self.dispatches.get(c.index)
-            if d is not None:
-                base, name, kind = d.query_base, d.pipeline.shader_uid, "ComputeDispatch"
-            elif c.index in self.graph_queries:
-                base, name, kind = self.graph_queries[c.index], c.graph_ref, "DataGraphDispatch"  # type: ignore[attr-defined]
-            else:
+            timing = kind_of(c).timing(self, c)
+            if timing is None:
                 continue
+            base, name, kind = timing
             data = vk.ffi.new("uint64_t[2]")
             vk.lib.vkGetQueryPoolResults(
                 self.ctx.device, self.query_pool, base, 2, 16, data, 8,

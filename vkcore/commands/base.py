@@ -1,0 +1,96 @@
+"""The protocol every command kind implements.
+
+A scenario command (``dispatch_compute``, ``dispatch_graph``, ``dispatch_barrier``, ``mark_boundary``,
+...) is handled by one :class:`CommandKind`, registered in :data:`vkcore.commands.KINDS`. The session,
+the planner, the recorder and the replayer ask the kind; none of them branches on command types. Adding
+a command kind is one new module here plus its registry line.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+
+from ..scenario import Binding, Scenario
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+# A snapshot taken right after a command with --dispatch-level: (uid, size, command index[, segment]).
+SnapshotEntry = tuple[Any, ...]
+# Called after each segment of a command that has segments (graphs): (command buffer, segment index).
+AfterSegment = Callable[[Any, int], None]
+
+
+class CommandKind(Protocol):
+    """What vkcap needs to know of one kind of command; ``cmd`` is always of :attr:`command_type`."""
+
+    command_type: type
+    dispatch: bool  # work on the device: counted, timed when profiling, snapshotted after with --dispatch-level
+    boundary: bool  # ends a frame
+
+    def bindings(self, cmd: Any) -> tuple[Binding, ...]:
+        """The scenario bindings the command binds (what checkpoints keep)."""
+
+    def may_write(self, cmd: Any, read_only: Mapping[str, set[tuple[int, int]]]) -> set[str]:
+        """Uids the command can write; ``read_only`` maps a shader uid to the (set, binding) pairs its
+        SPIR-V cannot write through."""
+
+    def declared_writes(self, scenario: Scenario, cmd: Any) -> list[str]:
+        """Uids bound with an access other than ``readonly``: what a dispatch-level snapshot takes."""
+
+    def dispatch_snapshots(self, scenario: Scenario, cmd: Any, session_graphs: Mapping[int, Any],
+                           size: Callable[[str], int]) -> list[SnapshotEntry]:
+        """The snapshots ``--dispatch-level`` takes right after the command."""
+
+    def resolve(self, session: "Session", commands: list[Any]) -> None:
+        """Before any resource exists: what the commands need of resources (the session's layouts)."""
+
+    def prepare(self, session: "Session", commands: list[Any]) -> None:
+        """Build pipelines, descriptor sets and whatever recording needs, for all commands of the kind."""
+
+    def record(self, session: "Session", cb: Any, cmd: Any, after_segment: AfterSegment | None) -> None:
+        """Record the command into ``cb``."""
+
+    def timing(self, session: "Session", cmd: Any) -> tuple[int, str, str] | None:
+        """With profiling: (first of its two timestamp queries, report name, the reference's kind name)."""
+
+
+class NoDeviceWork:
+    """The defaults of a kind that binds nothing and builds nothing."""
+
+    dispatch = False
+    boundary = False
+
+    def bindings(self, cmd: Any) -> tuple[Binding, ...]:
+        return ()
+
+    def may_write(self, cmd: Any, read_only: Mapping[str, set[tuple[int, int]]]) -> set[str]:
+        return set()
+
+    def declared_writes(self, scenario: Scenario, cmd: Any) -> list[str]:
+        return []
+
+    def dispatch_snapshots(self, scenario: Scenario, cmd: Any, session_graphs: Mapping[int, Any],
+                           size: Callable[[str], int]) -> list[SnapshotEntry]:
+        return []
+
+    def resolve(self, session: "Session", commands: list[Any]) -> None:
+        pass
+
+    def prepare(self, session: "Session", commands: list[Any]) -> None:
+        pass
+
+    def record(self, session: "Session", cb: Any, cmd: Any, after_segment: AfterSegment | None) -> None:
+        pass
+
+    def timing(self, session: "Session", cmd: Any) -> tuple[int, str, str] | None:
+        return None
+
+
+def declared_writes(scenario: Scenario, bindings: tuple[Binding, ...]) -> list[str]:
+    """Uids of ``bindings`` whose resources are declared with an access other than ``readonly``."""
+    out: list[str] = []
+    for b in bindings:
+        r = scenario.by_uid[b.resource_ref]
+        if getattr(r, "shader_access", "readwrite") != "readonly" and b.resource_ref not in out:
+            out.append(b.resource_ref)
+    return out
