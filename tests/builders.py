@@ -119,7 +119,13 @@ class ScenarioBuilder:
         return self
 
     def boundary(self, resources: list[str], frame_id: int) -> "ScenarioBuilder":
-        self.commands.append({"mark_boundary": {"resources": resources, "frame_id": frame_id}})
+        """A ``frame_boundary``; ``frame_id`` is written only where it differs from the frame's position
+        (the reference runner deprecates ids given by hand)."""
+        position = sum("frame_boundary" in c or "mark_boundary" in c for c in self.commands)
+        body: dict[str, Any] = {"resources": resources}
+        if frame_id != position:
+            body["frame_id"] = frame_id
+        self.commands.append({"frame_boundary": body})
         return self
 
     def document(self) -> dict[str, Any]:

@@ -93,7 +93,7 @@ def check_trace_target(target: Path, run: Any) -> tuple["Scenario", ExistingTrac
     from vkcore.scenario import load_scenario
 
     check_output_target(target, place="-o")
-    scenario = load_scenario(run.scenario)
+    scenario = load_scenario(run.scenario, warn_deprecated=True)
     clash = _scenario_clash(target, scenario, run.output)
     if clash is not None:
         raise UsageError(f"{clash}: refusing to overwrite it with the trace", file=target, place="-o")

@@ -26,7 +26,11 @@ class Frame:
 
     @property
     def frame_id(self) -> int:
-        return self.boundary.frame_id if self.boundary is not None else self.index
+        """The boundary's ``frame_id`` where the scenario gives one, else the frame's position (as the
+        reference runner numbers frames)."""
+        if self.boundary is not None and self.boundary.frame_id is not None:
+            return self.boundary.frame_id
+        return self.index
 
     @property
     def dispatches(self) -> tuple[AnyCommand, ...]:

@@ -125,7 +125,7 @@ async def run_async(
     t_start = time.perf_counter()
     timer = HostTimer()
     with timer.measure("Scenario Setup", "Parse Scenario"):
-        scenario = scenario or load_scenario(options.scenario)
+        scenario = scenario or load_scenario(options.scenario, warn_deprecated=True)
         plan = make_plan(scenario, capture_all=options.capture_all)
     if not options.dry_run:
         check_outputs(scenario, options)

@@ -8,7 +8,9 @@ them (``src`` against the scenario's folder, ``dst`` against the output folder),
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Union
@@ -184,10 +186,11 @@ class PushConstantMap:
 class Command:
     KIND: ClassVar[str] = ""
     index: int
+    spelled: str = field(default="", compare=False, kw_only=True)  # the JSON key, where it is an alias of KIND
 
     @property
     def place(self) -> str:
-        return f"commands[{self.index}].{self.KIND}"
+        return f"commands[{self.index}].{self.spelled or self.KIND}"
 
 
 @dataclass(frozen=True)
@@ -223,7 +226,7 @@ class DispatchBarrier(Command):
 class MarkBoundary(Command):
     KIND: ClassVar[str] = "mark_boundary"
     resources: tuple[str, ...] = ()
-    frame_id: int = 0
+    frame_id: int | None = None  # None: the frame's position (ids given by hand are deprecated)
 
 
 AnyResource = Union[Buffer, Image, Tensor, RawData, Shader, Graph, MemoryBarrier, BufferBarrier, ImageBarrier, TensorBarrier]
@@ -236,7 +239,8 @@ RESOURCE_KINDS: dict[str, type[Resource]] = {
 COMMAND_KINDS: dict[str, type[Command]] = {
     cls.KIND: cls for cls in (DispatchCompute, DispatchGraph, DispatchBarrier, MarkBoundary)
 }
-COMMAND_ALIASES = {"dispatch_vgf": "dispatch_graph"}  # the reference runner's newer name
+# The reference runner's newer names: same fields, same command.
+COMMAND_ALIASES = {"dispatch_vgf": "dispatch_graph", "frame_boundary": "mark_boundary"}
 
 # Nested JSON objects and how to build them: (dataclass field name) -> constructor of one element.
 _NESTED: dict[str, Any] = {
@@ -330,8 +334,8 @@ def scenario_from_document(document: dict[str, Any], path: Path) -> Scenario:
     commands: list[Any] = []
     for i, item in enumerate(document.get("commands", [])):
         (kind, body), = item.items()
-        kind = COMMAND_ALIASES.get(kind, kind)
-        commands.append(_build(COMMAND_KINDS[kind], i, body))
+        command = _build(COMMAND_KINDS[COMMAND_ALIASES.get(kind, kind)], i, body)
+        commands.append(command if kind == command.KIND else dataclasses.replace(command, spelled=kind))
     return Scenario(
         path=path,
         document=document,
@@ -360,9 +364,10 @@ def parse_json(text: str | bytes, path: Path) -> dict[str, Any]:
     return doc
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read, validate and model a scenario file. Raises :class:`ScenarioError` on any problem."""
-    from .validate import validate_document
+def load_scenario(path: str | Path, *, warn_deprecated: bool = False) -> Scenario:
+    """Read, validate and model a scenario file. Raises :class:`ScenarioError` on any problem.
+    ``warn_deprecated``: log the reference runner's deprecation warnings (for a user's own file)."""
+    from .validate import deprecations, validate_document
 
     p = Path(path)
     try:
@@ -375,4 +380,7 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ScenarioError(f"cannot read: {exc.strerror}", file=p) from None
     document = parse_json(text, p)
     validate_document(document, p)
+    if warn_deprecated:
+        for line in deprecations(document, p):
+            logging.getLogger("vkcap.scenario").warning("%s", line)
     return scenario_from_document(document, p.absolute())

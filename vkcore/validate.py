@@ -77,7 +77,7 @@ TENSOR_ELEMENT_SIZE: dict[str, int] = {
     "VK_FORMAT_R16_SFLOAT": 2, "VK_FORMAT_R32_SFLOAT": 4,
 }
 # Newer reference-runner names of commands the specification names otherwise (same fields).
-RENAMED_KINDS: dict[str, str] = {"frame_boundary": "mark_boundary", "pipeline_barrier": "dispatch_barrier"}
+RENAMED_KINDS: dict[str, str] = {"pipeline_barrier": "dispatch_barrier"}
 CUSTOM_BORDER_COLORS = ("FLOAT_CUSTOM_EXT", "INT_CUSTOM_EXT")
 IMAGE_ARRAY_LAYERS = 1  # images are created with one array layer, like the reference runner
 
@@ -399,6 +399,26 @@ def _check_deprecated(ctx: _Context) -> None:
         if entry.kind == "tensor" and "alias_target" in entry.body:
             ctx.fail(entry.place("alias_target"), "the alias_target field is deprecated and refused (as the reference "
                                                   "runner refuses it): share memory with a memory_group instead")
+
+
+def deprecations(document: dict[str, Any], path: Path) -> list[str]:
+    """The reference runner's deprecation warnings for a valid ``document``, one line each, once per
+    scenario: ``mark_boundary`` (use ``frame_boundary``) and frame ids given by hand (frames are then
+    numbered in order). For the commands that read a user's scenario (run, record), not for replays of
+    a trace's."""
+    commands = [(i, *next(iter(item.items()))) for i, item in enumerate(document.get("commands", []))]
+    out = []
+    marks = [i for i, kind, _ in commands if kind == "mark_boundary"]
+    if marks:
+        more = f" (and {len(marks) - 1} more)" if len(marks) > 1 else ""
+        out.append(f"{path}: {json_path('commands', marks[0], 'mark_boundary')}: 'mark_boundary' is deprecated; use "
+                   f"'frame_boundary'{more}")
+    ids = [(i, kind) for i, kind, body in commands if kind in ("mark_boundary", "frame_boundary") and "frame_id" in body]
+    if ids:
+        more = f" (and {len(ids) - 1} more)" if len(ids) > 1 else ""
+        out.append(f"{path}: {json_path('commands', ids[0][0], ids[0][1])}.frame_id: setting frame ids by hand is "
+                   f"deprecated; without them frames are numbered in order{more}")
+    return out
 
 
 def _check_unique_uids(ctx: _Context) -> None:
