@@ -357,3 +357,52 @@ def test_per_stage_descriptor_limits_count_what_the_shader_declares(tmp_path: Pa
         assert err.value.place == "commands[0].dispatch_compute.bindings"
         assert err.value.message == (f"{samplers + 1} samplers in one dispatch, more than device '{ctx.info.name}' "
                                      f"allows (maxPerStageDescriptorSamplers {samplers})")
+
+
+def test_a_compute_dispatch_of_a_shader_of_another_stage(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """``stage`` decides how GLSL is compiled (a vertex shader compiles as one) and what may run it."""
+    builder.shader("vs", "#version 450\nvoid main() { gl_Position = vec4(0.0); }\n", file="vs.vert", stage="vertex")
+    builder.buffer("b", 16)
+    builder.dispatch("vs", [(0, 0, "b")], [1, 1, 1])
+    scenario = builder.save()
+    assert error_line(scenario, tmp_path) == (
+        f"vkcap: error: {scenario}: commands[0].dispatch_compute.shader_ref: shader 'vs' is a vertex shader; "
+        "dispatch_compute runs a compute shader")
+
+
+def test_glsl_is_compiled_for_its_stage(builder: ScenarioBuilder) -> None:
+    from vkcore.scenario import load_scenario
+    from vkcore.shaders import load_shader
+    from vkcore.spirv import reflect
+
+    builder.shader("vs", "#version 450\nvoid main() { gl_Position = vec4(float(gl_VertexIndex)); }\n", file="vs.vert",
+                   stage="vertex")
+    builder.shader("fs", "#version 450\nlayout(location = 0) out vec4 c;\nvoid main() { c = vec4(1.0); }\n",
+                   file="fs.frag", stage="fragment")
+    scenario = load_scenario(builder.save())
+    models = [reflect(load_shader(scenario, spec).code).entry_points for spec in scenario.resources[:2]]  # type: ignore[arg-type]
+    assert models == [{"main": "vertex"}, {"main": "fragment"}]
+
+
+def test_color_attachment_images(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """``color_attachment`` adds the usage (the image still loads and writes as before); a format that
+    cannot be one is refused at that field, naming the device."""
+    values = np.random.default_rng(3).random((H, W, 4), dtype=np.float32)
+    from vkcore.imageio import write_dds
+
+    write_dds(builder.root / "in.dds", W, H, 2, [values.tobytes()])
+    image(builder, "img", src="in.dds", dst="out.dds", color_attachment=True)
+    loaded = builder.save()
+    proc = vkcap("run", loaded, "--output", tmp_path / "ok")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "ok" / "out.dds").read_bytes() == (builder.root / "in.dds").read_bytes()
+    if reference_runner() is not None:
+        ref = run_reference(loaded, tmp_path / "reference")
+        assert ref.returncode == 0, ref.stderr[-2000:]
+        assert (tmp_path / "reference" / "out.dds").read_bytes() == (tmp_path / "ok" / "out.dds").read_bytes()
+    builder.resources[0]["image"].update(format="VK_FORMAT_D32_SFLOAT_S8_UINT", src="", dst="")
+    scenario = builder.save()
+    name = _device_features()[0]
+    assert error_line(scenario, tmp_path) == (
+        f"vkcap: error: {scenario}: resources[0].image.color_attachment: format VK_FORMAT_D32_SFLOAT_S8_UINT cannot be "
+        f"a color attachment with OPTIMAL tiling on device '{name}'")

@@ -139,6 +139,7 @@ FEATURE_SAMPLED = vk.VK_FORMAT_FEATURE_SAMPLED_IMAGE_BIT
 FEATURE_STORAGE = vk.VK_FORMAT_FEATURE_STORAGE_IMAGE_BIT
 FEATURE_BLIT = vk.VK_FORMAT_FEATURE_BLIT_SRC_BIT | vk.VK_FORMAT_FEATURE_BLIT_DST_BIT
 FEATURE_LINEAR_FILTER = vk.VK_FORMAT_FEATURE_SAMPLED_IMAGE_FILTER_LINEAR_BIT
+FEATURE_COLOR_ATTACHMENT = vk.VK_FORMAT_FEATURE_COLOR_ATTACHMENT_BIT
 GENERAL = vk.VK_IMAGE_LAYOUT_GENERAL
 ALL_STAGES = vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT
 ALL_ACCESS = vk.VK_ACCESS_2_MEMORY_READ_BIT | vk.VK_ACCESS_2_MEMORY_WRITE_BIT
@@ -290,6 +291,13 @@ class DeviceImage:
                 "tiling)", place=f"{place}.mips",
             )
         usage = _binding_usage(ctx, fmt, features, tiling_name, spec.uid, needs)
+        if spec.color_attachment:
+            if not features & FEATURE_COLOR_ATTACHMENT:
+                raise UnsupportedDeviceFeature(
+                    f"format {fmt.name} cannot be a color attachment with {tiling_name} tiling on device "
+                    f"'{ctx.info.name}'", place=f"{place}.color_attachment",
+                )
+            usage |= vk.VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT
         if aliased and tiling == vk.VK_IMAGE_TILING_OPTIMAL and ctx.has_extension(TENSORS_EXT):
             usage |= IMAGE_USAGE_TENSOR_ALIASING_BIT_ARM  # as the reference does for aliased optimal images
         usage = _supported_usage(ctx, fmt, vk_format, tiling, tiling_name, usage, width, height, mips, place,
@@ -780,7 +788,7 @@ def _check_dst(spec: ImageSpec, fmt: FormatInfo, path: Path | None = None) -> No
         raise ScenarioError(f"{dst}: {what} cannot be written as DDS, as in the reference runner", place=place)
 
 
-_VIEW_USAGE = vk.VK_IMAGE_USAGE_SAMPLED_BIT | vk.VK_IMAGE_USAGE_STORAGE_BIT
+_VIEW_USAGE = vk.VK_IMAGE_USAGE_SAMPLED_BIT | vk.VK_IMAGE_USAGE_STORAGE_BIT | vk.VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT
 _USAGE_FEATURE = {vk.VK_IMAGE_USAGE_SAMPLED_BIT: (FEATURE_SAMPLED, "be sampled"),
                   vk.VK_IMAGE_USAGE_STORAGE_BIT: (FEATURE_STORAGE, "be a storage image")}
 

@@ -87,6 +87,7 @@ class Image(Resource):
     memory_group: str = ""
     memory_offset: int = 0
     tiling: str = ""  # absent: LINEAR when a tensor aliases the image (as the reference runner), else OPTIMAL
+    color_attachment: bool = False  # usable as a dispatch_fragment's color attachment
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ class Shader(Resource):
     src: str = ""
     entry: str = "main"
     type: str = "SPIR-V"
+    stage: str = "compute"  # compute, vertex or fragment
     build_options: str = ""
     include_dirs: tuple[str, ...] = ()
     push_constants_size: int = 0

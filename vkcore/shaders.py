@@ -24,6 +24,7 @@ from .paths import cache_root
 from .scenario import Scenario, Shader
 
 SPIRV_MAGIC = 0x07230203
+GLSLANG_STAGES = {"compute": "comp", "vertex": "vert", "fragment": "frag"}  # a shader's stage -> glslang's -S
 TENSOR_EXTENSION_RE = re.compile(rb"GL_ARM_tensors")
 
 
@@ -133,14 +134,14 @@ def _command(kind: str, compiler: Path, spec: Shader, scenario: Scenario, src: P
     if kind == "glslc":
         # ARM's wrapper: its own flags, the options as one string (a leading space keeps its argument
         # parser from reading "-D..." as a flag), one include folder, no depfile.
-        cmd = [str(compiler), "--stage", "compute", "--input", str(src), "--output", str(out)]
+        cmd = [str(compiler), "--stage", spec.stage, "--input", str(src), "--output", str(out)]
         if spec.build_options.strip():
             cmd += ["--build-opts", " " + spec.build_options.strip()]
         if includes:
             merged = _merged_include_dir([Path(d) for d in includes], dep.parent / "include")
             cmd += ["--include", str(merged)]
         return cmd
-    cmd = [str(compiler), "-V", "-S", "comp", "--target-env", "vulkan1.3", "--quiet", "--depfile", str(dep)]
+    cmd = [str(compiler), "-V", "-S", GLSLANG_STAGES[spec.stage], "--target-env", "vulkan1.3", "--quiet", "--depfile", str(dep)]
     cmd += [f"-I{d}" for d in includes] + options
     if spec.entry != "main":
         cmd += ["-e", spec.entry, "--source-entrypoint", spec.entry]
@@ -182,7 +183,7 @@ def compile_glsl(scenario: Scenario, spec: Shader, path: Path) -> SpirvModule:
     located = _depends_on_location(source, spec)
     key_material = json.dumps(
         [hashlib.sha256(source).hexdigest(), str(path) if located else "", spec.build_options, list(spec.include_dirs),
-         spec.entry, str(compiler), os.stat(compiler).st_mtime_ns],
+         spec.entry, str(compiler), os.stat(compiler).st_mtime_ns, spec.stage],
     ).encode()
     key = hashlib.sha256(key_material).hexdigest()
     cache_dir = cache_root() / "spirv"

@@ -655,6 +655,18 @@ def _check_push_constants(ctx: _Context) -> None:
                          f"of shader {name} (shorter data is zero-padded, longer is refused)")
 
 
+def _check_shader_stages(ctx: _Context) -> None:
+    """A compute dispatch runs a compute shader (``stage`` compute, the default)."""
+    for index, kind, body in ctx.commands:
+        if kind != "dispatch_compute":
+            continue
+        shader = ctx.by_uid[body["shader_ref"]].body
+        stage = shader.get("stage", "compute")
+        if stage != "compute":
+            ctx.fail(json_path("commands", index, kind, "shader_ref"),
+                     f"shader {_quote(shader['uid'])} is a {stage} shader; dispatch_compute runs a compute shader")
+
+
 def _check_barrier_ranges(ctx: _Context) -> None:
     """Buffer barriers stay inside their buffer; image barriers inside their image's mips and layers."""
     for entry in ctx.resources:
@@ -692,5 +704,6 @@ _CHECKS: tuple[Callable[[_Context], None], ...] = (
     _check_files,
     _check_payload_sizes,
     _check_push_constants,
+    _check_shader_stages,
     _check_barrier_ranges,
 )

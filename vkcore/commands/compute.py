@@ -121,9 +121,9 @@ def _reflect(session: "Session", spec: Shader) -> Reflection | None:
         return None
     ctx, path = session.ctx, session.scenario.path
     session.read_only_bindings[spec.uid] = r.read_only
-    if r.entry_points and r.entry_points.get(spec.entry) != "compute":
+    if r.entry_points and r.entry_points.get(spec.entry) != spec.stage:
         found = ", ".join(f"'{n}' ({m})" for n, m in sorted(r.entry_points.items()))
-        raise ScenarioError(f"shader '{spec.uid}' has no compute entry point '{spec.entry}' (it has {found})",
+        raise ScenarioError(f"shader '{spec.uid}' has no {spec.stage} entry point '{spec.entry}' (it has {found})",
                             file=path, place=f"{spec.place}.entry")
     for capability in sorted(r.capabilities & CAPABILITY_FEATURES.keys()):
         name, feature = CAPABILITY_FEATURES[capability]
