@@ -367,7 +367,7 @@ def test_a_compute_dispatch_of_a_shader_of_another_stage(builder: ScenarioBuilde
     scenario = builder.save()
     assert error_line(scenario, tmp_path) == (
         f"vkcap: error: {scenario}: commands[0].dispatch_compute.shader_ref: shader 'vs' is a vertex shader; "
-        "dispatch_compute runs a compute shader")
+        "dispatch_compute needs a compute shader here")
 
 
 def test_glsl_is_compiled_for_its_stage(builder: ScenarioBuilder) -> None:

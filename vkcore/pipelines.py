@@ -154,20 +154,77 @@ class PipelineFactory:
         self.ctx = ctx
         self.cache = cache
         self._modules: dict[str, Any] = {}
-        self._set_layouts: dict[tuple[tuple[int, int], ...], Any] = {}
+        self._set_layouts: dict[tuple[tuple[tuple[int, int], ...], int], Any] = {}
         self._pipelines: dict[tuple[str, LayoutSignature], ComputePipeline] = {}
 
-    def set_layout(self, bindings: tuple[tuple[int, int], ...]) -> Any:
-        if bindings not in self._set_layouts:
-            entries = [
-                vk.VkDescriptorSetLayoutBinding(
-                    binding=b, descriptorType=t, descriptorCount=1, stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT
-                )
-                for b, t in bindings
-            ]
+    def set_layout(self, bindings: tuple[tuple[int, int], ...], stages: int = vk.VK_SHADER_STAGE_COMPUTE_BIT) -> Any:
+        """The descriptor set layout of (binding, VkDescriptorType) pairs, visible to ``stages``, made once."""
+        key = (bindings, stages)
+        if key not in self._set_layouts:
+            entries = [vk.VkDescriptorSetLayoutBinding(binding=b, descriptorType=t, descriptorCount=1, stageFlags=stages)
+                       for b, t in bindings]
             info = vk.VkDescriptorSetLayoutCreateInfo(pBindings=entries or None)
-            self._set_layouts[bindings] = vk.vkCreateDescriptorSetLayout(self.ctx.device, info, None)
-        return self._set_layouts[bindings]
+            self._set_layouts[key] = vk.vkCreateDescriptorSetLayout(self.ctx.device, info, None)
+        return self._set_layouts[key]
+
+    def pipeline_layout(self, signature: LayoutSignature, push_constants_size: int, stages: int) -> tuple[Any, dict[int, Any]]:
+        """A new VkPipelineLayout (the caller owns it) and its set layouts by set number (sets between
+        the used ones are empty)."""
+        max_set = max((s for s, _ in signature), default=-1)
+        by_set = dict(signature)
+        set_layouts = {s: self.set_layout(by_set.get(s, ()), stages) for s in range(max_set + 1)}
+        ranges = [vk.VkPushConstantRange(stageFlags=stages, offset=0, size=push_constants_size)] if push_constants_size else None
+        info = vk.VkPipelineLayoutCreateInfo(pSetLayouts=[set_layouts[s] for s in range(max_set + 1)] or None,
+                                             pPushConstantRanges=ranges)
+        return vk.vkCreatePipelineLayout(self.ctx.device, info, None), set_layouts
+
+    def graphics(self, vertex: SpirvModule, fragment: SpirvModule, vs: Shader, fs: Shader, signature: LayoutSignature,
+                 push_constants_size: int, color_formats: list[int], extent: tuple[int, int]) -> "ComputePipeline":
+        """A full-screen graphics pipeline (dynamic rendering into ``color_formats``, a static viewport of
+        ``extent``, no vertex input, triangles, no culling or blending), built once per its key."""
+        key = ((vs.uid, fs.uid, tuple(color_formats), extent, push_constants_size), signature)
+        if key in self._pipelines:  # type: ignore[comparison-overlap]
+            return self._pipelines[key]  # type: ignore[index]
+        stages_bits = vk.VK_SHADER_STAGE_VERTEX_BIT | vk.VK_SHADER_STAGE_FRAGMENT_BIT
+        layout, set_layouts = self.pipeline_layout(signature, push_constants_size, stages_bits)
+        keep: list[Any] = []
+        stages = []
+        for bit, module, spec in ((vk.VK_SHADER_STAGE_VERTEX_BIT, vertex, vs), (vk.VK_SHADER_STAGE_FRAGMENT_BIT, fragment, fs)):
+            entries, data = pack_specialization(spec.specialization_constants)
+            keep.append(data)
+            spec_info = (vk.VkSpecializationInfo(pMapEntries=entries, dataSize=len(data), pData=vk.ffi.from_buffer(data))
+                         if entries else None)
+            stages.append(vk.VkPipelineShaderStageCreateInfo(stage=bit, module=self.module(module), pName=spec.entry,
+                                                             pSpecializationInfo=spec_info))
+        width, height = extent
+        write_all = (vk.VK_COLOR_COMPONENT_R_BIT | vk.VK_COLOR_COMPONENT_G_BIT | vk.VK_COLOR_COMPONENT_B_BIT
+                     | vk.VK_COLOR_COMPONENT_A_BIT)
+        rendering = vk.VkPipelineRenderingCreateInfo(pColorAttachmentFormats=color_formats or None)
+        info = vk.VkGraphicsPipelineCreateInfo(
+            pNext=rendering, pStages=stages,
+            pVertexInputState=vk.VkPipelineVertexInputStateCreateInfo(),
+            pInputAssemblyState=vk.VkPipelineInputAssemblyStateCreateInfo(topology=vk.VK_PRIMITIVE_TOPOLOGY_TRIANGLE_LIST),
+            pViewportState=vk.VkPipelineViewportStateCreateInfo(
+                pViewports=[vk.VkViewport(0, 0, width, height, 0.0, 1.0)],
+                pScissors=[vk.VkRect2D(vk.VkOffset2D(0, 0), vk.VkExtent2D(width, height))]),
+            pRasterizationState=vk.VkPipelineRasterizationStateCreateInfo(
+                polygonMode=vk.VK_POLYGON_MODE_FILL, cullMode=vk.VK_CULL_MODE_NONE,
+                frontFace=vk.VK_FRONT_FACE_COUNTER_CLOCKWISE, lineWidth=1.0),
+            pMultisampleState=vk.VkPipelineMultisampleStateCreateInfo(rasterizationSamples=vk.VK_SAMPLE_COUNT_1_BIT),
+            pColorBlendState=vk.VkPipelineColorBlendStateCreateInfo(pAttachments=[
+                vk.VkPipelineColorBlendAttachmentState(blendEnable=vk.VK_FALSE, colorWriteMask=write_all)
+                for _ in color_formats] or None),
+            layout=layout, renderPass=vk.VK_NULL_HANDLE, basePipelineIndex=-1,
+        )
+        try:
+            pipeline = vk.vkCreateGraphicsPipelines(self.ctx.device, self.cache.handle, 1, [info], None)[0]
+        except vk.VkError as exc:
+            vk.vkDestroyPipelineLayout(self.ctx.device, layout, None)
+            raise DeviceError(f"shaders '{vs.uid}' and '{fs.uid}': vkCreateGraphicsPipelines failed "
+                              f"({type(exc).__name__})") from None
+        cp = ComputePipeline(fs.uid, pipeline, layout, set_layouts, False, push_constants_size, keep)
+        self._pipelines[key] = cp  # type: ignore[index]
+        return cp
 
     def module(self, spirv: SpirvModule) -> Any:
         if spirv.uid not in self._modules:
@@ -183,18 +240,7 @@ class PipelineFactory:
         key = (spec.uid, signature)
         if key in self._pipelines:
             return self._pipelines[key]
-        max_set = max((s for s, _ in signature), default=-1)
-        by_set = dict(signature)
-        set_layouts = {s: self.set_layout(by_set.get(s, ())) for s in range(max_set + 1)}
-        ranges = (
-            [vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=spec.push_constants_size)]
-            if spec.push_constants_size
-            else None
-        )
-        layout_info = vk.VkPipelineLayoutCreateInfo(
-            pSetLayouts=[set_layouts[s] for s in range(max_set + 1)] or None, pPushConstantRanges=ranges
-        )
-        layout = vk.vkCreatePipelineLayout(self.ctx.device, layout_info, None)
+        layout, set_layouts = self.pipeline_layout(signature, spec.push_constants_size, vk.VK_SHADER_STAGE_COMPUTE_BIT)
         entries, data = pack_specialization(spec.specialization_constants)
         keep: list[Any] = [data]
         spec_info = (

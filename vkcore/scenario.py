@@ -206,6 +206,25 @@ class DispatchCompute(Command):
 
 
 @dataclass(frozen=True)
+class AttachmentRef:
+    resource_ref: str
+    lod: int = 0
+
+
+@dataclass(frozen=True)
+class DispatchFragment(Command):
+    KIND: ClassVar[str] = "dispatch_fragment"
+    debug_name: str = ""
+    vertex_shader_ref: str = ""
+    fragment_shader_ref: str = ""
+    bindings: tuple[Binding, ...] = ()
+    color_attachment_refs: tuple[AttachmentRef, ...] = ()
+    render_extent: tuple[int, ...] = ()
+    push_data_ref: str = ""
+    implicit_barrier: bool = True
+
+
+@dataclass(frozen=True)
 class DispatchGraph(Command):
     KIND: ClassVar[str] = "dispatch_graph"
     graph_ref: str = ""
@@ -232,14 +251,14 @@ class MarkBoundary(Command):
 
 
 AnyResource = Union[Buffer, Image, Tensor, RawData, Shader, Graph, MemoryBarrier, BufferBarrier, ImageBarrier, TensorBarrier]
-AnyCommand = Union[DispatchCompute, DispatchGraph, DispatchBarrier, MarkBoundary]
+AnyCommand = Union[DispatchCompute, DispatchFragment, DispatchGraph, DispatchBarrier, MarkBoundary]
 
 RESOURCE_KINDS: dict[str, type[Resource]] = {
     cls.KIND: cls
     for cls in (Buffer, Image, Tensor, RawData, Shader, Graph, MemoryBarrier, BufferBarrier, ImageBarrier, TensorBarrier)
 }
 COMMAND_KINDS: dict[str, type[Command]] = {
-    cls.KIND: cls for cls in (DispatchCompute, DispatchGraph, DispatchBarrier, MarkBoundary)
+    cls.KIND: cls for cls in (DispatchCompute, DispatchFragment, DispatchGraph, DispatchBarrier, MarkBoundary)
 }
 # The reference runner's newer names: same fields, same command.
 COMMAND_ALIASES = {"dispatch_vgf": "dispatch_graph", "frame_boundary": "mark_boundary"}
@@ -254,6 +273,7 @@ _NESTED: dict[str, Any] = {
     "shader_substitutions": lambda d: ShaderSubstitution(d["shader_ref"], d["target"]),
     "bindings": lambda d: Binding(**d),
     "push_constants": lambda d: PushConstantMap(d["push_data_ref"], d["shader_target"]),
+    "color_attachment_refs": lambda d: AttachmentRef(d) if isinstance(d, str) else AttachmentRef(d["resource_ref"], d.get("lod", 0)),
 }
 
 

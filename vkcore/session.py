@@ -105,7 +105,8 @@ class Session:
         self.pool = None
         self.fences: list[Any] = []
         self.ring = StagingRing(ctx)
-        self.descriptor_pool = None
+        self.descriptor_pools: list[Any] = []  # made by the command kinds, destroyed by close()
+        self.draws: dict[int, Any] = {}  # by command index: dispatch_fragment's prepared draws
         self._command_buffers: dict[Hashable, Any] = {}
         try:
             for kind, commands in by_kind(self.scenario.commands):
@@ -170,14 +171,15 @@ class Session:
             self.query_pool = vk.vkCreateQueryPool(self.ctx.device, info, None)
 
     def pipeline_layouts(self) -> list[dict[str, Any]]:
-        """Each compute dispatch's pipeline layout as resolved from its shader (JSON-ready, for traces):
-        the command, its shader and stage, push constant size, and every binding's descriptor type."""
+        """Each pipeline layout the shaders decided (JSON-ready, for traces): the command, its last shader
+        (compute or fragment) and that shader's stage, the push constant size, and every binding's
+        descriptor type."""
         out = []
         for index, layout in sorted(self.layouts.items()):
             cmd = self.scenario.commands[index]
-            spec = self.scenario.by_uid[cmd.shader_ref]  # type: ignore[union-attr]
-            out.append({"command": index, "shader": spec.uid, "stage": "compute",
-                        "push_constants_size": spec.push_constants_size,  # type: ignore[union-attr]
+            specs = [self.scenario.by_uid[uid] for uid in kind_of(cmd).shaders(cmd)]
+            out.append({"command": index, "shader": specs[-1].uid, "stage": specs[-1].stage,  # type: ignore[union-attr]
+                        "push_constants_size": max(s.push_constants_size for s in specs),  # type: ignore[union-attr]
                         "bindings": [b.describe() for b in layout]})
         return out
 
@@ -411,9 +413,9 @@ class Session:
         if self.query_pool is not None:
             vk.vkDestroyQueryPool(dev, self.query_pool, None)
             self.query_pool = None
-        if self.descriptor_pool is not None:
-            vk.vkDestroyDescriptorPool(dev, self.descriptor_pool, None)
-            self.descriptor_pool = None
+        for pool in self.descriptor_pools:
+            vk.vkDestroyDescriptorPool(dev, pool, None)
+        self.descriptor_pools = []
         for fence in self.fences:
             vk.vkDestroyFence(dev, fence, None)
         self.fences = []

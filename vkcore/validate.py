@@ -56,6 +56,14 @@ COMMAND_REFS: dict[str, RefRules] = {
         (("push_data_ref",), ("raw_data",)),
         (("bindings", "*", "resource_ref"), MEMORY_KINDS),
     ),
+    "dispatch_fragment": (
+        (("vertex_shader_ref",), ("shader",)),
+        (("fragment_shader_ref",), ("shader",)),
+        (("push_data_ref",), ("raw_data",)),
+        (("bindings", "*", "resource_ref"), MEMORY_KINDS),
+        (("color_attachment_refs", "*"), ("image",)),
+        (("color_attachment_refs", "*", "resource_ref"), ("image",)),
+    ),
     "dispatch_graph": (
         (("graph_ref",), ("graph",)),
         (("push_constants", "*", "push_data_ref"), ("raw_data",)),
@@ -655,16 +663,48 @@ def _check_push_constants(ctx: _Context) -> None:
                          f"of shader {name} (shorter data is zero-padded, longer is refused)")
 
 
+# Which shader stage each command's shader fields want.
+SHADER_STAGES: dict[str, tuple[tuple[str, str], ...]] = {
+    "dispatch_compute": (("shader_ref", "compute"),),
+    "dispatch_fragment": (("vertex_shader_ref", "vertex"), ("fragment_shader_ref", "fragment")),
+}
+
+
 def _check_shader_stages(ctx: _Context) -> None:
-    """A compute dispatch runs a compute shader (``stage`` compute, the default)."""
+    """Each command runs shaders of the stage it needs (``stage`` compute is the default)."""
     for index, kind, body in ctx.commands:
-        if kind != "dispatch_compute":
+        for field_name, wanted in SHADER_STAGES.get(kind, ()):
+            shader = ctx.by_uid[body[field_name]].body
+            stage = shader.get("stage", "compute")
+            if stage != wanted:
+                ctx.fail(json_path("commands", index, kind, field_name),
+                         f"shader {_quote(shader['uid'])} is a {stage} shader; {kind} needs a {wanted} shader here")
+
+
+def _check_fragment_targets(ctx: _Context) -> None:
+    """A dispatch_fragment draws into color attachments (images made for it, the lod one they have) or
+    over a render_extent; its push data fits both shaders' push constants."""
+    for index, kind, body in ctx.commands:
+        if kind != "dispatch_fragment":
             continue
-        shader = ctx.by_uid[body["shader_ref"]].body
-        stage = shader.get("stage", "compute")
-        if stage != "compute":
-            ctx.fail(json_path("commands", index, kind, "shader_ref"),
-                     f"shader {_quote(shader['uid'])} is a {stage} shader; dispatch_compute runs a compute shader")
+        place = json_path("commands", index, kind)
+        refs = body.get("color_attachment_refs", ())
+        if not refs and "render_extent" not in body:
+            ctx.fail(place, "give color_attachment_refs or render_extent: a fragment pass needs an extent to draw over")
+        for j, ref in enumerate(refs):
+            uid, lod = (ref, 0) if isinstance(ref, str) else (ref["resource_ref"], ref.get("lod", 0))
+            image = ctx.by_uid[uid].body
+            if not image.get("color_attachment", False):
+                ctx.fail(json_path("commands", index, kind, "color_attachment_refs", j),
+                         f"image {_quote(uid)} is not a color attachment: set its color_attachment to true")
+            if lod >= image.get("mips", 1):
+                ctx.fail(json_path("commands", index, kind, "color_attachment_refs", j, "lod"),
+                         f"image {_quote(uid)} has {image.get('mips', 1)} mip level(s), so lod must be below that")
+        sizes = [ctx.by_uid[body[f]].body.get("push_constants_size", 0) for f in ("vertex_shader_ref", "fragment_shader_ref")]
+        ref = body.get("push_data_ref", "")
+        if ref and ctx.npy[ref].nbytes > max(sizes):
+            ctx.fail(f"{place}.push_data_ref", f"raw_data {_quote(ref)} holds {ctx.npy[ref].nbytes} bytes, more than the "
+                                               f"shaders' push_constants_size {max(sizes)}")
 
 
 def _check_barrier_ranges(ctx: _Context) -> None:
@@ -705,5 +745,6 @@ _CHECKS: tuple[Callable[[_Context], None], ...] = (
     _check_payload_sizes,
     _check_push_constants,
     _check_shader_stages,
+    _check_fragment_targets,
     _check_barrier_ranges,
 )

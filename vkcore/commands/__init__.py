@@ -11,12 +11,14 @@ from .barrier import BarrierKind
 from .base import CommandKind
 from .boundary import BoundaryKind
 from .compute import ComputeKind, PreparedDispatch
+from .fragment import FragmentKind
 from .graph import GraphKind
 
 __all__ = ["KINDS", "CommandKind", "PreparedDispatch", "kind_of", "by_kind"]
 
 KINDS: dict[type, CommandKind] = {kind.command_type: kind for kind in (
     ComputeKind(),
+    FragmentKind(),
     GraphKind(),
     BarrierKind(),
     BoundaryKind(),

@@ -30,6 +30,9 @@ class CommandKind(Protocol):
     def bindings(self, cmd: Any) -> tuple[Binding, ...]:
         """The scenario bindings the command binds (what checkpoints keep)."""
 
+    def shaders(self, cmd: Any) -> tuple[str, ...]:
+        """Uids of the shader resources the command runs, in pipeline order."""
+
     def may_write(self, cmd: Any, read_only: Mapping[str, set[tuple[int, int]]]) -> set[str]:
         """Uids the command can write; ``read_only`` maps a shader uid to the (set, binding) pairs its
         SPIR-V cannot write through."""
@@ -61,6 +64,9 @@ class NoDeviceWork:
     boundary = False
 
     def bindings(self, cmd: Any) -> tuple[Binding, ...]:
+        return ()
+
+    def shaders(self, cmd: Any) -> tuple[str, ...]:
         return ()
 
     def may_write(self, cmd: Any, read_only: Mapping[str, set[tuple[int, int]]]) -> set[str]:

@@ -13,10 +13,11 @@ from ..errors import ScenarioError, UnsupportedDeviceFeature
 from ..limits import refuse_beyond_stage_limits
 from ..pipelines import ComputePipeline
 from ..scenario import Binding, DispatchCompute, Scenario, Shader
-from ..shader_bindings import LayoutBinding, resolve_bindings, signature
+from ..shader_bindings import resolve_bindings, signature
 from ..spirv import CAPABILITY_FEATURES, Reflection, SpirvError, reflect
 from ..sync import implicit_barrier
 from .base import AfterSegment, SnapshotEntry, declared_writes
+from .descriptors import allocate_sets, create_pool
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -40,6 +41,9 @@ class ComputeKind:
 
     def bindings(self, cmd: DispatchCompute) -> tuple[Binding, ...]:
         return cmd.bindings
+
+    def shaders(self, cmd: DispatchCompute) -> tuple[str, ...]:
+        return (cmd.shader_ref,)
 
     def may_write(self, cmd: DispatchCompute, read_only: Mapping[str, set[tuple[int, int]]]) -> set[str]:
         """What the shader can write through (a shader never reflected counts as writing all it binds)."""
@@ -74,10 +78,10 @@ class ComputeKind:
 
         profiling = session.options.profiling
         distinct = commands if profiling else list({command_key(c): c for c in reversed(commands)}.values())[::-1]
-        _create_descriptor_pool(session, distinct)
+        pool = create_pool(session, distinct)
         prepared: dict[Any, PreparedDispatch] = {}
         for cmd in distinct:
-            prepared[command_key(cmd)] = p = _prepare_one(session, cmd)
+            prepared[command_key(cmd)] = p = _prepare_one(session, cmd, pool)
             if profiling:
                 p.query_base = session.reserve_queries(2)
                 session.dispatches[cmd.index] = p
@@ -147,21 +151,7 @@ def _reflect(session: "Session", spec: Shader) -> Reflection | None:
     return r
 
 
-def _create_descriptor_pool(session: "Session", commands: list[DispatchCompute]) -> None:
-    counts: dict[int, int] = {}
-    total_sets = 0
-    for cmd in commands:
-        total_sets += len({b.set for b in cmd.bindings})
-        for lb in session.layouts[cmd.index]:
-            counts[lb.descriptor_type] = counts.get(lb.descriptor_type, 0) + 1
-    if total_sets:
-        sizes = [vk.VkDescriptorPoolSize(type=t, descriptorCount=n) for t, n in counts.items()]
-        session.descriptor_pool = vk.vkCreateDescriptorPool(
-            session.ctx.device, vk.VkDescriptorPoolCreateInfo(maxSets=total_sets, pPoolSizes=sizes), None
-        )
-
-
-def _prepare_one(session: "Session", cmd: DispatchCompute) -> PreparedDispatch:
+def _prepare_one(session: "Session", cmd: DispatchCompute, pool: Any) -> PreparedDispatch:
     assert session.factory is not None and session.resources is not None
     spec = session.scenario.by_uid[cmd.shader_ref]
     assert isinstance(spec, Shader)
@@ -183,20 +173,5 @@ def _prepare_one(session: "Session", cmd: DispatchCompute) -> PreparedDispatch:
         )
     push = push.ljust(spec.push_constants_size, b"\0")  # shorter data is zero-padded, as the reference does
     with validation.at(cmd.place):
-        sets = _allocate_sets(session, cmd, pipeline, layout)
+        sets = allocate_sets(session, pool, cmd, pipeline.set_layouts, layout)
     return PreparedDispatch(cmd, pipeline, sets, push)
-
-
-def _allocate_sets(session: "Session", cmd: DispatchCompute, pipeline: ComputePipeline,
-                   layout: tuple[LayoutBinding, ...]) -> dict[int, Any]:
-    used = sorted({b.set for b in cmd.bindings})
-    if not used:
-        return {}
-    assert session.resources is not None
-    handles = vk.vkAllocateDescriptorSets(session.ctx.device, vk.VkDescriptorSetAllocateInfo(
-        descriptorPool=session.descriptor_pool, pSetLayouts=[pipeline.set_layouts[s] for s in used]))
-    sets = dict(zip(used, handles))
-    parts = [session.resources[b.resource].descriptor(sets[b.set], b.binding, b.lod, b.descriptor_type) for b in layout]
-    writes = [p.write for p in parts]
-    vk.vkUpdateDescriptorSets(session.ctx.device, len(writes), writes, 0, None)
-    return sets
