@@ -14,10 +14,10 @@ from ..limits import refuse_beyond_stage_limits
 from ..pipelines import ComputePipeline
 from ..scenario import Binding, DispatchCompute, Scenario, Shader
 from ..shader_bindings import resolve_bindings, signature
-from ..spirv import CAPABILITY_FEATURES, Reflection, SpirvError, reflect
+from ..spirv import Reflection
 from ..sync import implicit_barrier
 from .base import AfterSegment, SnapshotEntry, declared_writes
-from .descriptors import allocate_sets, create_pool
+from .descriptors import allocate_sets, check_bindings, create_pool, reflect_shader
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -115,27 +115,11 @@ class ComputeKind:
 
 
 def _reflect(session: "Session", spec: Shader) -> Reflection | None:
-    """The shader's reflection, its entry point, capabilities and workgroup size checked against the
-    device; ``None`` when its SPIR-V cannot be read (then only the scenario decides, and the driver
-    reports the rest)."""
-    module = session.module(spec)
-    try:
-        r = reflect(module.code, {c.id: c.value for c in spec.specialization_constants})
-    except SpirvError:
+    """:func:`reflect_shader`, and the workgroup size (after specialization) checked against the device."""
+    r = reflect_shader(session, spec)
+    if r is None:
         return None
     ctx, path = session.ctx, session.scenario.path
-    session.read_only_bindings[spec.uid] = r.read_only
-    if r.entry_points and r.entry_points.get(spec.entry) != spec.stage:
-        found = ", ".join(f"'{n}' ({m})" for n, m in sorted(r.entry_points.items()))
-        raise ScenarioError(f"shader '{spec.uid}' has no {spec.stage} entry point '{spec.entry}' (it has {found})",
-                            file=path, place=f"{spec.place}.entry")
-    for capability in sorted(r.capabilities & CAPABILITY_FEATURES.keys()):
-        name, feature = CAPABILITY_FEATURES[capability]
-        if not getattr(ctx.features.features, feature):
-            raise UnsupportedDeviceFeature(
-                f"shader '{spec.uid}' declares the SPIR-V capability {name}, which needs {feature}, a feature device "
-                f"'{ctx.info.name}' lacks", file=path, place=spec.place,
-            )
     if r.local_size is not None:
         limits = ctx.limits
         size = r.local_size
@@ -157,12 +141,7 @@ def _prepare_one(session: "Session", cmd: DispatchCompute, pool: Any) -> Prepare
     assert isinstance(spec, Shader)
     module = session.module(spec)
     layout = session.layouts[cmd.index]
-    for lb in layout:
-        try:
-            session.resources[lb.resource].check_binding(lb)
-        except (ScenarioError, UnsupportedDeviceFeature) as exc:
-            exc.file = exc.file or str(session.scenario.path)
-            raise
+    check_bindings(session, layout)
     with session.timer.measure("Pipeline Setup", f"Create Pipeline: {spec.uid}"), validation.at(cmd.place):
         pipeline = session.factory.compute(module, spec, signature(layout))
     push = session.raw(cmd.push_data_ref) if cmd.push_data_ref else b""

@@ -1,11 +1,15 @@
-"""Descriptor pools and sets for commands whose layouts the shaders decide (compute and fragment)."""
+"""What commands whose layouts the shaders decide (compute and fragment) share: reflecting a shader and
+checking it against the device, checking bindings against the resources, descriptor pools and sets."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 import vulkan as vk
 
+from ..errors import ScenarioError, UnsupportedDeviceFeature
+from ..scenario import Shader
 from ..shader_bindings import LayoutBinding
+from ..spirv import CAPABILITY_FEATURES, Reflection, SpirvError, reflect
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -43,3 +47,38 @@ def allocate_sets(session: "Session", pool: Any, cmd: Any, set_layouts: dict[int
     writes = [p.write for p in parts]
     vk.vkUpdateDescriptorSets(session.ctx.device, len(writes), writes, 0, None)
     return sets
+
+
+def reflect_shader(session: "Session", spec: Shader) -> Reflection | None:
+    """The reflection of shader ``spec``, its entry point (of the shader's stage) and the capabilities
+    it declares checked against the device; ``None`` when its SPIR-V cannot be read (then only the
+    scenario decides, and the driver reports the rest). Records what it cannot write."""
+    try:
+        r = reflect(session.module(spec).code, {c.id: c.value for c in spec.specialization_constants})
+    except SpirvError:
+        return None
+    ctx, path = session.ctx, session.scenario.path
+    session.read_only_bindings[spec.uid] = r.read_only
+    if r.entry_points and r.entry_points.get(spec.entry) != spec.stage:
+        found = ", ".join(f"'{n}' ({m})" for n, m in sorted(r.entry_points.items()))
+        raise ScenarioError(f"shader '{spec.uid}' has no {spec.stage} entry point '{spec.entry}' (it has {found})",
+                            file=path, place=f"{spec.place}.entry")
+    for capability in sorted(r.capabilities & CAPABILITY_FEATURES.keys()):
+        name, feature = CAPABILITY_FEATURES[capability]
+        if not getattr(ctx.features.features, feature):
+            raise UnsupportedDeviceFeature(
+                f"shader '{spec.uid}' declares the SPIR-V capability {name}, which needs {feature}, a feature device "
+                f"'{ctx.info.name}' lacks", file=path, place=spec.place,
+            )
+    return r
+
+
+def check_bindings(session: "Session", layout: tuple[LayoutBinding, ...]) -> None:
+    """Each resource asked whether it can serve its binding on this device (errors name the scenario file)."""
+    assert session.resources is not None
+    for lb in layout:
+        try:
+            session.resources[lb.resource].check_binding(lb)
+        except (ScenarioError, UnsupportedDeviceFeature) as exc:
+            exc.file = exc.file or str(session.scenario.path)
+            raise

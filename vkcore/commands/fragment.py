@@ -11,15 +11,14 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import vulkan as vk
 
 from .. import validation
-from ..errors import ScenarioError, UnsupportedDeviceFeature
 from ..limits import refuse_beyond_stage_limits
 from ..pipelines import ComputePipeline
 from ..scenario import Binding, DispatchFragment, Scenario, Shader
 from ..shader_bindings import resolve_bindings, signature
-from ..spirv import Reflection, SpirvError, reflect
+from ..spirv import Reflection
 from ..sync import FULL_BARRIER, BarrierBatch, memory_barrier
 from .base import AfterSegment, SnapshotEntry, declared_writes
-from .descriptors import allocate_sets, create_pool
+from .descriptors import allocate_sets, check_bindings, create_pool, reflect_shader
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -70,7 +69,7 @@ class FragmentKind:
             for ref in (cmd.vertex_shader_ref, cmd.fragment_shader_ref):
                 spec = session.scenario.by_uid[ref]
                 assert isinstance(spec, Shader)
-                r = _reflect(session, spec)
+                r = reflect_shader(session, spec)
                 if r is None:
                     merged = None  # type: ignore[assignment]
                     break
@@ -118,30 +117,12 @@ class FragmentKind:
         return d.query_base, cmd.debug_name or cmd.fragment_shader_ref, "FragmentDispatch"
 
 
-def _reflect(session: "Session", spec: Shader) -> Reflection | None:
-    try:
-        r = reflect(session.module(spec).code, {c.id: c.value for c in spec.specialization_constants})
-    except SpirvError:
-        return None
-    session.read_only_bindings[spec.uid] = r.read_only
-    if r.entry_points and r.entry_points.get(spec.entry) != spec.stage:
-        found = ", ".join(f"'{n}' ({m})" for n, m in sorted(r.entry_points.items()))
-        raise ScenarioError(f"shader '{spec.uid}' has no {spec.stage} entry point '{spec.entry}' (it has {found})",
-                            file=session.scenario.path, place=f"{spec.place}.entry")
-    return r
-
-
 def _prepare_one(session: "Session", cmd: DispatchFragment, pool: Any) -> PreparedDraw:
     assert session.factory is not None and session.resources is not None
     vs, fs = (session.scenario.by_uid[cmd.vertex_shader_ref], session.scenario.by_uid[cmd.fragment_shader_ref])
     assert isinstance(vs, Shader) and isinstance(fs, Shader)
     layout = session.layouts[cmd.index]
-    for lb in layout:
-        try:
-            session.resources[lb.resource].check_binding(lb)
-        except (ScenarioError, UnsupportedDeviceFeature) as exc:
-            exc.file = exc.file or str(session.scenario.path)
-            raise
+    check_bindings(session, layout)
     images = [session.resources[a.resource_ref] for a in cmd.color_attachment_refs]
     views = [image.level_views[a.lod] for image, a in zip(images, cmd.color_attachment_refs)]  # type: ignore[attr-defined]
     if images:
