@@ -55,6 +55,11 @@ def _add_device(p: argparse.ArgumentParser) -> None:
                    help="run under the Khronos validation layer: any validation error fails the command (exit 1)")
 
 
+# The optional extensions the reference lets --disable-extension name.
+DISABLEABLE = ("VK_EXT_custom_border_color", "VK_EXT_frame_boundary", "VK_ARM_data_graph_neural_accelerator_statistics",
+               "VK_KHR_maintenance5", "VK_KHR_deferred_host_operations")
+
+
 def _add_run_flags(p: argparse.ArgumentParser) -> None:
     """The reference runner's flags, so vkcap can replace it."""
     p.add_argument("scenario_pos", nargs="?", metavar="SCENARIO", help="scenario JSON file")
@@ -69,6 +74,10 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profiling-dump-path", type=Path, help="write per-dispatch GPU timestamps as JSON")
     p.add_argument("--perf-counters-dump-path", type=Path, help="write host timings as JSON")
     p.add_argument("--timeout", type=float, metavar="SECONDS", help="give up on a frame that runs longer than this")
+    p.add_argument("--disable-extension", nargs="+", action="extend", default=[], metavar="EXT", choices=DISABLEABLE,
+                   help="never enable these optional extensions (may be repeated): " + ", ".join(DISABLEABLE))
+    p.add_argument("--enable-robustness-features", action="store_true",
+                   help="enable robust buffer and image access where the device has them")
     _add_device(p)
 
 
@@ -79,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="execute a scenario (drop-in for ARM's scenario-runner)")
     _add_run_flags(run)
+    run.add_argument("--wait-for-key-stroke-before-run", action="store_true", help="wait for Enter before running")
+    run.add_argument("--pause-on-exit", action="store_true", help="wait for Enter before exiting")
     _add_common(run)
     run.set_defaults(handler=_cmd_run)
 
@@ -149,6 +160,8 @@ def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
         device=args.device,
         emulation="off" if args.no_emulation_layers else "auto",
         frame_timeout_s=args.timeout,
+        disabled_extensions=tuple(args.disable_extension),
+        robust=args.enable_robustness_features,
         **extra,  # type: ignore[arg-type]
     )
 
@@ -172,18 +185,28 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .progress import FrameProgress
 
     options = run_options(args)
+    if args.wait_for_key_stroke_before_run:
+        _wait_for_enter("press Enter to run")
     with FrameProgress.for_terminal() as progress:
         result = run(options, on_event=progress.on_event)
     if options.dry_run:
         log.info("dry run: built %d frame(s) on %s; executed and wrote nothing", len(result.plan.frames), result.device_name)
-        return 0
-    log.info(
-        "ran %d frame(s) on %s in %.3f s; wrote %d output(s)",
-        result.frames_run, result.device_name, result.seconds, len(result.outputs),
-    )
-    if options.pipeline_caching:
-        log.info("pipeline cache: %d hit(s), %d miss(es)", result.pipeline_cache_hits, result.pipeline_cache_misses)
+    else:
+        log.info(
+            "ran %d frame(s) on %s in %.3f s; wrote %d output(s)",
+            result.frames_run, result.device_name, result.seconds, len(result.outputs),
+        )
+        if options.pipeline_caching:
+            log.info("pipeline cache: %d hit(s), %d miss(es)", result.pipeline_cache_hits, result.pipeline_cache_misses)
+    if args.pause_on_exit:
+        _wait_for_enter("press Enter to exit")
     return 0
+
+
+def _wait_for_enter(prompt: str) -> None:
+    """The reference's key-stroke pauses: one line read from standard input (none when it is closed)."""
+    print(f"vkcap: {prompt}", file=sys.stderr, flush=True)
+    sys.stdin.readline()
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:

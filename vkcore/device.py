@@ -271,7 +271,7 @@ def _queue_family(physical: Any, name: str) -> tuple[int, int]:
     return best[1], best[2]
 
 
-def _open_device(index: int, physical: Any, name: str, requested: tuple[str, ...]) -> _OpenDevice:
+def _open_device(index: int, physical: Any, name: str, requested: tuple[str, ...], robust: bool = False) -> _OpenDevice:
     """Create the logical device on ``physical`` with the ``requested`` extensions (optional ones whose
     feature the device lacks are dropped) and every core feature shaders may use, robustness off."""
     queue_family, timestamp_bits = _queue_family(physical, name)
@@ -293,9 +293,9 @@ def _open_device(index: int, physical: Any, name: str, requested: tuple[str, ...
     vk.vkGetPhysicalDeviceFeatures2(physical, features)
     if not f13.synchronization2:
         raise UnsupportedDeviceFeature(f"device '{name}' lacks synchronization2 (Vulkan 1.3)")
-    # Enable what shaders may use; robustness costs speed and is off, as in the reference runner.
-    features.features.robustBufferAccess = 0
-    f13.robustImageAccess = 0
+    # Enable what shaders may use; robustness costs speed and is off unless asked for, as in the reference runner.
+    features.features.robustBufferAccess = features.features.robustBufferAccess if robust else 0
+    f13.robustImageAccess = f13.robustImageAccess if robust else 0
     if tail is not None and not tail.frameBoundary:
         extensions.remove(FRAME_BOUNDARY_EXT)
         f13.pNext = border if border is not None else vk.ffi.NULL
@@ -319,10 +319,12 @@ def _open_device(index: int, physical: Any, name: str, requested: tuple[str, ...
                        (f11, f12, f13, tail, border))
 
 
-def _device_requests(info: DeviceInfo, want_extensions: tuple[str, ...], needed: list[str]) -> tuple[str, ...]:
+def _device_requests(info: DeviceInfo, want_extensions: tuple[str, ...], needed: list[str],
+                     disabled: tuple[str, ...] = ()) -> tuple[str, ...]:
     """The extensions to ask ``info``'s device for: frame boundaries and the scenario's optional ones
-    where it has them, and the tensor/graph ones the scenario needs."""
-    enable = [e for e in (FRAME_BOUNDARY_EXT, *want_extensions) if e in info.extensions]
+    where it has them and they are not ``disabled`` (``--disable-extension``), and the tensor/graph ones
+    the scenario needs."""
+    enable = [e for e in (FRAME_BOUNDARY_EXT, *want_extensions) if e in info.extensions and e not in disabled]
     return tuple(enable + [e for e in needed if e not in enable])
 
 
@@ -452,7 +454,13 @@ class VulkanContext:
         need_graphs: bool = False,
         emulation: EmulationMode = "auto",
         want_extensions: tuple[str, ...] = (),
+        disabled_extensions: tuple[str, ...] = (),
+        robust: bool = False,
     ) -> None:
+        """``disabled_extensions``: optional extensions never enabled (``--disable-extension``);
+        ``robust``: robust buffer and image access where the device has them
+        (``--enable-robustness-features``)."""
+        self.disabled_extensions, self.robust = tuple(disabled_extensions), robust
         with signals_deferred():
             try:
                 self._start(device, need_tensors, need_graphs, emulation, want_extensions)
@@ -511,14 +519,14 @@ class VulkanContext:
         self.properties = vk.vkGetPhysicalDeviceProperties(self.physical)
         self.limits = self.properties.limits
         self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
-        requests = _device_requests(chosen, want_extensions, needed)
+        requests = _device_requests(chosen, want_extensions, needed, self.disabled_extensions)
         opened = self._early_device
         self._early_device = None
-        if opened is not None and (opened.index, opened.requested) != (chosen.index, requests):
+        if opened is not None and (opened.index, opened.requested, False) != (chosen.index, requests, self.robust):
             opened.destroy()
             opened = None
         if opened is None:
-            opened = _open_device(chosen.index, self.physical, chosen.name, requests)
+            opened = _open_device(chosen.index, self.physical, chosen.name, requests, self.robust)
         self.device, self.extensions = opened.device, opened.extensions
         self.queue_family, self.timestamp_bits = opened.queue_family, opened.timestamp_bits
         self.features, self._feature_chain = opened.features, opened.feature_chain
@@ -551,6 +559,7 @@ class VulkanContext:
         fp = self.info.fingerprint()
         fp["layers"] = list(self.layers)
         fp["extensions_enabled"] = list(self.extensions)
+        fp["robust_buffer_access"] = bool(self.features.features.robustBufferAccess)  # changes out-of-bounds results
         return fp
 
     def memory_type(self, type_bits: int, required: int, preferred: int = 0) -> int:

@@ -37,6 +37,8 @@ class RunOptions:
     emulation: EmulationMode = "auto"
     frame_timeout_s: float | None = None
     capture_all: bool = False
+    disabled_extensions: tuple[str, ...] = ()  # --disable-extension
+    robust: bool = False  # --enable-robustness-features
 
 
 @dataclass
@@ -71,7 +73,8 @@ def wanted_extensions(scenario: Scenario) -> tuple[str, ...]:
 def open_context(scenario: Scenario, options: RunOptions) -> VulkanContext:
     need_tensors, need_graphs = scenario_needs(scenario)
     return VulkanContext(device=options.device, need_tensors=need_tensors, need_graphs=need_graphs,
-                         emulation=options.emulation, want_extensions=wanted_extensions(scenario))
+                         emulation=options.emulation, want_extensions=wanted_extensions(scenario),
+                         disabled_extensions=options.disabled_extensions, robust=options.robust)
 
 
 def check_outputs(scenario: Scenario, options: RunOptions) -> None:

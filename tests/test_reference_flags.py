@@ -1,0 +1,66 @@
+"""Reference runner flags with device effects: ``--disable-extension``, ``--enable-robustness-features``,
+and the key-stroke pauses."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from tests.builders import ScenarioBuilder, load_output, vkcap
+
+SPILL = """#version 450
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) buffer A { float a[]; };
+void main() { for (int i = 0; i < 32; i++) a[i] = 1.0; }
+"""
+
+
+def test_a_disabled_extension_is_not_enabled(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    builder.resources.append({"image": {"uid": "img", "dims": [1, 4, 4, 1], "format": "VK_FORMAT_R32G32B32A32_SFLOAT",
+                                        "shader_access": "readonly", "border_address_mode": "CLAMP_BORDER",
+                                        "border_color": "FLOAT_CUSTOM_EXT", "custom_border_color": [1, 0, 0, 1]}})
+    scenario = builder.save()
+    assert vkcap("run", scenario, "--output", tmp_path).returncode == 0
+    proc = vkcap("run", scenario, "--output", tmp_path, "--disable-extension", "VK_EXT_custom_border_color")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith(
+        f"vkcap: error: {scenario}: resources[0].image.border_color: image 'img': border_color FLOAT_CUSTOM_EXT needs "
+        "VK_EXT_custom_border_color, which is not enabled on device"), proc.stderr
+    bad = vkcap("run", scenario, "--disable-extension", "VK_EXT_unheard_of")
+    assert bad.returncode == 2 and "invalid choice: 'VK_EXT_unheard_of'" in bad.stderr
+
+
+def test_robust_buffer_access_keeps_writes_inside_the_bound_range(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """A shader writes 32 floats through a binding of 4: with robustness the 28 beyond are discarded, so the
+    buffer that follows in the same memory keeps its content; the trace's fingerprint says robustness was on
+    (lavapipe discards such writes either way, so the fingerprint is what tells the two runs apart)."""
+    builder.shader("spill", SPILL)
+    group = {"memory_group": {"id": "g", "offset": 0}}
+    builder.buffer("small", 16, dst="small.npy", **group)
+    builder.buffer("next", 16, np.full(4, 7, np.float32), dst="next.npy",
+                   memory_group={"id": "g", "offset": 64})
+    builder.dispatch("spill", [(0, 0, "small")], [1, 1, 1])
+    scenario = builder.save()
+    robust, plain = tmp_path / "robust.vkt", tmp_path / "plain.vkt"
+    proc = vkcap("record", scenario, "--output", tmp_path, "-o", robust, "--enable-robustness-features")
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_array_equal(load_output(tmp_path / "small.npy", np.float32), np.ones(4))
+    np.testing.assert_array_equal(load_output(tmp_path / "next.npy", np.float32), np.full(4, 7))
+    assert vkcap("record", scenario, "--output", tmp_path, "-o", plain).returncode == 0
+    fingerprints = [json.loads(vkcap("info", t, "--json").stdout)["fingerprint"] for t in (robust, plain)]
+    assert [f["robust_buffer_access"] for f in fingerprints] == [True, False]
+
+
+def test_key_stroke_pauses_read_standard_input(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    builder.shader("spill", SPILL).buffer("a", 128, dst="a.npy").dispatch("spill", [(0, 0, "a")], [1, 1, 1])
+    proc = subprocess.run([sys.executable, "-m", "vkcap", "run", str(builder.save()), "--output", str(tmp_path),
+                           "--wait-for-key-stroke-before-run", "--pause-on-exit"],
+                          input="\n\n", capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0] == "vkcap: press Enter to run" and lines[-1] == "vkcap: press Enter to exit"
+    np.testing.assert_array_equal(load_output(tmp_path / "a.npy", np.float32), np.ones(32))
