@@ -38,7 +38,12 @@ SPEC_DDS = ("R32G32B32A32_SFLOAT R16G16B16A16_SFLOAT R16G16B16A16_SINT R16G16_SF
             "R8G8_UINT R8G8_SINT R8_UNORM R8_SNORM R32_UINT R32_SFLOAT R16_SFLOAT R16_UINT B8G8R8A8_UNORM").split()
 SPEC_TENSOR = {"R8_BOOL_ARM": "bool", "R8_UINT": "uint8", "R8_SINT": "int8", "R16_UINT": "uint16",
                "R16_SINT": "int16", "R32_UINT": "uint32", "R32_SINT": "int32", "R64_SINT": "int64",
-               "R16_SFLOAT": "float16", "R32_SFLOAT": "float32"}
+               "R16_SFLOAT": "float16", "R32_SFLOAT": "float32", "R16_SFLOAT_FPENCODING_BFLOAT16_ARM": "uint16",
+               "R8_SFLOAT_FPENCODING_FLOAT8E4M3_ARM": "uint8", "R8_SFLOAT_FPENCODING_FLOAT8E5M2_ARM": "uint8"}
+# VK_ARM_tensors formats the vulkan package does not declare (Khronos vulkan_core.h 1.4.317).
+ARM_FORMAT_VALUES = {"VK_FORMAT_R8_BOOL_ARM": 1000460000, "VK_FORMAT_R16_SFLOAT_FPENCODING_BFLOAT16_ARM": 1000460001,
+                     "VK_FORMAT_R8_SFLOAT_FPENCODING_FLOAT8E4M3_ARM": 1000460002,
+                     "VK_FORMAT_R8_SFLOAT_FPENCODING_FLOAT8E5M2_ARM": 1000460003}
 # Microsoft's DXGI_FORMAT values (dxgiformat.h) for the specification's DDS formats; the two 3-channel
 # formats use the reference runner's custom codes, D32S8 loads from D32_FLOAT_S8X24_UINT, B10G11R11 from
 # R11G11B10_FLOAT (as the specification pairs them).
@@ -75,8 +80,7 @@ def test_table_holds_exactly_the_specification_formats() -> None:
 def test_vk_values_come_from_the_vulkan_package() -> None:
     vulkan = pytest.importorskip("vulkan")
     for name, info in FORMATS.items():
-        expected = getattr(vulkan, name, None)
-        assert info.vk_value == (F.VK_FORMAT_R8_BOOL_ARM if expected is None else expected), name
+        assert info.vk_value == getattr(vulkan, name, ARM_FORMAT_VALUES.get(name)), name
     assert FORMATS["VK_FORMAT_R8_BOOL_ARM"].vk_value == 1000460000
     assert not hasattr(vulkan, "VK_FORMAT_R8_BOOL_ARM")
 
@@ -85,7 +89,7 @@ def test_table_literals_match_the_vulkan_package() -> None:
     """The literal values (used where the vulkan package cannot be imported) are the package's."""
     vulkan = pytest.importorskip("vulkan")
     for short, row in F._ROWS.items():
-        assert row[0] == getattr(vulkan, "VK_FORMAT_" + short, F.VK_FORMAT_R8_BOOL_ARM), short
+        assert row[0] == getattr(vulkan, "VK_FORMAT_" + short, ARM_FORMAT_VALUES.get("VK_FORMAT_" + short)), short
 
 
 def test_dxgi_values_are_microsofts() -> None:
@@ -102,6 +106,9 @@ def test_format_row_is_consistent(name: str) -> None:
     info = FORMATS[name]
     item = np.dtype(info.dtype).itemsize
     assert info.component_bytes == item
+    if name in F.PAYLOAD_FORMATS:  # the reference's headers: <V2, <V1, |u1; compared bit for bit
+        assert info.dtype in ("<V2", "<V1", "|u1") and info.compare_dtype == f"uint{8 * item}"
+        return
     assert info.dtype[0] in "<|" and (info.dtype[0] == "|") == (item == 1)
     if info.is_packed:
         assert info.components == 1 and info.block_bytes == item
@@ -126,7 +133,8 @@ def test_format_lookup_errors_list_known_names() -> None:
     with pytest.raises(KeyError, match="not a tensor format"):
         tensor_dtype("VK_FORMAT_R8G8B8A8_UNORM")
     for short, kind in SPEC_TENSOR.items():
-        assert np.dtype(tensor_dtype(short)).name == kind
+        if "VK_FORMAT_" + short not in F.PAYLOAD_FORMATS:  # those are written as the reference does: <V2, <V1, |u1
+            assert np.dtype(tensor_dtype(short)).name == kind
     assert tensor_dtype("R8_BOOL_ARM") == "|b1"  # what the reference writes for bool tensors
 
 

@@ -49,7 +49,13 @@ NUMPY_DTYPES = {  # the specification's table: format -> numpy dtype
     "VK_FORMAT_R16_UINT": np.uint16, "VK_FORMAT_R16_SINT": np.int16, "VK_FORMAT_R32_UINT": np.uint32,
     "VK_FORMAT_R32_SINT": np.int32, "VK_FORMAT_R64_SINT": np.int64, "VK_FORMAT_R16_SFLOAT": np.float16,
     "VK_FORMAT_R32_SFLOAT": np.float32,
+    # no numpy type: the payload bytes (any dtype of the element's size loads)
+    "VK_FORMAT_R16_SFLOAT_FPENCODING_BFLOAT16_ARM": np.uint16, "VK_FORMAT_R8_SFLOAT_FPENCODING_FLOAT8E4M3_ARM": np.uint8,
+    "VK_FORMAT_R8_SFLOAT_FPENCODING_FLOAT8E5M2_ARM": np.uint8,
 }
+# The .npy dtype the reference writes where it is not the numpy type's (measured).
+WRITTEN_DESCR = {"VK_FORMAT_R8_BOOL_ARM": "|b1", "VK_FORMAT_R16_SFLOAT_FPENCODING_BFLOAT16_ARM": "<V2",
+                 "VK_FORMAT_R8_SFLOAT_FPENCODING_FLOAT8E4M3_ARM": "<V1"}
 DIMS_CYCLE = [(2, 3, 4), (3, 5), (7,), (1, 2, 3, 4), (2, 1, 3, 1, 2)]
 
 
@@ -278,10 +284,10 @@ def test_every_format_loads_snapshots_and_writes_as_the_reference(
         ours = tmp_path / f"{c.uid}_out.npy"
         r.write_dst(ours, submit)
         theirs = (reference_outputs / f"{c.uid}_out.npy").read_bytes()
-        descr = "|b1" if c.format == "VK_FORMAT_R8_BOOL_ARM" else np.dtype(NUMPY_DTYPES[c.format]).str
+        descr = WRITTEN_DESCR.get(c.format, np.dtype(NUMPY_DTYPES[c.format]).str)
         assert theirs == reference_rule_header(descr, c.dims) + c.expected, c.uid
         back = np.load(ours)
-        assert back.shape == c.dims and back.dtype == np.dtype(NUMPY_DTYPES[c.format])
+        assert back.shape == c.dims and back.dtype == np.dtype(descr)
         assert back.tobytes() == c.expected
         assert ours.read_bytes() == theirs, c.uid  # byte-identical to the reference runner
     assert (reference_outputs / "t3_out.npy").read_bytes()[:80] == (

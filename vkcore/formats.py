@@ -35,7 +35,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 __all__ = [
-    "FormatInfo", "FORMATS", "DXGI", "DXGI_FILE_BYTES", "DXGI_NAMES", "format_info", "tensor_dtype",
+    "FormatInfo", "FORMATS", "DXGI", "DXGI_FILE_BYTES", "DXGI_NAMES", "PAYLOAD_FORMATS", "format_info", "tensor_dtype",
     "image_formats", "tensor_formats", "dds_formats", "format_for_dxgi", "file_texel_bytes",
     "DXGI_R8G8B8_SNORM_CUSTOM", "DXGI_R8G8B8_SINT_CUSTOM", "VK_FORMAT_R8_BOOL_ARM",
 ]
@@ -174,7 +174,16 @@ _ROWS: dict[str, tuple] = {
     "R32_SINT":                 (99, 4, 1, "<i4", None, 0, 0, 0, "int32", 4, 0, 1, 1),
     "R64_SINT":                 (111, 8, 1, "<i8", None, 0, 0, 0, "int64", 8, 0, 1, 1),
     "R16_SFLOAT":               (76, 2, 1, "<f2", DXGI["R16_FLOAT"], 0, 0, 0, "float16", 2, 1, 1, 1),
+    # tensors only; numpy has no such floats: .npy files hold the payload bytes, with the dtype the
+    # reference runner writes (measured: <V2, <V1 and, for E5M2, |u1); compared bit for bit
+    "R16_SFLOAT_FPENCODING_BFLOAT16_ARM":  (1000460001, 2, 1, "<V2", None, 0, 0, 0, "uint16", 2, 0, 0, 1),
+    "R8_SFLOAT_FPENCODING_FLOAT8E4M3_ARM": (1000460002, 1, 1, "<V1", None, 0, 0, 0, "uint8", 1, 0, 0, 1),
+    "R8_SFLOAT_FPENCODING_FLOAT8E5M2_ARM": (1000460003, 1, 1, "|u1", None, 0, 0, 0, "uint8", 1, 0, 0, 1),
 }
+# Formats whose .npy files hold raw payload bytes: any dtype of the element's size loads (as the reference).
+PAYLOAD_FORMATS = frozenset("VK_FORMAT_" + s for s in ("R16_SFLOAT_FPENCODING_BFLOAT16_ARM",
+                                                        "R8_SFLOAT_FPENCODING_FLOAT8E4M3_ARM",
+                                                        "R8_SFLOAT_FPENCODING_FLOAT8E5M2_ARM"))
 
 
 def _build() -> Mapping[str, FormatInfo]:
@@ -228,7 +237,8 @@ def image_formats() -> tuple[str, ...]:
 
 
 _TENSOR_ORDER = ("R8_BOOL_ARM", "R8_UINT", "R8_SINT", "R16_UINT", "R16_SINT", "R32_UINT", "R32_SINT",
-                 "R64_SINT", "R16_SFLOAT", "R32_SFLOAT")  # the specification's order
+                 "R64_SINT", "R16_SFLOAT", "R32_SFLOAT", "R16_SFLOAT_FPENCODING_BFLOAT16_ARM",
+                 "R8_SFLOAT_FPENCODING_FLOAT8E4M3_ARM", "R8_SFLOAT_FPENCODING_FLOAT8E5M2_ARM")  # the specification's order
 
 
 def tensor_formats() -> tuple[str, ...]:

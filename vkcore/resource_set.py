@@ -52,7 +52,7 @@ def _tensor_factory(ctx: VulkanContext, spec: Tensor, scenario: Scenario, create
     from .tensors import TensorApi
 
     api = TensorApi.load(ctx)
-    check_tensor_format(api, spec)
+    check_tensor_format(api, spec, shader_bound=spec.uid in shader_bound_resources(scenario))
     image_spec = aliased_image(spec, scenario)
     strides, extra = None, 0
     if image_spec is not None:
@@ -70,9 +70,21 @@ def _tensor_factory(ctx: VulkanContext, spec: Tensor, scenario: Scenario, create
     return TensorResource.create(ctx, api, spec, strides, extra_usage=extra)
 
 
-def check_tensor_format(api: Any, spec: Tensor) -> None:
-    """Refuse, before any Vulkan object exists, a tensor format this device cannot use in shaders
-    with the tensor's tiling (the emulation layer would accept it and fail later, or crash)."""
+FORMAT_FEATURE_2_TRANSFER = 0x4000 | 0x8000  # VK_FORMAT_FEATURE_2_TRANSFER_SRC_BIT | _DST_BIT
+
+
+def shader_bound_resources(scenario: Scenario) -> set[str]:
+    """Uids a shader binds (a compute or fragment dispatch; a graph's bindings are not shaders')."""
+    from .commands import kind_of
+
+    return {b.resource_ref for cmd in scenario.commands if kind_of(cmd).shaders(cmd) for b in kind_of(cmd).bindings(cmd)}
+
+
+def check_tensor_format(api: Any, spec: Tensor, *, shader_bound: bool = True) -> None:
+    """Refuse, before any Vulkan object exists, a tensor format this device cannot use with the
+    tensor's tiling: in shaders where a shader binds it, else for the copies that load and read it
+    (the emulation layer would accept it and fail later, or crash). On lavapipe's emulation layer,
+    bfloat16 and float8 tensors have no shader support but do copy."""
     from .arm_ffi import FORMAT_FEATURE_2_TENSOR_SHADER_BIT_ARM
     from .errors import UnsupportedDeviceFeature
     from .formats import format_info
@@ -84,9 +96,11 @@ def check_tensor_format(api: Any, spec: Tensor) -> None:
     tiling = (spec.tiling or "LINEAR").upper()
     optimal, linear = api.format_features(vk_format)
     features = linear if tiling == "LINEAR" else optimal
-    if not features & FORMAT_FEATURE_2_TENSOR_SHADER_BIT_ARM:
+    needed, use = ((FORMAT_FEATURE_2_TENSOR_SHADER_BIT_ARM, "in shaders") if shader_bound
+                   else (FORMAT_FEATURE_2_TRANSFER, "for transfers"))
+    if features & needed != needed:
         raise UnsupportedDeviceFeature(
-            f"this device cannot use {spec.format} tensors with {tiling} tiling in shaders", place=f"{spec.place}.format"
+            f"this device cannot use {spec.format} tensors with {tiling} tiling {use}", place=f"{spec.place}.format"
         )
 
 

@@ -34,7 +34,7 @@ from .arm_ffi import DESCRIPTOR_TYPE_TENSOR_ARM
 from .buffers import fill_from_npy
 from .device import VulkanContext
 from .errors import DeviceError, ScenarioError
-from .formats import format_info, tensor_dtype
+from .formats import PAYLOAD_FORMATS, format_info, tensor_dtype
 from .resources import DescriptorWrite, MemoryRequirements, OneTimeSubmit, free_staging, staging_buffer
 from .scenario import Tensor as TensorSpec
 from .tensors import DeviceTensor, TensorApi, TensorBarrier
@@ -65,8 +65,12 @@ _COPY_TO_LATER = (_ALL | _COPY, _MEM_W | _XFER_W, _ALL | _HOST, _MEM_R | _MEM_W 
 
 def accepted_dtypes(format_name: str) -> tuple[str, ...]:
     """The ``.npy`` dtype strings a tensor of ``format_name`` loads from: its own (``|b1`` for bool,
-    which also accepts ``|u1``)."""
+    which also accepts ``|u1``; a payload format, bfloat16 or float8, any dtype of its element size)."""
     own = tensor_dtype(format_name)
+    if format_name in PAYLOAD_FORMATS:
+        size = format_info(format_name).block_bytes
+        return tuple(dict.fromkeys([own, *(np.dtype(f"{k}{size}").str for k in "uif" if size > 1 or k != "f"),
+                                    f"|V{size}"]))
     return (own, "|u1") if own == "|b1" else (own,)
 
 

@@ -60,6 +60,10 @@ TENSOR_FORMATS: dict[int, TensorFormat] = {
     vk.VK_FORMAT_R64_UINT: TensorFormat("VK_FORMAT_R64_UINT", 8, "uint64"),
     vk.VK_FORMAT_R64_SINT: TensorFormat("VK_FORMAT_R64_SINT", 8, "int64"),
     vk.VK_FORMAT_R64_SFLOAT: TensorFormat("VK_FORMAT_R64_SFLOAT", 8, "float64"),
+    # bfloat16 and float8 (numpy has neither): their payload bytes, element by element
+    1000460001: TensorFormat("VK_FORMAT_R16_SFLOAT_FPENCODING_BFLOAT16_ARM", 2, "uint16"),
+    1000460002: TensorFormat("VK_FORMAT_R8_SFLOAT_FPENCODING_FLOAT8E4M3_ARM", 1, "uint8"),
+    1000460003: TensorFormat("VK_FORMAT_R8_SFLOAT_FPENCODING_FLOAT8E5M2_ARM", 1, "uint8"),
 }
 
 

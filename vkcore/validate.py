@@ -82,7 +82,8 @@ SRC_KINDS: dict[str, bool] = {"buffer": True, "raw_data": True, "tensor": True, 
 TENSOR_ELEMENT_SIZE: dict[str, int] = {
     "VK_FORMAT_R8_BOOL_ARM": 1, "VK_FORMAT_R8_UINT": 1, "VK_FORMAT_R8_SINT": 1, "VK_FORMAT_R16_UINT": 2,
     "VK_FORMAT_R16_SINT": 2, "VK_FORMAT_R32_UINT": 4, "VK_FORMAT_R32_SINT": 4, "VK_FORMAT_R64_SINT": 8,
-    "VK_FORMAT_R16_SFLOAT": 2, "VK_FORMAT_R32_SFLOAT": 4,
+    "VK_FORMAT_R16_SFLOAT": 2, "VK_FORMAT_R32_SFLOAT": 4, "VK_FORMAT_R16_SFLOAT_FPENCODING_BFLOAT16_ARM": 2,
+    "VK_FORMAT_R8_SFLOAT_FPENCODING_FLOAT8E4M3_ARM": 1, "VK_FORMAT_R8_SFLOAT_FPENCODING_FLOAT8E5M2_ARM": 1,
 }
 # Newer reference-runner names of commands the specification names otherwise (same fields).
 RENAMED_KINDS: dict[str, str] = {"pipeline_barrier": "dispatch_barrier"}
