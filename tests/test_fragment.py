@@ -157,3 +157,14 @@ def test_bad_fragment_passes_are_one_line(builder: ScenarioBuilder, tmp_path: Pa
     scenario = builder.save()
     proc = vkcap("run", scenario, "--output", tmp_path)
     assert (proc.returncode, proc.stderr.strip()) == (2, f"vkcap: error: {scenario}: {message}")
+
+
+def test_a_render_extent_beyond_the_device(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    shaders(builder, "#version 450\nvoid main() {}\n", push=0)
+    draw(builder, render_extent=[1 << 20, 4])
+    scenario = builder.save()
+    proc = vkcap("run", scenario, "--output", tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith(
+        f"vkcap: error: {scenario}: commands[0].dispatch_fragment.render_extent[0]: 1048576 exceeds this device's "
+        "maxFramebufferWidth ("), proc.stderr

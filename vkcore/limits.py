@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from .device import VulkanContext
 from .errors import UnsupportedDeviceFeature
-from .scenario import Buffer, DispatchCompute, Image, Scenario, Tensor
+from .scenario import Buffer, Image, Scenario, Tensor
 
 
 MAX_BINDING = 65535  # binding numbers vkcap accepts (no Vulkan limit; drivers allocate up to the highest)
@@ -82,21 +82,21 @@ def check_limits(ctx: VulkanContext, scenario: Scenario) -> list[Limit]:
         total += size
     if host and total > host:
         problems.append(Limit("resources", f"the resources need {_fmt(total)}, more than this machine's memory ({_fmt(host)})"))
+    from .commands import kind_of
+
     for cmd in scenario.commands:
-        if not isinstance(cmd, DispatchCompute):
+        kind = kind_of(cmd)
+        problems += [Limit(place, message) for place, message in kind.limit_problems(limits, cmd)]
+        if not kind.shaders(cmd):  # a graph's bindings are checked against its VGF
             continue
-        for j, b in enumerate(cmd.bindings):
+        for j, b in enumerate(kind.bindings(cmd)):
             if b.id > MAX_BINDING:
                 problems.append(Limit(f"{cmd.place}.bindings[{j}].id", f"binding {b.id} is beyond {MAX_BINDING}: drivers "
                                       "size descriptor set layouts by the highest binding number"))
-        sets = {b.set for b in cmd.bindings}
+        sets = {b.set for b in kind.bindings(cmd)}
         if sets and max(sets) >= limits.maxBoundDescriptorSets:
             problems.append(Limit(f"{cmd.place}.bindings", f"descriptor set {max(sets)} is beyond this device's "
                                   f"{int(limits.maxBoundDescriptorSets)} bound sets"))
-        for axis, (n, most) in enumerate(zip(cmd.rangeND, limits.maxComputeWorkGroupCount)):
-            if n > most:
-                problems.append(Limit(f"{cmd.place}.rangeND[{axis}]", f"{n} workgroups exceed this device's "
-                                      f"maxComputeWorkGroupCount[{axis}] ({int(most)})"))
     return problems
 
 

@@ -56,6 +56,9 @@ class CommandKind(Protocol):
     def timing(self, session: "Session", cmd: Any) -> tuple[int, str, str] | None:
         """With profiling: (first of its two timestamp queries, report name, the reference's kind name)."""
 
+    def limit_problems(self, limits: Any, cmd: Any) -> list[tuple[str, str]]:
+        """(JSON path, what is wrong) for each device limit (``VkPhysicalDeviceLimits``) the command exceeds."""
+
 
 class NoDeviceWork:
     """The defaults of a kind that binds nothing and builds nothing."""
@@ -90,6 +93,9 @@ class NoDeviceWork:
 
     def timing(self, session: "Session", cmd: Any) -> tuple[int, str, str] | None:
         return None
+
+    def limit_problems(self, limits: Any, cmd: Any) -> list[tuple[str, str]]:
+        return []
 
 
 def declared_writes(scenario: Scenario, bindings: tuple[Binding, ...]) -> list[str]:

@@ -107,6 +107,11 @@ class ComputeKind:
         if d.command.implicit_barrier:
             implicit_barrier().record(cb)
 
+    def limit_problems(self, limits: Any, cmd: DispatchCompute) -> list[tuple[str, str]]:
+        return [(f"{cmd.place}.rangeND[{axis}]", f"{n} workgroups exceed this device's maxComputeWorkGroupCount[{axis}] "
+                 f"({int(most)})") for axis, (n, most) in enumerate(zip(cmd.rangeND, limits.maxComputeWorkGroupCount))
+                if n > most]
+
     def timing(self, session: "Session", cmd: DispatchCompute) -> tuple[int, str, str] | None:
         d = session.dispatches.get(cmd.index)
         if d is None or d.query_base < 0:

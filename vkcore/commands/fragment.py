@@ -110,6 +110,13 @@ class FragmentKind:
         if cmd.implicit_barrier:  # fragment and attachment writes before anything after
             BarrierBatch(memory=[memory_barrier(*FULL_BARRIER)]).record(cb)
 
+    def limit_problems(self, limits: Any, cmd: DispatchFragment) -> list[tuple[str, str]]:
+        if not cmd.render_extent or cmd.color_attachment_refs:
+            return []
+        most = (int(limits.maxFramebufferWidth), int(limits.maxFramebufferHeight))
+        return [(f"{cmd.place}.render_extent[{axis}]", f"{n} exceeds this device's maxFramebuffer{side} ({m})")
+                for axis, (n, m, side) in enumerate(zip(cmd.render_extent, most, ("Width", "Height"))) if n > m]
+
     def timing(self, session: "Session", cmd: DispatchFragment) -> tuple[int, str, str] | None:
         d = session.draws.get(cmd.index)
         if d is None or d.query_base < 0:
