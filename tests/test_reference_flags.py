@@ -64,3 +64,15 @@ def test_key_stroke_pauses_read_standard_input(builder: ScenarioBuilder, tmp_pat
     lines = proc.stderr.splitlines()
     assert lines[0] == "vkcap: press Enter to run" and lines[-1] == "vkcap: press Enter to exit"
     np.testing.assert_array_equal(load_output(tmp_path / "a.npy", np.float32), np.ones(32))
+
+
+def test_neural_accelerator_flags_say_plainly_that_nothing_is_written(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    builder.shader("spill", SPILL).buffer("a", 128, dst="a.npy").dispatch("spill", [(0, 0, "a")], [1, 1, 1])
+    proc = vkcap("run", builder.save(), "--output", tmp_path, "--neural-statistics-dump-dir", tmp_path / "stats",
+                 "--neural-statistics-mode", "1", "--neural-debug-database-dump-dir")
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith("vkcap: --neural-debug-database-dump-dir, --neural-statistics-dump-dir, "
+                            "--neural-statistics-mode: "), first
+    assert first.endswith("; nothing is written") and not (tmp_path / "stats").exists()
+    np.testing.assert_array_equal(load_output(tmp_path / "a.npy", np.float32), np.ones(32))

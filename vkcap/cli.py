@@ -55,6 +55,7 @@ def _add_device(p: argparse.ArgumentParser) -> None:
                    help="run under the Khronos validation layer: any validation error fails the command (exit 1)")
 
 
+NEURAL_FLAGS = ("neural_debug_database_dump_dir", "neural_statistics_dump_dir", "neural_statistics_mode")
 # The optional extensions the reference lets --disable-extension name.
 DISABLEABLE = ("VK_EXT_custom_border_color", "VK_EXT_frame_boundary", "VK_ARM_data_graph_neural_accelerator_statistics",
                "VK_KHR_maintenance5", "VK_KHR_deferred_host_operations")
@@ -78,6 +79,12 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="never enable these optional extensions (may be repeated): " + ", ".join(DISABLEABLE))
     p.add_argument("--enable-robustness-features", action="store_true",
                    help="enable robust buffer and image access where the device has them")
+    p.add_argument("--neural-debug-database-dump-dir", nargs="?", const="", metavar="DIR",
+                   help="(neural accelerators only: says so and writes nothing elsewhere)")
+    p.add_argument("--neural-statistics-dump-dir", nargs="?", const="", metavar="DIR",
+                   help="(neural accelerators only: says so and writes nothing elsewhere)")
+    p.add_argument("--neural-statistics-mode", nargs="?", const="1", choices=("0", "1"),
+                   help="(neural accelerators only)")
     _add_device(p)
 
 
@@ -162,6 +169,7 @@ def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
         frame_timeout_s=args.timeout,
         disabled_extensions=tuple(args.disable_extension),
         robust=args.enable_robustness_features,
+        neural_flags=tuple(f"--{name.replace('_', '-')}" for name in NEURAL_FLAGS if getattr(args, name) is not None),
         **extra,  # type: ignore[arg-type]
     )
 

@@ -6,6 +6,8 @@ temporary name and renamed only once the whole run succeeded.
 """
 from __future__ import annotations
 
+import logging
+
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +41,7 @@ class RunOptions:
     capture_all: bool = False
     disabled_extensions: tuple[str, ...] = ()  # --disable-extension
     robust: bool = False  # --enable-robustness-features
+    neural_flags: tuple[str, ...] = ()  # the --neural-* flags given (statistics of a neural accelerator)
 
 
 @dataclass
@@ -68,6 +71,18 @@ def wanted_extensions(scenario: Scenario) -> tuple[str, ...]:
     """Optional device extensions the scenario can use (enabled when the device has them)."""
     custom = any(isinstance(r, Image) and r.border_color.endswith("_CUSTOM_EXT") for r in scenario.resources)
     return (CUSTOM_BORDER_EXT,) if custom else ()
+
+
+log = logging.getLogger("vkcap.runner")
+NEURAL_STATISTICS_EXT = "VK_ARM_data_graph_neural_accelerator_statistics"
+
+
+def _say_no_neural_statistics(ctx: VulkanContext, flags: tuple[str, ...]) -> None:
+    """The reference's --neural-* flags dump a neural accelerator's debug data and statistics; say
+    plainly that nothing is written, and why."""
+    why = (f"device '{ctx.info.name}' has no neural accelerator (no {NEURAL_STATISTICS_EXT})"
+           if NEURAL_STATISTICS_EXT not in ctx.info.extensions else "vkcap does not collect neural accelerator data")
+    log.warning("%s: %s; nothing is written", ", ".join(flags), why)
 
 
 def open_context(scenario: Scenario, options: RunOptions) -> VulkanContext:
@@ -144,6 +159,8 @@ async def run_async(
     ctx = open_context(scenario, options)
     try:
         result.device_name = ctx.info.name
+        if options.neural_flags:
+            _say_no_neural_statistics(ctx, options.neural_flags)
         try:
             session = Session(ctx, plan, session_options(options), timer)
         except ScenarioError as exc:
