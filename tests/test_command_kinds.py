@@ -12,7 +12,8 @@ from vkcore.scenario import COMMAND_KINDS, load_scenario
 def test_every_command_of_the_format_has_exactly_one_kind() -> None:
     assert set(KINDS) == set(COMMAND_KINDS.values())
     assert all(kind.command_type is command_type for command_type, kind in KINDS.items())
-    assert [t.KIND for t, k in KINDS.items() if k.dispatch] == ["dispatch_compute", "dispatch_fragment", "dispatch_graph"]
+    assert [t.KIND for t, k in KINDS.items() if k.dispatch] == ["dispatch_compute", "dispatch_fragment", "dispatch_graph",
+                                                               "dispatch_spirv_graph"]
     assert [t.KIND for t, k in KINDS.items() if k.boundary] == ["mark_boundary"]
 
 

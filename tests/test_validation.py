@@ -263,15 +263,16 @@ CASES = [
          "resources[5].raw_data: unknown field 'colour' (allowed: uid, src)"),
     Case("unknown resource kind", add_resource({"bufer": {"uid": "X"}}),
          "resources[16]: unknown resource kind 'bufer' (expected one of: image, tensor, buffer, raw_data, shader, "
-         "graph, memory_barrier, buffer_barrier, image_barrier, tensor_barrier); did you mean 'buffer'?"),
+         "graph, graph_constant, memory_barrier, buffer_barrier, image_barrier, tensor_barrier); did you mean "
+         "'buffer'?"),
     Case("resource item with two kinds", setf(lambda d: d["resources"][5], buffer={"uid": "Z"}),
          "resources[5]: expected exactly one key (the resource kind), got 2: raw_data, buffer"),
     Case("empty resource item", add_resource({}),
          "resources[16]: expected exactly one key (the resource kind), got none"),
     Case("unknown command kind", add_command({"dispatch_computer": {}}),
          "commands[7]: unknown command kind 'dispatch_computer' (expected one of: dispatch_compute, "
-         "dispatch_fragment, dispatch_graph, dispatch_vgf, dispatch_barrier, frame_boundary, mark_boundary); did you "
-         "mean 'dispatch_compute'?"),
+         "dispatch_fragment, dispatch_graph, dispatch_vgf, dispatch_spirv_graph, dispatch_barrier, frame_boundary, "
+         "mark_boundary); did you mean 'dispatch_compute'?"),
     Case("newer reference command name", add_command({"pipeline_barrier": {}}),
          "commands[7]: unknown command kind 'pipeline_barrier'; vkcap spells it 'dispatch_barrier'"),
     Case("enum typo", setf(res(2, "buffer"), shader_access="readonyl"),

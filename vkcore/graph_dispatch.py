@@ -72,7 +72,7 @@ from .outputs import write_atomic
 from .paths import cache_root
 from .pipelines import ComputePipeline, PipelineFactory
 from .resources import MemoryRequirements
-from .scenario import DispatchGraph, Graph, Scenario, Shader, SpecializationConstant, Tensor
+from .scenario import DispatchGraph, DispatchSpirvGraph, Graph, Scenario, Shader, SpecializationConstant, Tensor
 from .shaders import SpirvModule, compile_glsl, load_shader
 from .spirv import SpirvError, reflect
 from .sync import (
@@ -129,12 +129,13 @@ class SegmentWrites(NamedTuple):
     writes: tuple[str, ...]
 
 
-def graph_commands(scenario: Scenario) -> list[DispatchGraph]:
-    return [c for c in scenario.commands if isinstance(c, DispatchGraph)]
+def graph_commands(scenario: Scenario) -> list[Any]:
+    """The commands that run data graphs: ``dispatch_graph`` (VGF) and ``dispatch_spirv_graph``."""
+    return [c for c in scenario.commands if isinstance(c, (DispatchGraph, DispatchSpirvGraph))]
 
 
 def graph_bound_tensors(scenario: Scenario) -> frozenset[str]:
-    """The uids of the resources bound by any ``dispatch_graph``: the tensors the resource set must create
+    """The uids of the resources bound by any graph command: the tensors the resource set must create
     with ``TENSOR_USAGE_DATA_GRAPH_BIT_ARM`` (``TensorResource.create(..., extra_usage=DATA_GRAPH_USAGE)``)."""
     return frozenset(b.resource_ref for c in graph_commands(scenario) for b in c.bindings)
 
@@ -313,8 +314,11 @@ class PreparedGraph:
         raw_data: Callable[[str], bytes],
         *,
         timer: Any = None,
+        model: tuple[VgfFile, str, Graph] | None = None,
     ) -> "PreparedGraph":
         """Check everything against the VGF, then create intermediates, pipelines and descriptor sets.
+        ``model``: (the model, how messages name it, the graph it stands for) where no VGF file is read
+        (``dispatch_spirv_graph``: see :mod:`vkcore.spirv_graph`).
 
         ``resources`` is the session's :class:`~vkcore.resource_set.ResourceSet` (``resources[uid]``);
         ``raw_data(uid)`` returns the bytes of a ``raw_data`` resource. ``timer``, when given, is a
@@ -323,7 +327,7 @@ class PreparedGraph:
         Raises :class:`ScenarioError` / :class:`VgfError` (exit 2) for anything wrong with the scenario or
         the VGF, before any Vulkan call; :class:`DeviceError` when the device fails.
         """
-        checker = _Checker(ctx, scenario, command, resources, raw_data, timer)
+        checker = _Checker(ctx, scenario, command, resources, raw_data, timer, model)
         prepared = checker.check()
         try:
             prepared._build(pipeline_factory, timer)
@@ -521,7 +525,7 @@ class PreparedGraph:
 
 class _Checker:
     def __init__(self, ctx: VulkanContext, scenario: Scenario, command: DispatchGraph, resources: Any,
-                 raw_data: Callable[[str], bytes], timer: Any) -> None:
+                 raw_data: Callable[[str], bytes], timer: Any, model: tuple[VgfFile, str, Graph] | None = None) -> None:
         self.ctx = ctx
         self.scenario = scenario
         self.command = command
@@ -529,7 +533,8 @@ class _Checker:
         self.raw_data = raw_data
         self.timer = timer
         self.place = _command_place(scenario, command)
-        graph = scenario.by_uid.get(command.graph_ref)
+        self.model = model
+        graph = model[2] if model is not None else scenario.by_uid.get(command.graph_ref)
         if not isinstance(graph, Graph):
             raise ScenarioError(f"'{command.graph_ref}' is not a graph resource", file=scenario.path,
                                 place=f"{self.place}.graph_ref")
@@ -542,13 +547,17 @@ class _Checker:
     # -- the VGF ---------------------------------------------------------------------------------------------
 
     def check(self) -> PreparedGraph:
-        path = self.scenario.src_path(self.graph.src)
-        with self.timer.measure("Scenario Setup", f"Parse VGF: {self.graph.uid}") if self.timer is not None else contextlib.nullcontext():
-            vgf = read_vgf(path)
+        if self.model is not None:
+            vgf, label, _ = self.model
+        else:
+            path = self.scenario.src_path(self.graph.src)
+            with self.timer.measure("Scenario Setup", f"Parse VGF: {self.graph.uid}") if self.timer is not None else contextlib.nullcontext():
+                vgf = read_vgf(path)
+            label = str(path)
         self.vgf = vgf
-        self.vgf_label = str(path)
+        self.vgf_label = label
         if not vgf.segments:
-            raise VgfError("the model sequence has no segments: nothing to dispatch", file=path)
+            raise VgfError("the model sequence has no segments: nothing to dispatch", file=label)
         self._check_targets()
         bound = self._bind()
         self._intermediates(bound)

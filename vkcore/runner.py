@@ -18,7 +18,7 @@ from .executor import DispatchTimed, Event, FrameConsumer, StopRequest, execute
 from .pipelines import cache_file_for
 from .plan import Plan, make_plan
 from .errors import ScenarioError
-from .scenario import Barrier, Graph, Image, Scenario, Tensor, load_scenario
+from .scenario import Barrier, DispatchSpirvGraph, Graph, GraphConstant, Image, Scenario, Tensor, load_scenario
 from .session import HostTimer, Session, SessionOptions
 from .sync import uses_graph_sync
 
@@ -59,11 +59,11 @@ class RunResult:
 def scenario_needs(scenario: Scenario) -> tuple[bool, bool]:
     """(needs VK_ARM_tensors, needs VK_ARM_data_graph) for this scenario."""
     tensors = any(isinstance(r, Tensor) for r in scenario.resources)
-    graphs = any(isinstance(r, Graph) for r in scenario.resources) or any(
+    graphs = any(isinstance(r, (Graph, GraphConstant)) for r in scenario.resources) or any(
         uses_graph_sync(r.src_access, r.dst_access, r.src_stage, r.dst_stage)
         for r in scenario.resources
         if isinstance(r, Barrier)
-    )
+    ) or any(isinstance(c, DispatchSpirvGraph) for c in scenario.commands)
     return tensors or graphs, graphs
 
 

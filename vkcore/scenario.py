@@ -132,6 +132,16 @@ class Graph(Resource):
 
 
 @dataclass(frozen=True)
+class GraphConstant(Resource):
+    """Constant tensor data for a ``dispatch_spirv_graph`` (a ``.npy`` ``src``)."""
+
+    KIND: ClassVar[str] = "graph_constant"
+    dims: tuple[int, ...] = ()
+    format: str = ""
+    src: str = ""
+
+
+@dataclass(frozen=True)
 class Barrier(Resource):
     """Fields shared by the four barrier kinds."""
 
@@ -235,6 +245,17 @@ class DispatchGraph(Command):
 
 
 @dataclass(frozen=True)
+class DispatchSpirvGraph(Command):
+    """A data graph from a SPIR-V module (``OpGraphARM``) given as a shader resource: no VGF."""
+
+    KIND: ClassVar[str] = "dispatch_spirv_graph"
+    graph_ref: str = ""
+    bindings: tuple[Binding, ...] = ()
+    graph_constants: tuple[str, ...] = ()
+    implicit_barrier: bool = True
+
+
+@dataclass(frozen=True)
 class DispatchBarrier(Command):
     KIND: ClassVar[str] = "dispatch_barrier"
     image_barrier_refs: tuple[str, ...] = ()
@@ -250,15 +271,18 @@ class MarkBoundary(Command):
     frame_id: int | None = None  # None: the frame's position (ids given by hand are deprecated)
 
 
-AnyResource = Union[Buffer, Image, Tensor, RawData, Shader, Graph, MemoryBarrier, BufferBarrier, ImageBarrier, TensorBarrier]
-AnyCommand = Union[DispatchCompute, DispatchFragment, DispatchGraph, DispatchBarrier, MarkBoundary]
+AnyResource = Union[Buffer, Image, Tensor, RawData, Shader, Graph, GraphConstant, MemoryBarrier, BufferBarrier,
+                    ImageBarrier, TensorBarrier]
+AnyCommand = Union[DispatchCompute, DispatchFragment, DispatchGraph, DispatchSpirvGraph, DispatchBarrier, MarkBoundary]
 
 RESOURCE_KINDS: dict[str, type[Resource]] = {
     cls.KIND: cls
-    for cls in (Buffer, Image, Tensor, RawData, Shader, Graph, MemoryBarrier, BufferBarrier, ImageBarrier, TensorBarrier)
+    for cls in (Buffer, Image, Tensor, RawData, Shader, Graph, GraphConstant, MemoryBarrier, BufferBarrier, ImageBarrier,
+                TensorBarrier)
 }
 COMMAND_KINDS: dict[str, type[Command]] = {
-    cls.KIND: cls for cls in (DispatchCompute, DispatchFragment, DispatchGraph, DispatchBarrier, MarkBoundary)
+    cls.KIND: cls for cls in (DispatchCompute, DispatchFragment, DispatchGraph, DispatchSpirvGraph, DispatchBarrier,
+                              MarkBoundary)
 }
 # The reference runner's newer names: same fields, same command.
 COMMAND_ALIASES = {"dispatch_vgf": "dispatch_graph", "frame_boundary": "mark_boundary"}

@@ -64,6 +64,11 @@ COMMAND_REFS: dict[str, RefRules] = {
         (("color_attachment_refs", "*"), ("image",)),
         (("color_attachment_refs", "*", "resource_ref"), ("image",)),
     ),
+    "dispatch_spirv_graph": (
+        (("graph_ref",), ("shader",)),
+        (("bindings", "*", "resource_ref"), MEMORY_KINDS),
+        (("graph_constants", "*"), ("graph_constant",)),
+    ),
     "dispatch_graph": (
         (("graph_ref",), ("graph",)),
         (("push_constants", "*", "push_data_ref"), ("raw_data",)),
@@ -77,7 +82,7 @@ COMMAND_REFS: dict[str, RefRules] = {
 }
 # Resource kinds whose ``src`` names a file to read, and whether that file must be a .npy file.
 SRC_KINDS: dict[str, bool] = {"buffer": True, "raw_data": True, "tensor": True, "shader": False, "graph": False,
-                              "image": False}
+                              "image": False, "graph_constant": True}
 # Bytes per element of each tensor format (the .npy ``src`` of a tensor must use elements of this size).
 TENSOR_ELEMENT_SIZE: dict[str, int] = {
     "VK_FORMAT_R8_BOOL_ARM": 1, "VK_FORMAT_R8_UINT": 1, "VK_FORMAT_R8_SINT": 1, "VK_FORMAT_R16_UINT": 2,
@@ -682,6 +687,28 @@ def _check_shader_stages(ctx: _Context) -> None:
                          f"shader {_quote(shader['uid'])} is a {stage} shader; {kind} needs a {wanted} shader here")
 
 
+def _check_spirv_graphs(ctx: _Context) -> None:
+    """A dispatch_spirv_graph's graph is a SPIR-V shader resource (GLSL cannot hold a graph); its
+    constants' .npy files hold their dims and element size."""
+    for index, kind, body in ctx.commands:
+        if kind != "dispatch_spirv_graph":
+            continue
+        shader = ctx.by_uid[body["graph_ref"]].body
+        if shader.get("type") != "SPIR-V":
+            ctx.fail(json_path("commands", index, kind, "graph_ref"),
+                     f"shader {_quote(shader['uid'])} is {shader.get('type')}; a SPIR-V graph must be given as SPIR-V")
+    for entry in ctx.resources:
+        if entry.kind != "graph_constant":
+            continue
+        header = ctx.npy[entry.body["uid"]]
+        dims, fmt = list(entry.body["dims"]), entry.body["format"]
+        if list(header.shape) != dims:
+            ctx.fail(entry.place("src"), f"{_quote(entry.body['src'])} has shape {list(header.shape)} but dims are {dims}")
+        if header.itemsize != TENSOR_ELEMENT_SIZE[fmt]:
+            ctx.fail(entry.place("src"), f"{_quote(entry.body['src'])} has {header.itemsize}-byte elements but {fmt} "
+                                         f"needs {TENSOR_ELEMENT_SIZE[fmt]}-byte elements")
+
+
 def _check_fragment_targets(ctx: _Context) -> None:
     """A dispatch_fragment draws into color attachments (images made for it, the lod one they have) or
     over a render_extent; its push data fits both shaders' push constants."""
@@ -747,5 +774,6 @@ _CHECKS: tuple[Callable[[_Context], None], ...] = (
     _check_push_constants,
     _check_shader_stages,
     _check_fragment_targets,
+    _check_spirv_graphs,
     _check_barrier_ranges,
 )

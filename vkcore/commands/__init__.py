@@ -13,6 +13,7 @@ from .boundary import BoundaryKind
 from .compute import ComputeKind, PreparedDispatch
 from .fragment import FragmentKind
 from .graph import GraphKind
+from .spirv_graph import SpirvGraphKind
 
 __all__ = ["KINDS", "CommandKind", "PreparedDispatch", "kind_of", "by_kind"]
 
@@ -20,6 +21,7 @@ KINDS: dict[type, CommandKind] = {kind.command_type: kind for kind in (
     ComputeKind(),
     FragmentKind(),
     GraphKind(),
+    SpirvGraphKind(),
     BarrierKind(),
     BoundaryKind(),
 )}

@@ -1,0 +1,114 @@
+"""``dispatch_spirv_graph`` and ``graph_constant``: data graphs from SPIR-V modules with no VGF (here,
+the graph modules of the test models, taken out of their VGF files), against numpy and, byte for byte,
+ARM's reference runner; recorded and replayed; bad input in one line."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.builders import ScenarioBuilder, vkcap
+from tests.reference import reference_runner, run_reference
+from tests.test_run_graphs import TOSA, conv2d_reference
+from tests.vkharness import convert_model
+from vkcore.vgf import read_vgf
+
+F32 = "VK_FORMAT_R32_SFLOAT"
+
+
+@pytest.fixture(scope="module")
+def graph_modules(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The add and conv2d models' VGFs, read: {name: VgfFile}."""
+    out = tmp_path_factory.mktemp("spirv-graphs")
+    return {name: read_vgf(convert_model(TOSA / f"{name}.mlir", out / f"{name}.vgf")) for name in ("add", "conv2d")}
+
+
+def spirv_graph(b: ScenarioBuilder, model: Any, tensors: list[tuple[str, list[int], str, np.ndarray | None]],
+                constants: bool) -> Path:
+    """A scenario dispatching ``model``'s graph module as SPIR-V, its constants as graph_constant
+    resources (in id order), ``tensors`` (uid, dims, access, data) bound at set 0, binding = position."""
+    module = model.modules[0]
+    b.file("graph.spv", module.code)
+    b.resources.append({"shader": {"uid": "g", "src": "graph.spv", "type": "SPIR-V", "entry": module.entry_point}})
+    uids = []
+    for c in model.constants if constants else ():
+        r = model.resource_of(c)
+        uid = f"k{c.graph_constant_id}"
+        b.resources.append({"graph_constant": {"uid": uid, "dims": list(r.shape), "format": F32,
+                                               "src": b.npy(f"{uid}.npy", np.frombuffer(c.read(), "<f4").reshape(r.shape))}})
+        uids.append(uid)
+    for uid, dims, access, data in tensors:
+        body: dict[str, Any] = {"uid": uid, "dims": dims, "format": F32, "shader_access": access}
+        body.update({"src": b.npy(f"{uid}.npy", data)} if data is not None else {"dst": f"{uid}.npy"})
+        b.resources.append({"tensor": body})
+    b.commands.append({"dispatch_spirv_graph": {
+        "graph_ref": "g", "graph_constants": uids,
+        "bindings": [{"set": 0, "id": i, "resource_ref": uid} for i, (uid, *_rest) in enumerate(tensors)]}})
+    b.boundary([tensors[-1][0]], 0)
+    return b.save()
+
+
+def same_as_reference(scenario: Path, tmp_path: Path, name: str) -> None:
+    if reference_runner() is None:
+        return
+    ref = run_reference(scenario, tmp_path / "reference")
+    assert ref.returncode == 0, ref.stdout[-2000:] + ref.stderr[-2000:]
+    assert (tmp_path / "ours" / name).read_bytes() == (tmp_path / "reference" / name).read_bytes()
+
+
+def test_an_add_graph_from_spirv(builder: ScenarioBuilder, tmp_path: Path, graph_modules: dict[str, Any]) -> None:
+    a, b = (np.random.default_rng(s).random((1, 4, 4, 2), dtype=np.float32) for s in (1, 2))
+    scenario = spirv_graph(builder, graph_modules["add"], [("a", [1, 4, 4, 2], "readonly", a),
+                                                           ("b", [1, 4, 4, 2], "readonly", b),
+                                                           ("c", [1, 4, 4, 2], "writeonly", None)], constants=False)
+    trace = tmp_path / "t.vkt"
+    proc = vkcap("record", scenario, "-o", trace, "--output", tmp_path / "ours")
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "ours" / "c.npy"), a + b)
+    same_as_reference(scenario, tmp_path, "c.npy")
+    report = tmp_path / "r.json"
+    assert vkcap("replay", trace, "--json", report).returncode == 0
+    assert json.loads(report.read_text())["frames"][0]["resources"][0]["differing"] == 0
+
+
+def test_a_conv2d_graph_with_graph_constants(builder: ScenarioBuilder, tmp_path: Path,
+                                             graph_modules: dict[str, Any]) -> None:
+    x = np.random.default_rng(3).random((1, 4, 4, 2), dtype=np.float32)
+    scenario = spirv_graph(builder, graph_modules["conv2d"], [("x", [1, 4, 4, 2], "readonly", x),
+                                                              ("y", [1, 4, 4, 20], "writeonly", None)], constants=True)
+    proc = vkcap("run", scenario, "--output", tmp_path / "ours")
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "ours" / "y.npy"), conv2d_reference(x), atol=2e-6)
+    same_as_reference(scenario, tmp_path, "y.npy")
+
+
+def test_bad_spirv_graphs_are_one_line(builder: ScenarioBuilder, tmp_path: Path, graph_modules: dict[str, Any]) -> None:
+    x = np.zeros((1, 4, 4, 2), np.float32)
+    scenario = spirv_graph(builder, graph_modules["conv2d"], [("x", [1, 4, 4, 2], "readonly", x),
+                                                              ("y", [1, 4, 4, 20], "writeonly", None)], constants=True)
+    doc = json.loads(scenario.read_text())
+    missing = json.loads(json.dumps(doc))
+    missing["commands"][0]["dispatch_spirv_graph"]["graph_constants"] = []
+    wrong_dims = json.loads(json.dumps(doc))
+    wrong_dims["resources"][2]["graph_constant"]["dims"] = [10, 2]
+    cases = {
+        "no constants": (missing, "the SPIR-V graph 'g')"),
+        "dims": (wrong_dims, "resources[2].graph_constant.src: 'k1.npy' has shape [20] but dims are [10, 2]"),
+    }
+    for name, (document, expected) in cases.items():
+        path = builder.root / f"{name}.json"
+        path.write_text(json.dumps(document))
+        proc = vkcap("run", path, "--output", tmp_path)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and expected in lines[0], (name, proc.stderr)
+    builder.file("g.comp", "#version 450\nvoid main() {}\n")
+    doc["resources"][0] = {"shader": {"uid": "g", "src": "g.comp", "type": "GLSL"}}
+    glsl = builder.root / "glsl.json"
+    glsl.write_text(json.dumps(doc))
+    proc = vkcap("run", glsl, "--output", tmp_path)
+    assert (proc.returncode, proc.stderr.strip()) == (2, (
+        f"vkcap: error: {glsl}: commands[0].dispatch_spirv_graph.graph_ref: shader 'g' is GLSL; a SPIR-V graph must "
+        "be given as SPIR-V"))

@@ -1,0 +1,36 @@
+"""``dispatch_spirv_graph``: a data graph from a SPIR-V module, run by the graph machinery as the
+one-segment model :mod:`vkcore.spirv_graph` describes; otherwise as ``dispatch_graph``."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .. import validation
+from ..scenario import DispatchSpirvGraph, Shader
+from .graph import GraphKind
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+
+class SpirvGraphKind(GraphKind):
+    command_type: type = DispatchSpirvGraph
+
+    def prepare(self, session: "Session", commands: list[Any]) -> None:
+        from ..graph_dispatch import PreparedGraph
+        from ..spirv_graph import as_graph_command, model_of
+
+        assert session.resources is not None and session.factory is not None
+        for cmd in commands:
+            shader = session.scenario.by_uid[cmd.graph_ref]
+            assert isinstance(shader, Shader)
+            model = model_of(session.scenario, cmd, session.module(shader))
+            with validation.at(cmd.place):
+                session.graphs[cmd.index] = PreparedGraph.create(
+                    session.ctx, session.scenario, as_graph_command(cmd), session.resources, session.factory,
+                    session.raw, timer=session.timer, model=model)
+            if session.options.profiling:
+                session.graph_queries[cmd.index] = session.reserve_queries(2)
+
+    def timing(self, session: "Session", cmd: Any) -> tuple[int, str, str] | None:
+        query = session.graph_queries.get(cmd.index)
+        return None if query is None else (query, cmd.graph_ref, "DataGraphDispatch")
