@@ -124,9 +124,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     console.print(f"           pipelineCacheUUID {fp.get('pipeline_cache_uuid')}, layers: {', '.join(fp.get('layers') or []) or 'none'}")
     console.print(f"frames     {summary['frames']} in {summary['passes']} pass(es); checkpoints at {_checkpoints(summary)}; "
                   f"dispatch-level snapshots: {'yes' if summary['dispatch_level'] else 'no'}")
+    same: dict[str, list[int]] = {}  # one line per distinct layout, with every command that has it
     for p in summary["pipeline_layouts"]:
         bindings = ", ".join(f"{b['set']}.{b['binding']} {b['descriptor_type']} {b['resource']}" for b in p["bindings"])
-        console.print(f"pipeline   commands[{p['command']}] {p['stage']} shader '{p['shader']}': {bindings or 'no bindings'}")
+        same.setdefault(f"{p['stage']} shader '{p['shader']}': {bindings or 'no bindings'}", []).append(p["command"])
+    for layout, commands in same.items():
+        console.print(f"pipeline   commands[{', '.join(map(str, commands))}] {layout}")
     status = summary["status"]
     if summary["recovered"]:
         console.print(f"[yellow]recovered[/yellow]  {summary['recovery_note']}")
