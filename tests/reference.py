@@ -110,3 +110,14 @@ def skip_without_reference() -> Path:
     if runner is None:
         pytest.skip(SKIP_REASON)
     return runner
+
+
+def assert_same_outputs(scenario: Path, ours: Path, tmp_path: Path, names: list[str]) -> None:
+    """Where the reference is installed: it runs ``scenario`` (exit 0) and writes each of ``names``
+    byte-identical to the file of that name under ``ours``."""
+    if reference_runner() is None:
+        return
+    ref = run_reference(scenario, tmp_path / "reference")
+    assert ref.returncode == 0, ref.stdout[-2000:] + ref.stderr[-2000:]
+    for name in names:
+        assert (Path(ours) / name).read_bytes() == (tmp_path / "reference" / name).read_bytes(), name

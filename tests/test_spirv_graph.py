@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.builders import ScenarioBuilder, vkcap
-from tests.reference import reference_runner, run_reference
+from tests.reference import assert_same_outputs
 from tests.test_run_graphs import TOSA, conv2d_reference
 from tests.vkharness import convert_model
 from vkcore.vgf import read_vgf
@@ -51,14 +51,6 @@ def spirv_graph(b: ScenarioBuilder, model: Any, tensors: list[tuple[str, list[in
     return b.save()
 
 
-def same_as_reference(scenario: Path, tmp_path: Path, name: str) -> None:
-    if reference_runner() is None:
-        return
-    ref = run_reference(scenario, tmp_path / "reference")
-    assert ref.returncode == 0, ref.stdout[-2000:] + ref.stderr[-2000:]
-    assert (tmp_path / "ours" / name).read_bytes() == (tmp_path / "reference" / name).read_bytes()
-
-
 def test_an_add_graph_from_spirv(builder: ScenarioBuilder, tmp_path: Path, graph_modules: dict[str, Any]) -> None:
     a, b = (np.random.default_rng(s).random((1, 4, 4, 2), dtype=np.float32) for s in (1, 2))
     scenario = spirv_graph(builder, graph_modules["add"], [("a", [1, 4, 4, 2], "readonly", a),
@@ -68,7 +60,7 @@ def test_an_add_graph_from_spirv(builder: ScenarioBuilder, tmp_path: Path, graph
     proc = vkcap("record", scenario, "-o", trace, "--output", tmp_path / "ours")
     assert proc.returncode == 0, proc.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "ours" / "c.npy"), a + b)
-    same_as_reference(scenario, tmp_path, "c.npy")
+    assert_same_outputs(scenario, tmp_path / "ours", tmp_path, ["c.npy"])
     report = tmp_path / "r.json"
     assert vkcap("replay", trace, "--json", report).returncode == 0
     assert json.loads(report.read_text())["frames"][0]["resources"][0]["differing"] == 0
@@ -82,7 +74,7 @@ def test_a_conv2d_graph_with_graph_constants(builder: ScenarioBuilder, tmp_path:
     proc = vkcap("run", scenario, "--output", tmp_path / "ours")
     assert proc.returncode == 0, proc.stderr
     np.testing.assert_allclose(np.load(tmp_path / "ours" / "y.npy"), conv2d_reference(x), atol=2e-6)
-    same_as_reference(scenario, tmp_path, "y.npy")
+    assert_same_outputs(scenario, tmp_path / "ours", tmp_path, ["y.npy"])
 
 
 def test_bad_spirv_graphs_are_one_line(builder: ScenarioBuilder, tmp_path: Path, graph_modules: dict[str, Any]) -> None:
