@@ -87,7 +87,8 @@ def test_bad_spirv_graphs_are_one_line(builder: ScenarioBuilder, tmp_path: Path,
     wrong_dims = json.loads(json.dumps(doc))
     wrong_dims["resources"][2]["graph_constant"]["dims"] = [10, 2]
     cases = {
-        "no constants": (missing, "the SPIR-V graph 'g')"),
+        "no constants": (missing, "commands[0].dispatch_spirv_graph: the SPIR-V graph 'g' does not match this command: "
+                                  "graph constant id 0 (tensor<20x3x3x2 float32>) of the module has no data"),
         "dims": (wrong_dims, "resources[2].graph_constant.src: 'k1.npy' has shape [20] but dims are [10, 2]"),
     }
     for name, (document, expected) in cases.items():

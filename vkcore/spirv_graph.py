@@ -83,4 +83,4 @@ def model_of(scenario: Scenario, cmd: DispatchSpirvGraph, module: SpirvModule) -
     model = VgfFile(None, len(module.code), VgfVersion(0, 5, 0), 0, (graph_module,), (segment,), tuple(resources),
                     tuple(constants), tuple(inputs), tuple(outputs))
     graph = Graph(uid=shader.uid, index=shader.index, src=shader.src)
-    return model, f"{scenario.path}: {cmd.place} (the SPIR-V graph '{shader.uid}')", graph
+    return model, f"{scenario.path}: {cmd.place}", graph

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import validation
+from ..errors import ScenarioError
+from ..vgf import VgfError
 from ..scenario import DispatchSpirvGraph, Shader
 from .graph import GraphKind
 
@@ -24,10 +26,15 @@ class SpirvGraphKind(GraphKind):
             shader = session.scenario.by_uid[cmd.graph_ref]
             assert isinstance(shader, Shader)
             model = model_of(session.scenario, cmd, session.module(shader))
-            with validation.at(cmd.place):
-                session.graphs[cmd.index] = PreparedGraph.create(
-                    session.ctx, session.scenario, as_graph_command(cmd), session.resources, session.factory,
-                    session.raw, timer=session.timer, model=model)
+            try:
+                with validation.at(cmd.place):
+                    session.graphs[cmd.index] = PreparedGraph.create(
+                        session.ctx, session.scenario, as_graph_command(cmd), session.resources, session.factory,
+                        session.raw, timer=session.timer, model=model)
+            except VgfError as exc:  # told about the command, not about a VGF file it never had
+                problem = exc.message.split(": ", 1)[-1] if "does not match its module" in exc.message else exc.message
+                raise ScenarioError(f"the SPIR-V graph '{shader.uid}' does not match this command: {problem}",
+                                    file=session.scenario.path, place=cmd.place) from None
             if session.options.profiling:
                 session.graph_queries[cmd.index] = session.reserve_queries(2)
 
