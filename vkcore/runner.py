@@ -7,6 +7,7 @@ temporary name and renamed only once the whole run succeeded.
 from __future__ import annotations
 
 import logging
+import os
 
 import time
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ class RunOptions:
     disabled_extensions: tuple[str, ...] = ()  # --disable-extension
     robust: bool = False  # --enable-robustness-features
     neural_flags: tuple[str, ...] = ()  # the --neural-* flags given (statistics of a neural accelerator)
+    capture_frame: bool = False  # --capture-frame (RenderDoc)
 
 
 @dataclass
@@ -83,6 +85,31 @@ def _say_no_neural_statistics(ctx: VulkanContext, flags: tuple[str, ...]) -> Non
     why = (f"device '{ctx.info.name}' has no neural accelerator (no {NEURAL_STATISTICS_EXT})"
            if NEURAL_STATISTICS_EXT not in ctx.info.extensions else "vkcap does not collect neural accelerator data")
     log.warning("%s: %s; nothing is written", ", ".join(flags), why)
+
+
+def renderdoc_loaded() -> bool:
+    """Whether RenderDoc's library is in this process (vkcap started from RenderDoc, or with it preloaded)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("librenderdoc.so", mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+    except OSError:
+        return False
+    return True
+
+
+def _say_how_renderdoc_captures(ctx: VulkanContext) -> None:
+    """--capture-frame: one line saying what a RenderDoc capture will see."""
+    from .device import FRAME_BOUNDARY_EXT
+
+    if not renderdoc_loaded():
+        log.warning("--capture-frame: RenderDoc is not loaded in this process (start vkcap from RenderDoc); nothing "
+                    "is captured")
+    elif FRAME_BOUNDARY_EXT in ctx.extensions:
+        log.info("--capture-frame: RenderDoc is loaded; each frame ends with a VkFrameBoundaryEXT it can capture on")
+    else:
+        log.warning("--capture-frame: RenderDoc is loaded, but device '%s' has no %s to mark frames with; capture "
+                    "from RenderDoc's own controls", ctx.info.name, FRAME_BOUNDARY_EXT)
 
 
 def open_context(scenario: Scenario, options: RunOptions) -> VulkanContext:
@@ -161,6 +188,8 @@ async def run_async(
         result.device_name = ctx.info.name
         if options.neural_flags:
             _say_no_neural_statistics(ctx, options.neural_flags)
+        if options.capture_frame:
+            _say_how_renderdoc_captures(ctx)
         try:
             session = Session(ctx, plan, session_options(options), timer)
         except ScenarioError as exc:
