@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.builders import ScenarioBuilder, vkcap
-from tests.reference import assert_same_outputs
+from tests.reference import assert_same_outputs, reference_runner, run_reference
 from tests.test_run_graphs import TOSA, conv2d_reference
 from tests.vkharness import convert_model
 from vkcore.vgf import read_vgf
@@ -75,6 +75,42 @@ def test_a_conv2d_graph_with_graph_constants(builder: ScenarioBuilder, tmp_path:
     assert proc.returncode == 0, proc.stderr
     np.testing.assert_allclose(np.load(tmp_path / "ours" / "y.npy"), conv2d_reference(x), atol=2e-6)
     assert_same_outputs(scenario, tmp_path / "ours", tmp_path, ["y.npy"])
+
+
+def test_session_memory_dumps_match_the_reference(builder: ScenarioBuilder, tmp_path: Path,
+                                                   graph_modules: dict[str, Any]) -> None:
+    """``--session-memory-dump-dir``: the conv2d graph has session memory; dispatched twice, it makes two
+    files (the reference makes a pipeline per dispatch), each the hex text of that memory, byte for
+    byte the reference's. A dump folder that is a file is refused in one line before any work."""
+    x = np.random.default_rng(5).random((1, 4, 4, 2), dtype=np.float32)
+    scenario = spirv_graph(builder, graph_modules["conv2d"], [("x", [1, 4, 4, 2], "readonly", x),
+                                                              ("y", [1, 4, 4, 20], "writeonly", None)], constants=True)
+    doc = json.loads(scenario.read_text())
+    doc["commands"].insert(0, doc["commands"][0])
+    scenario.write_text(json.dumps(doc))
+    ours = tmp_path / "ours-dump"
+    proc = vkcap("run", scenario, "--output", tmp_path / "ours", "--session-memory-dump-dir", ours)
+    assert proc.returncode == 0, proc.stderr
+    names = sorted(p.name for p in ours.iterdir())
+    assert names == ["Graph_Pipeline_0_Session_RAM_0.txt", "Graph_Pipeline_1_Session_RAM_0.txt"]
+    text = (ours / names[0]).read_text()
+    lines = text.split("\n")
+    assert lines[0] == "" and all(line == f"{16 * k:08X}:   " + line[12:] for k, line in enumerate(lines[1:]))
+    assert all(len(bytes.fromhex(line[12:])) == 16 for line in lines[1:-1])
+    if reference_runner() is not None:
+        theirs = tmp_path / "ref-dump"
+        theirs.mkdir()
+        ref = run_reference(scenario, tmp_path / "reference", "--session-memory-dump-dir", theirs)
+        assert ref.returncode == 0, ref.stdout[-2000:]
+        assert sorted(p.name for p in theirs.iterdir()) == names
+        for name in names:
+            assert (ours / name).read_bytes() == (theirs / name).read_bytes(), name
+    blocker = builder.root / "a-file"
+    blocker.write_text("")
+    proc = vkcap("run", scenario, "--output", tmp_path / "again", "--session-memory-dump-dir", blocker)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        f"vkcap: error: {blocker}: --session-memory-dump-dir: is a file, not a folder"], proc.stderr
+    assert not (tmp_path / "again").exists()
 
 
 def test_bad_spirv_graphs_are_one_line(builder: ScenarioBuilder, tmp_path: Path, graph_modules: dict[str, Any]) -> None:

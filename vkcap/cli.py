@@ -81,6 +81,8 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="enable robust buffer and image access where the device has them")
     p.add_argument("--capture-frame", action="store_true",
                    help="RenderDoc: say whether it is loaded (frames are marked with VK_EXT_frame_boundary for it)")
+    p.add_argument("--session-memory-dump-dir", type=Path, metavar="DIR",
+                   help="after the run, write each graph session's memory as hex text into DIR (created)")
     p.add_argument("--neural-debug-database-dump-dir", nargs="?", const="", metavar="DIR",
                    help="(neural accelerators only: says so and writes nothing elsewhere)")
     p.add_argument("--neural-statistics-dump-dir", nargs="?", const="", metavar="DIR",
@@ -172,6 +174,7 @@ def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
         disabled_extensions=tuple(args.disable_extension),
         robust=args.enable_robustness_features,
         capture_frame=args.capture_frame,
+        session_memory_dump_dir=args.session_memory_dump_dir,
         neural_flags=tuple(f"--{name.replace('_', '-')}" for name in NEURAL_FLAGS if getattr(args, name) is not None),
         **extra,  # type: ignore[arg-type]
     )

@@ -315,10 +315,12 @@ class PreparedGraph:
         *,
         timer: Any = None,
         model: tuple[VgfFile, str, Graph] | None = None,
+        readable_sessions: bool = False,
     ) -> "PreparedGraph":
         """Check everything against the VGF, then create intermediates, pipelines and descriptor sets.
         ``model``: (the model, how messages name it, the graph it stands for) where no VGF file is read
-        (``dispatch_spirv_graph``: see :mod:`vkcore.spirv_graph`).
+        (``dispatch_spirv_graph``: see :mod:`vkcore.spirv_graph`). ``readable_sessions``: graph sessions
+        in host-visible memory, for :meth:`session_memories`.
 
         ``resources`` is the session's :class:`~vkcore.resource_set.ResourceSet` (``resources[uid]``);
         ``raw_data(uid)`` returns the bytes of a ``raw_data`` resource. ``timer``, when given, is a
@@ -330,13 +332,13 @@ class PreparedGraph:
         checker = _Checker(ctx, scenario, command, resources, raw_data, timer, model)
         prepared = checker.check()
         try:
-            prepared._build(pipeline_factory, timer)
+            prepared._build(pipeline_factory, timer, readable_sessions)
         except BaseException:
             prepared.destroy()
             raise
         return prepared
 
-    def _build(self, factory: PipelineFactory, timer: Any) -> None:
+    def _build(self, factory: PipelineFactory, timer: Any, readable_sessions: bool) -> None:
         self._create_intermediates()
         graph_api = GraphApi.load(self.ctx) if any(isinstance(s, _GraphStep) for s in self.steps) else None
         for step in self.steps:
@@ -344,7 +346,7 @@ class PreparedGraph:
             with span or contextlib.nullcontext():
                 if isinstance(step, _GraphStep):
                     assert graph_api is not None
-                    self._build_graph_step(graph_api, step)
+                    self._build_graph_step(graph_api, step, readable_sessions)
                 else:
                     step.pipeline = factory.compute(step.spirv, step.spec, step.signature)
         self._allocate_compute_sets()
@@ -408,11 +410,11 @@ class PreparedGraph:
                 assert m.resource is not None
                 m.resource.bind(alloc, 0)
 
-    def _build_graph_step(self, api: GraphApi, step: _GraphStep) -> None:
+    def _build_graph_step(self, api: GraphApi, step: _GraphStep, readable_session: bool) -> None:
         keys = {(ds.set_index, b.binding): 1 for ds in step.segment.descriptor_sets for b in ds.bindings}
         step.layout = GraphLayout(self.ctx, keys)
         step.pipeline = DataGraphPipeline.create(api, step.spirv, step.module.entry_point, step.layout, step.resources,
-                                                 step.constants)
+                                                 step.constants, session_host_readable=readable_session)
         step.sets = step.layout.descriptor_sets({
             (ds.set_index, b.binding): self._tensor(b.resource_index)
             for ds in step.segment.descriptor_sets for b in ds.bindings
@@ -496,6 +498,19 @@ class PreparedGraph:
                 after_segment(cb, step.segment.index)
         if self.command.implicit_barrier:
             implicit_barrier().record(cb)
+
+    def session_memories(self) -> list[list[bytes]]:
+        """For each graph pipeline with session memory, in segment order, the bytes of each of its
+        session's memory objects, as the device left them. Needs ``readable_sessions`` at creation and
+        no dispatch in flight."""
+        out: list[list[bytes]] = []
+        for step in self.steps:
+            if isinstance(step, _GraphStep) and step.pipeline is not None and step.pipeline.session is not None:
+                allocations = step.pipeline.session.allocations
+                if allocations:
+                    assert all(a.view is not None for a in allocations), "sessions were not created host-readable"
+                    out.append([bytes(a.view) for a in allocations if a.view is not None])
+        return out
 
     def destroy(self) -> None:
         """Release the graph pipelines, sessions, descriptor sets and intermediates. Idempotent."""

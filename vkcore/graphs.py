@@ -624,8 +624,9 @@ class GraphSession:
     allocations: list[memory.Allocation] = field(default_factory=list)
 
     @classmethod
-    def create(cls, api: GraphApi, pipeline_handle: Any) -> "GraphSession":
-        """Create a session of ``pipeline_handle`` and allocate and bind its memory.
+    def create(cls, api: GraphApi, pipeline_handle: Any, *, host_readable: bool = False) -> "GraphSession":
+        """Create a session of ``pipeline_handle`` and allocate and bind its memory (host-visible and
+        mapped with ``host_readable``, for ``--session-memory-dump-dir``; device-local otherwise).
 
         Raises :class:`DeviceError` when a call fails or a bind point is of a type other than MEMORY.
         """
@@ -636,13 +637,13 @@ class GraphSession:
             raise DeviceError(f"vkCreateDataGraphPipelineSessionARM failed ({_result_name(result)})")
         session = cls(api, out[0], [])
         try:
-            session._bind_memory()
+            session._bind_memory(host_readable)
         except BaseException:
             session.destroy()
             raise
         return session
 
-    def _bind_memory(self) -> None:
+    def _bind_memory(self, host_readable: bool) -> None:
         api = self.api
         query = graph_ffi.new("VkDataGraphPipelineSessionBindPointRequirementsInfoARM", session=self.handle)
         count = ffi.new("uint32_t *")
@@ -667,7 +668,7 @@ class GraphSession:
                 self.requirements.append(SessionMemoryRequirement(int(p.bindPoint), obj, r))
                 if r.size == 0:
                     continue
-                alloc = memory.allocate(api.ctx, r, r.size, host_access=False,
+                alloc = memory.allocate(api.ctx, r, r.size, host_access=host_readable,
                                         what=f"graph session memory (bind point {p.bindPoint}, object {obj})")
                 self.allocations.append(alloc)
                 binds.append((p.bindPoint, obj, alloc))
@@ -734,8 +735,10 @@ class DataGraphPipeline:
         constants: Sequence[GraphConstant | tuple[Any, ...]] = (),
         *,
         session: bool = True,
+        session_host_readable: bool = False,
     ) -> "DataGraphPipeline":
-        """Check, then create the pipeline (and, with ``session``, a session with its memory).
+        """Check, then create the pipeline (and, with ``session``, a session with its memory, host-readable
+        with ``session_host_readable``).
 
         ``layout`` is a :class:`GraphLayout` (its bindings are checked against the module too) or a
         ``VkPipelineLayout`` handle. ``resources`` are :class:`GraphResource` or ``(set, binding,
@@ -814,7 +817,7 @@ class DataGraphPipeline:
                        graph_ffi.to_vk_handle("VkPipeline", out[0]), None, seconds, keep)
         if session:
             try:
-                pipeline.session = GraphSession.create(api, out[0])
+                pipeline.session = GraphSession.create(api, out[0], host_readable=session_host_readable)
             except BaseException:
                 pipeline.destroy()
                 raise

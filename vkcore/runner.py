@@ -44,6 +44,7 @@ class RunOptions:
     robust: bool = False  # --enable-robustness-features
     neural_flags: tuple[str, ...] = ()  # the --neural-* flags given (statistics of a neural accelerator)
     capture_frame: bool = False  # --capture-frame (RenderDoc)
+    session_memory_dump_dir: Path | None = None  # --session-memory-dump-dir
 
 
 @dataclass
@@ -124,8 +125,9 @@ def check_outputs(scenario: Scenario, options: RunOptions) -> None:
     :func:`vkcore.outputs.output_target_problem`): a ``dst`` resolving to a folder, a device node or a
     FIFO, under a file, or into a read-only folder is a :class:`ScenarioError` at the resource's
     ``dst``; a dump path (``--profiling-dump-path``, ``--perf-counters-dump-path``) an
-    :class:`~vkcore.outputs.OutputTargetError` naming the flag. Creates nothing."""
-    from .outputs import check_output_target, output_target_problem
+    :class:`~vkcore.outputs.OutputTargetError` naming the flag, as is a ``--session-memory-dump-dir``
+    that is a file, lies under one or cannot be written. Creates nothing."""
+    from .outputs import OutputTargetError, check_output_target, output_folder_problem, output_target_problem
 
     for resource in scenario.resources:
         dst = getattr(resource, "dst", "")
@@ -138,6 +140,10 @@ def check_outputs(scenario: Scenario, options: RunOptions) -> None:
                        ("--perf-counters-dump-path", options.perf_counters_dump_path)):
         if path is not None:
             check_output_target(path, place=flag)
+    if options.session_memory_dump_dir is not None:
+        problem = output_folder_problem(options.session_memory_dump_dir)
+        if problem is not None:
+            raise OutputTargetError(problem, file=str(options.session_memory_dump_dir), place="--session-memory-dump-dir")
 
 
 def session_options(options: RunOptions) -> SessionOptions:
@@ -147,6 +153,7 @@ def session_options(options: RunOptions) -> SessionOptions:
         pipeline_cache_path=cache,
         clear_pipeline_cache=options.clear_pipeline_cache,
         fail_on_pipeline_cache_miss=options.fail_on_pipeline_cache_miss,
+        readable_graph_sessions=options.session_memory_dump_dir is not None,
     )
 
 
@@ -223,6 +230,10 @@ async def run_async(
             # In a worker thread, as the session's and the context's teardown below: the trio loop
             # stays free for the consumer's tasks (a recorder still writing its last frames).
             result.outputs = await trio.to_thread.run_sync(session.write_outputs, options.output)
+            if options.session_memory_dump_dir is not None:
+                from .session_memory_dump import dump_session_memories
+
+                dump_session_memories(session, options.session_memory_dump_dir)
             result.seconds = time.perf_counter() - t_start
             if options.profiling_dump_path is not None:
                 from .reports import profiling_document, write_json

@@ -43,6 +43,7 @@ class SessionOptions:
     pipeline_cache_path: Path | None = None
     clear_pipeline_cache: bool = False
     fail_on_pipeline_cache_miss: bool = False
+    readable_graph_sessions: bool = False  # graph session memory host-visible (--session-memory-dump-dir)
 
 
 @dataclass

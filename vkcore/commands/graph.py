@@ -44,7 +44,8 @@ class GraphKind(NoDeviceWork):
             if key not in by_key:
                 with validation.at(cmd.place):
                     by_key[key] = PreparedGraph.create(session.ctx, session.scenario, cmd, session.resources,
-                                                       session.factory, session.raw, timer=session.timer)
+                                                       session.factory, session.raw, timer=session.timer,
+                                                       readable_sessions=session.options.readable_graph_sessions)
             session.graphs[cmd.index] = by_key[key]
             if session.options.profiling:
                 session.graph_queries[cmd.index] = session.reserve_queries(2)

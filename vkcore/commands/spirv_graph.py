@@ -30,7 +30,8 @@ class SpirvGraphKind(GraphKind):
                 with validation.at(cmd.place):
                     session.graphs[cmd.index] = PreparedGraph.create(
                         session.ctx, session.scenario, as_graph_command(cmd), session.resources, session.factory,
-                        session.raw, timer=session.timer, model=model)
+                        session.raw, timer=session.timer, model=model,
+                        readable_sessions=session.options.readable_graph_sessions)
             except VgfError as exc:  # told about the command, not about a VGF file it never had
                 problem = exc.message.split(": ", 1)[-1] if "does not match its module" in exc.message else exc.message
                 raise ScenarioError(f"the SPIR-V graph '{shader.uid}' does not match this command: {problem}",
