@@ -77,11 +77,13 @@ def test_a_conv2d_graph_with_graph_constants(builder: ScenarioBuilder, tmp_path:
     assert_same_outputs(scenario, tmp_path / "ours", tmp_path, ["y.npy"])
 
 
-def test_session_memory_dumps_match_the_reference(builder: ScenarioBuilder, tmp_path: Path,
-                                                   graph_modules: dict[str, Any]) -> None:
+def test_graph_dumps_match_the_reference(builder: ScenarioBuilder, tmp_path: Path,
+                                         graph_modules: dict[str, Any]) -> None:
     """``--session-memory-dump-dir``: the conv2d graph has session memory; dispatched twice, it makes two
     files (the reference makes a pipeline per dispatch), each the hex text of that memory, byte for
-    byte the reference's. A dump folder that is a file is refused in one line before any work."""
+    byte the reference's. ``--emulation-layer-profiling-dump-dir``: the emulation layer has no profiling
+    property, so one warning per pipeline and no file, as the reference. A dump folder that is a file is
+    refused in one line before any work."""
     x = np.random.default_rng(5).random((1, 4, 4, 2), dtype=np.float32)
     scenario = spirv_graph(builder, graph_modules["conv2d"], [("x", [1, 4, 4, 2], "readonly", x),
                                                               ("y", [1, 4, 4, 20], "writeonly", None)], constants=True)
@@ -89,8 +91,14 @@ def test_session_memory_dumps_match_the_reference(builder: ScenarioBuilder, tmp_
     doc["commands"].insert(0, doc["commands"][0])
     scenario.write_text(json.dumps(doc))
     ours = tmp_path / "ours-dump"
-    proc = vkcap("run", scenario, "--output", tmp_path / "ours", "--session-memory-dump-dir", ours)
+    profiling = tmp_path / "profiling"
+    proc = vkcap("run", scenario, "--output", tmp_path / "ours", "--session-memory-dump-dir", ours,
+                 "--emulation-layer-profiling-dump-dir", profiling)
     assert proc.returncode == 0, proc.stderr
+    assert [line for line in proc.stderr.splitlines() if "profiling" in line] == [
+        f"vkcap: --emulation-layer-profiling-dump-dir: skipping graph pipeline {n}: property 0x7ffffffe is not available"
+        for n in (0, 1)]
+    assert not profiling.exists()
     names = sorted(p.name for p in ours.iterdir())
     assert names == ["Graph_Pipeline_0_Session_RAM_0.txt", "Graph_Pipeline_1_Session_RAM_0.txt"]
     text = (ours / names[0]).read_text()
@@ -107,9 +115,10 @@ def test_session_memory_dumps_match_the_reference(builder: ScenarioBuilder, tmp_
             assert (ours / name).read_bytes() == (theirs / name).read_bytes(), name
     blocker = builder.root / "a-file"
     blocker.write_text("")
-    proc = vkcap("run", scenario, "--output", tmp_path / "again", "--session-memory-dump-dir", blocker)
-    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
-        f"vkcap: error: {blocker}: --session-memory-dump-dir: is a file, not a folder"], proc.stderr
+    for flag in ("--session-memory-dump-dir", "--emulation-layer-profiling-dump-dir"):
+        proc = vkcap("run", scenario, "--output", tmp_path / "again", flag, blocker)
+        assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+            f"vkcap: error: {blocker}: {flag}: is a file, not a folder"], proc.stderr
     assert not (tmp_path / "again").exists()
 
 

@@ -83,6 +83,9 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="RenderDoc: say whether it is loaded (frames are marked with VK_EXT_frame_boundary for it)")
     p.add_argument("--session-memory-dump-dir", type=Path, metavar="DIR",
                    help="after the run, write each graph session's memory as hex text into DIR (created)")
+    p.add_argument("--emulation-layer-profiling-dump-dir", type=Path, metavar="DIR",
+                   help="after the run, write each graph pipeline's emulation-layer profiling data into DIR "
+                        "(created; a warning for each pipeline that has none)")
     p.add_argument("--neural-debug-database-dump-dir", nargs="?", const="", metavar="DIR",
                    help="(neural accelerators only: says so and writes nothing elsewhere)")
     p.add_argument("--neural-statistics-dump-dir", nargs="?", const="", metavar="DIR",
@@ -175,6 +178,7 @@ def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
         robust=args.enable_robustness_features,
         capture_frame=args.capture_frame,
         session_memory_dump_dir=args.session_memory_dump_dir,
+        graph_profiling_dump_dir=args.emulation_layer_profiling_dump_dir,
         neural_flags=tuple(f"--{name.replace('_', '-')}" for name in NEURAL_FLAGS if getattr(args, name) is not None),
         **extra,  # type: ignore[arg-type]
     )

@@ -320,7 +320,7 @@ class PreparedGraph:
         """Check everything against the VGF, then create intermediates, pipelines and descriptor sets.
         ``model``: (the model, how messages name it, the graph it stands for) where no VGF file is read
         (``dispatch_spirv_graph``: see :mod:`vkcore.spirv_graph`). ``readable_sessions``: graph sessions
-        in host-visible memory, for :meth:`session_memories`.
+        in host-visible memory (see :mod:`vkcore.graph_dumps`).
 
         ``resources`` is the session's :class:`~vkcore.resource_set.ResourceSet` (``resources[uid]``);
         ``raw_data(uid)`` returns the bytes of a ``raw_data`` resource. ``timer``, when given, is a
@@ -499,18 +499,9 @@ class PreparedGraph:
         if self.command.implicit_barrier:
             implicit_barrier().record(cb)
 
-    def session_memories(self) -> list[list[bytes]]:
-        """For each graph pipeline with session memory, in segment order, the bytes of each of its
-        session's memory objects, as the device left them. Needs ``readable_sessions`` at creation and
-        no dispatch in flight."""
-        out: list[list[bytes]] = []
-        for step in self.steps:
-            if isinstance(step, _GraphStep) and step.pipeline is not None and step.pipeline.session is not None:
-                allocations = step.pipeline.session.allocations
-                if allocations:
-                    assert all(a.view is not None for a in allocations), "sessions were not created host-readable"
-                    out.append([bytes(a.view) for a in allocations if a.view is not None])
-        return out
+    def graph_pipelines(self) -> list[DataGraphPipeline]:
+        """The graph pipelines, in segment order (compute segments have none)."""
+        return [step.pipeline for step in self.steps if isinstance(step, _GraphStep) and step.pipeline is not None]
 
     def destroy(self) -> None:
         """Release the graph pipelines, sessions, descriptor sets and intermediates. Idempotent."""

@@ -865,6 +865,48 @@ class DataGraphPipeline:
             vk.vkCmdBindDescriptorSets(cb, BIND_POINT, self.layout_handle, first_set, len(sets), sets, 0, None)
         self.api.vkCmdDispatchDataGraphARM(cb, use.handle, ffi.NULL)
 
+    def _info(self) -> Any:
+        return graph_ffi.new("VkDataGraphPipelineInfoARM",
+                             dataGraphPipeline=ffi.cast("VkPipeline", arm_ffi.handle_to_int(self.handle)))
+
+    def available_properties(self) -> list[int]:
+        """The ``VkDataGraphPipelinePropertyARM`` values the implementation reports for this pipeline
+        (empty when it lacks ``vkGetDataGraphPipelineAvailablePropertiesARM``).
+        Raises :class:`DeviceError` when the query fails."""
+        fn = self.api.vkGetDataGraphPipelineAvailablePropertiesARM
+        if fn is None:
+            return []
+        info = self._info()
+        count = ffi.new("uint32_t *")
+        result = fn(self.api.device, info, count, ffi.NULL)
+        if result == vk.VK_SUCCESS and count[0]:
+            values = ffi.new("VkDataGraphPipelinePropertyARM[]", count[0])
+            result = fn(self.api.device, info, count, values)
+            if result == vk.VK_SUCCESS:
+                return [int(v) for v in values[0 : count[0]]]
+        if result != vk.VK_SUCCESS:
+            raise DeviceError(f"vkGetDataGraphPipelineAvailablePropertiesARM failed ({_result_name(result)})")
+        return []
+
+    def property_data(self, prop: int) -> bytes:
+        """The data of property ``prop`` (one of :meth:`available_properties`): its size is asked first,
+        then the data. Raises :class:`DeviceError` when a query fails."""
+        fn = self.api.vkGetDataGraphPipelinePropertiesARM
+        if fn is None:
+            raise DeviceError("vkGetDataGraphPipelinePropertiesARM is not available")
+        info = self._info()
+        query = graph_ffi.new("VkDataGraphPipelinePropertyQueryResultARM", property=prop, dataSize=0, pData=ffi.NULL)
+        result = fn(self.api.device, info, 1, query)
+        if result == vk.VK_SUCCESS and query.dataSize:
+            data = ffi.new("char[]", query.dataSize)
+            query.pData = data
+            result = fn(self.api.device, info, 1, query)
+            if result == vk.VK_SUCCESS:
+                return bytes(ffi.buffer(data, query.dataSize))
+        if result != vk.VK_SUCCESS:
+            raise DeviceError(f"vkGetDataGraphPipelinePropertiesARM failed ({_result_name(result)}) for property {prop:#x}")
+        return b""
+
     def destroy(self) -> None:
         """Destroy the session, the pipeline and the shader module. Idempotent."""
         if self.session is not None:

@@ -45,6 +45,7 @@ class RunOptions:
     neural_flags: tuple[str, ...] = ()  # the --neural-* flags given (statistics of a neural accelerator)
     capture_frame: bool = False  # --capture-frame (RenderDoc)
     session_memory_dump_dir: Path | None = None  # --session-memory-dump-dir
+    graph_profiling_dump_dir: Path | None = None  # --emulation-layer-profiling-dump-dir
 
 
 @dataclass
@@ -125,8 +126,9 @@ def check_outputs(scenario: Scenario, options: RunOptions) -> None:
     :func:`vkcore.outputs.output_target_problem`): a ``dst`` resolving to a folder, a device node or a
     FIFO, under a file, or into a read-only folder is a :class:`ScenarioError` at the resource's
     ``dst``; a dump path (``--profiling-dump-path``, ``--perf-counters-dump-path``) an
-    :class:`~vkcore.outputs.OutputTargetError` naming the flag, as is a ``--session-memory-dump-dir``
-    that is a file, lies under one or cannot be written. Creates nothing."""
+    :class:`~vkcore.outputs.OutputTargetError` naming the flag, as is a dump folder
+    (``--session-memory-dump-dir``, ``--emulation-layer-profiling-dump-dir``) that is a file, lies under one
+    or cannot be written. Creates nothing."""
     from .outputs import OutputTargetError, check_output_target, output_folder_problem, output_target_problem
 
     for resource in scenario.resources:
@@ -140,10 +142,11 @@ def check_outputs(scenario: Scenario, options: RunOptions) -> None:
                        ("--perf-counters-dump-path", options.perf_counters_dump_path)):
         if path is not None:
             check_output_target(path, place=flag)
-    if options.session_memory_dump_dir is not None:
-        problem = output_folder_problem(options.session_memory_dump_dir)
+    for flag, folder in (("--session-memory-dump-dir", options.session_memory_dump_dir),
+                         ("--emulation-layer-profiling-dump-dir", options.graph_profiling_dump_dir)):
+        problem = None if folder is None else output_folder_problem(folder)
         if problem is not None:
-            raise OutputTargetError(problem, file=str(options.session_memory_dump_dir), place="--session-memory-dump-dir")
+            raise OutputTargetError(problem, file=str(folder), place=flag)
 
 
 def session_options(options: RunOptions) -> SessionOptions:
@@ -231,9 +234,13 @@ async def run_async(
             # stays free for the consumer's tasks (a recorder still writing its last frames).
             result.outputs = await trio.to_thread.run_sync(session.write_outputs, options.output)
             if options.session_memory_dump_dir is not None:
-                from .session_memory_dump import dump_session_memories
+                from .graph_dumps import dump_session_memories
 
                 dump_session_memories(session, options.session_memory_dump_dir)
+            if options.graph_profiling_dump_dir is not None:
+                from .graph_dumps import dump_graph_profiling
+
+                dump_graph_profiling(session, options.graph_profiling_dump_dir)
             result.seconds = time.perf_counter() - t_start
             if options.profiling_dump_path is not None:
                 from .reports import profiling_document, write_json
