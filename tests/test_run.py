@@ -212,6 +212,12 @@ def test_several_frames(builder: ScenarioBuilder, tmp_path: Path) -> None:
     counters = json.loads(perf.read_text())
     assert counters["unit"] == "microseconds"
     assert {"Scenario Setup", "Pipeline Setup", "Run Scenario", "Save Results"} <= counters.keys()
+    assert not {"Load Pipeline Cache", "Save Pipeline Cache"} & counters.keys()
+    run_ok("run", builder.save(), "--output", tmp_path, "--perf-counters-dump-path", perf, "--pipeline-caching",
+           "--cache-path", tmp_path / "cache")
+    counters = json.loads(perf.read_text())
+    assert [c["name"] for c in counters["Load Pipeline Cache"]["counters"]] == ["Load Pipeline Cache."]
+    assert [c["name"] for c in counters["Save Pipeline Cache"]["counters"]] == ["Save Pipeline Cache"]
 
 
 ALIAS_WRITE = """#version 450

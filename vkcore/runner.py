@@ -211,7 +211,7 @@ async def run_async(
             assert cache is not None
             result.pipeline_cache_hits = cache.hits
             result.pipeline_cache_misses = cache.misses
-            cache.save()
+            session.save_pipeline_cache()
             if options.dry_run:
                 return result
             session.load_inputs()

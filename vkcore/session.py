@@ -8,6 +8,7 @@ anything but the GPU.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from dataclasses import dataclass, field
@@ -114,12 +115,13 @@ class Session:
                 kind.resolve(self, commands)
             self.resources = ResourceSet(ctx, self.scenario, image_usage=image_usage_needs(
                 b for layout in self.layouts.values() for b in layout))
-            self.cache = PipelineCache(
-                ctx,
-                options.pipeline_cache_path,
-                clear=options.clear_pipeline_cache,
-                fail_on_miss=options.fail_on_pipeline_cache_miss,
-            )
+            with self._cache_span("Load Pipeline Cache", "Load Pipeline Cache."):
+                self.cache = PipelineCache(
+                    ctx,
+                    options.pipeline_cache_path,
+                    clear=options.clear_pipeline_cache,
+                    fail_on_miss=options.fail_on_pipeline_cache_miss,
+                )
             self.factory = PipelineFactory(ctx, self.cache)
             self.pool = vk.vkCreateCommandPool(ctx.device, vk.VkCommandPoolCreateInfo(queueFamilyIndex=ctx.queue_family), None)
             for kind, commands in by_kind(self.scenario.commands):
@@ -405,6 +407,19 @@ class Session:
                 resource.write_dst(path, self.one_time_submit)
             written.append(path)
         return written
+
+    def _cache_span(self, phase: str, name: str) -> Any:
+        """A host timing of the pipeline cache's file work, taken only when there is a cache file
+        (the reference's ``--perf-counters-dump-path`` has these phases only then)."""
+        if self.options.pipeline_cache_path is None:
+            return contextlib.nullcontext()
+        return self.timer.measure(phase, name)
+
+    def save_pipeline_cache(self) -> None:
+        """Write the pipeline cache's file, if it has one (see :meth:`vkcore.pipelines.PipelineCache.save`)."""
+        assert self.cache is not None
+        with self._cache_span("Save Pipeline Cache", "Save Pipeline Cache"):
+            self.cache.save()
 
     def close(self) -> None:
         dev = self.ctx.device
