@@ -62,6 +62,25 @@ def test_a_fragment_pass_into_a_color_attachment(builder: ScenarioBuilder, tmp_p
     np.testing.assert_array_equal(got, gradient(tint))
 
 
+def test_fragment_pipelines_are_counted_by_the_pipeline_cache(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """A graphics pipeline misses on the first cached run and hits on the next; with
+    ``--fail-on-pipeline-cache-miss`` and no cache it is refused in one line, writing nothing."""
+    shaders(builder)
+    builder.raw("tint", np.ones(4, np.float32))
+    target(builder, dst="out.dds")
+    draw(builder, color_attachment_refs=["out"], push_data_ref="tint")
+    scenario = builder.save()
+    common = ["run", scenario, "--cache-path", tmp_path / "cache"]
+    refused = vkcap(*common, "--output", tmp_path / "refused", "--fail-on-pipeline-cache-miss")
+    assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (
+        "vkcap: error: pipeline cache miss for shaders 'vs' and 'fs' (--fail-on-pipeline-cache-miss)"), refused.stderr
+    assert not (tmp_path / "refused" / "out.dds").exists()
+    first = vkcap(*common, "--output", tmp_path, "--pipeline-caching")
+    assert first.returncode == 0 and "pipeline cache: 0 hit(s), 1 miss(es)" in first.stderr, first.stderr
+    second = vkcap(*common, "--output", tmp_path, "--fail-on-pipeline-cache-miss")
+    assert second.returncode == 0 and "pipeline cache: 1 hit(s), 0 miss(es)" in second.stderr, second.stderr
+
+
 def test_a_fragment_pass_over_a_render_extent_reads_and_writes_through_bindings(builder: ScenarioBuilder,
                                                                                   tmp_path: Path) -> None:
     """No attachment: the fragment shader samples an image and writes a storage buffer, one fragment per texel."""

@@ -122,12 +122,27 @@ class PipelineCache:
         vk.vkDestroyPipelineCache(self.ctx.device, self.handle, None)
 
 
+def _stage_material(spirv: SpirvModule, spec: Shader) -> list[Any]:
+    return [spirv.digest, spec.entry, [(c.id, c.value) for c in spec.specialization_constants]]
+
+
+def _digest(material: list[Any]) -> str:
+    return hashlib.sha256(json.dumps(material).encode()).hexdigest()[:32]
+
+
 def pipeline_key(spirv: SpirvModule, spec: Shader, signature: "LayoutSignature") -> str:
     """What makes two compute pipelines the same: code, entry, constants, layout, push constant size."""
-    material = json.dumps(
-        [spirv.digest, spec.entry, [(c.id, c.value) for c in spec.specialization_constants], signature, spec.push_constants_size]
-    )
-    return hashlib.sha256(material.encode()).hexdigest()[:32]
+    return _digest([*_stage_material(spirv, spec), signature, spec.push_constants_size])
+
+
+def graphics_pipeline_key(vertex: SpirvModule, fragment: SpirvModule, vs: Shader, fs: Shader,
+                          signature: "LayoutSignature", push_constants_size: int, color_formats: list[int],
+                          extent: tuple[int, int]) -> str:
+    """What makes two full-screen graphics pipelines the same: both stages (as :func:`pipeline_key`), the
+    layout, push constant size, attachment formats and viewport. A ``"graphics"`` tag keeps the keys
+    apart from compute keys."""
+    return _digest(["graphics", _stage_material(vertex, vs), _stage_material(fragment, fs), signature,
+                    push_constants_size, color_formats, list(extent)])
 
 
 def cache_file_for(scenario_path: Path, cache_dir: Path) -> Path:
@@ -200,8 +215,11 @@ class PipelineFactory:
         write_all = (vk.VK_COLOR_COMPONENT_R_BIT | vk.VK_COLOR_COMPONENT_G_BIT | vk.VK_COLOR_COMPONENT_B_BIT
                      | vk.VK_COLOR_COMPONENT_A_BIT)
         rendering = vk.VkPipelineRenderingCreateInfo(pColorAttachmentFormats=color_formats or None)
+        feedback = vk.ffi.new("VkPipelineCreationFeedback *")
+        feedback_info = vk.VkPipelineCreationFeedbackCreateInfo(pNext=rendering, pPipelineCreationFeedback=feedback,
+                                                                pipelineStageCreationFeedbackCount=0)
         info = vk.VkGraphicsPipelineCreateInfo(
-            pNext=rendering, pStages=stages,
+            pNext=feedback_info, pStages=stages,
             pVertexInputState=vk.VkPipelineVertexInputStateCreateInfo(),
             pInputAssemblyState=vk.VkPipelineInputAssemblyStateCreateInfo(topology=vk.VK_PRIMITIVE_TOPOLOGY_TRIANGLE_LIST),
             pViewportState=vk.VkPipelineViewportStateCreateInfo(
@@ -222,9 +240,19 @@ class PipelineFactory:
             vk.vkDestroyPipelineLayout(self.ctx.device, layout, None)
             raise DeviceError(f"shaders '{vs.uid}' and '{fs.uid}': vkCreateGraphicsPipelines failed "
                               f"({type(exc).__name__})") from None
-        cp = ComputePipeline(fs.uid, pipeline, layout, set_layouts, False, push_constants_size, keep)
-        self._pipelines[key] = cp  # type: ignore[index]
+        hit = self._count(feedback, graphics_pipeline_key(vertex, fragment, vs, fs, signature, push_constants_size,
+                                                          color_formats, extent))
+        cp = ComputePipeline(fs.uid, pipeline, layout, set_layouts, hit, push_constants_size, keep)
+        self._pipelines[key] = cp  # type: ignore[index]  # owned by the factory from here, refused or not
+        if self.cache.fail_on_miss and not hit:
+            raise PipelineCacheMiss(f"pipeline cache miss for shaders '{vs.uid}' and '{fs.uid}' "
+                                    "(--fail-on-pipeline-cache-miss)")
         return cp
+
+    def _count(self, feedback: Any, key: str) -> bool:
+        """Count a pipeline just created in the cache's statistics; whether its key was in the cache file."""
+        self.cache.driver_hits += bool(feedback.flags & FEEDBACK_VALID) and bool(feedback.flags & FEEDBACK_CACHE_HIT)
+        return self.cache.lookup(key)
 
     def module(self, spirv: SpirvModule) -> Any:
         if spirv.uid not in self._modules:
@@ -264,8 +292,7 @@ class PipelineFactory:
                 f"shader '{spec.uid}': vkCreateComputePipelines failed ({type(exc).__name__}); check the entry point "
                 f"'{spec.entry}', bindings and push constants against the shader"
             ) from None
-        self.cache.driver_hits += bool(feedback.flags & FEEDBACK_VALID) and bool(feedback.flags & FEEDBACK_CACHE_HIT)
-        hit = self.cache.lookup(pipeline_key(spirv, spec, signature))
+        hit = self._count(feedback, pipeline_key(spirv, spec, signature))
         cp = ComputePipeline(spec.uid, pipeline, layout, set_layouts, hit, spec.push_constants_size, keep)
         self._pipelines[key] = cp  # owned (and destroyed) by the factory from here, refused or not
         if self.cache.fail_on_miss and not hit:
