@@ -75,14 +75,12 @@ def check_output(flag: str, path: Path | None, inputs: Iterable[Path], *, folder
     ``None`` passes."""
     if path is None:
         return
-    from vkcore.outputs import check_output_target, output_folder_problem, same_file
+    from vkcore.outputs import check_output_folder, check_output_target, same_file
 
     if any(same_file(path, trace) for trace in inputs):
         raise UsageError("is a trace this command reads: refusing to overwrite it", file=path, place=flag)
     if folder:
-        problem = output_folder_problem(path)
-        if problem is not None:
-            raise UsageError(problem, file=path, place=flag)
+        check_output_folder(path, place=flag)
     else:
         check_output_target(path, place=flag)
     # os.access, which those checks use, passes where creating a file still fails (/proc as root): try.

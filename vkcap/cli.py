@@ -144,12 +144,10 @@ def check_run_outputs(args: argparse.Namespace) -> None:
     """Refuse, before any device work, an ``--output`` that is a file, lies under a file or is not
     writable. One line (``PATH: --output: why``), exit 2; creates nothing. (Each ``dst`` in it and the
     dump paths are checked by :func:`vkcore.runner.check_outputs`, once the scenario is loaded.)"""
-    from vkcore.outputs import OutputTargetError, output_folder_problem
+    from vkcore.outputs import check_output_folder
 
     if args.output is not None:
-        problem = output_folder_problem(args.output)
-        if problem is not None:
-            raise OutputTargetError(problem, file=str(args.output), place="--output")
+        check_output_folder(args.output, place="--output")
 
 
 def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions

@@ -125,6 +125,15 @@ def check_output_target(path: str | Path, *, place: str | None = None) -> Path:
     return Path(path)
 
 
+def check_output_folder(folder: str | Path, *, place: str | None = None) -> Path:
+    """Raise :class:`OutputTargetError` (``FOLDER: PLACE: why``) when :func:`output_folder_problem` finds
+    one; else return ``folder`` as a :class:`Path`. ``place`` names the flag that gave the folder."""
+    problem = output_folder_problem(folder)
+    if problem is not None:
+        raise OutputTargetError(problem, file=str(folder), place=place)
+    return Path(folder)
+
+
 def output_error(path: str | Path, exc: OSError) -> VkcapError:
     """The one-line error for an :class:`OSError` met while writing ``path``: an
     :class:`OutputTargetError` when the path is unusable (read-only, forbidden, a folder, ...), else

@@ -243,16 +243,20 @@ class PipelineFactory:
         hit = self._count(feedback, graphics_pipeline_key(vertex, fragment, vs, fs, signature, push_constants_size,
                                                           color_formats, extent))
         cp = ComputePipeline(fs.uid, pipeline, layout, set_layouts, hit, push_constants_size, keep)
-        self._pipelines[key] = cp  # type: ignore[index]  # owned by the factory from here, refused or not
-        if self.cache.fail_on_miss and not hit:
-            raise PipelineCacheMiss(f"pipeline cache miss for shaders '{vs.uid}' and '{fs.uid}' "
-                                    "(--fail-on-pipeline-cache-miss)")
-        return cp
+        return self._own(key, cp, f"shaders '{vs.uid}' and '{fs.uid}'")
 
     def _count(self, feedback: Any, key: str) -> bool:
         """Count a pipeline just created in the cache's statistics; whether its key was in the cache file."""
         self.cache.driver_hits += bool(feedback.flags & FEEDBACK_VALID) and bool(feedback.flags & FEEDBACK_CACHE_HIT)
         return self.cache.lookup(key)
+
+    def _own(self, key: Any, cp: ComputePipeline, what: str) -> ComputePipeline:
+        """Keep ``cp`` under ``key`` (the factory destroys it from here, refused or not); then, with
+        ``--fail-on-pipeline-cache-miss``, refuse it when it missed the cache, naming ``what``."""
+        self._pipelines[key] = cp
+        if self.cache.fail_on_miss and not cp.cache_hit:
+            raise PipelineCacheMiss(f"pipeline cache miss for {what} (--fail-on-pipeline-cache-miss)")
+        return cp
 
     def module(self, spirv: SpirvModule) -> Any:
         if spirv.uid not in self._modules:
@@ -294,10 +298,7 @@ class PipelineFactory:
             ) from None
         hit = self._count(feedback, pipeline_key(spirv, spec, signature))
         cp = ComputePipeline(spec.uid, pipeline, layout, set_layouts, hit, spec.push_constants_size, keep)
-        self._pipelines[key] = cp  # owned (and destroyed) by the factory from here, refused or not
-        if self.cache.fail_on_miss and not hit:
-            raise PipelineCacheMiss(f"pipeline cache miss for shader '{spec.uid}' (--fail-on-pipeline-cache-miss)")
-        return cp
+        return self._own(key, cp, f"shader '{spec.uid}'")
 
     def destroy(self) -> None:
         dev = self.ctx.device

@@ -129,7 +129,7 @@ def check_outputs(scenario: Scenario, options: RunOptions) -> None:
     :class:`~vkcore.outputs.OutputTargetError` naming the flag, as is a dump folder
     (``--session-memory-dump-dir``, ``--emulation-layer-profiling-dump-dir``) that is a file, lies under one
     or cannot be written. Creates nothing."""
-    from .outputs import OutputTargetError, check_output_target, output_folder_problem, output_target_problem
+    from .outputs import check_output_folder, check_output_target, output_target_problem
 
     for resource in scenario.resources:
         dst = getattr(resource, "dst", "")
@@ -144,9 +144,8 @@ def check_outputs(scenario: Scenario, options: RunOptions) -> None:
             check_output_target(path, place=flag)
     for flag, folder in (("--session-memory-dump-dir", options.session_memory_dump_dir),
                          ("--emulation-layer-profiling-dump-dir", options.graph_profiling_dump_dir)):
-        problem = None if folder is None else output_folder_problem(folder)
-        if problem is not None:
-            raise OutputTargetError(problem, file=str(folder), place=flag)
+        if folder is not None:
+            check_output_folder(folder, place=flag)
 
 
 def session_options(options: RunOptions) -> SessionOptions:
