@@ -13,7 +13,7 @@ def test_every_command_of_the_format_has_exactly_one_kind() -> None:
     assert set(KINDS) == set(COMMAND_KINDS.values())
     assert all(kind.command_type is command_type for command_type, kind in KINDS.items())
     assert [t.KIND for t, k in KINDS.items() if k.dispatch] == ["dispatch_compute", "dispatch_fragment", "dispatch_graph",
-                                                               "dispatch_spirv_graph"]
+                                                               "dispatch_spirv_graph", "dispatch_optical_flow"]
     assert [t.KIND for t, k in KINDS.items() if k.boundary] == ["mark_boundary"]
 
 

@@ -271,8 +271,8 @@ CASES = [
          "resources[16]: expected exactly one key (the resource kind), got none"),
     Case("unknown command kind", add_command({"dispatch_computer": {}}),
          "commands[7]: unknown command kind 'dispatch_computer' (expected one of: dispatch_compute, "
-         "dispatch_fragment, dispatch_graph, dispatch_vgf, dispatch_spirv_graph, dispatch_barrier, frame_boundary, "
-         "mark_boundary); did you mean 'dispatch_compute'?"),
+         "dispatch_fragment, dispatch_graph, dispatch_vgf, dispatch_spirv_graph, dispatch_optical_flow, "
+         "dispatch_barrier, frame_boundary, mark_boundary); did you mean 'dispatch_compute'?"),
     Case("newer reference command name", add_command({"pipeline_barrier": {}}),
          "commands[7]: unknown command kind 'pipeline_barrier'; vkcap spells it 'dispatch_barrier'"),
     Case("enum typo", setf(res(2, "buffer"), shader_access="readonyl"),

@@ -22,6 +22,7 @@ from .layers import EmulationLayersUnavailable, prepare_emulation_layers
 
 TENSORS_EXT = "VK_ARM_tensors"
 GRAPH_EXT = "VK_ARM_data_graph"
+OPTICAL_FLOW_EXT = "VK_ARM_data_graph_optical_flow"  # ARM's Graph emulation layer 0.11 has it too
 FRAME_BOUNDARY_EXT = "VK_EXT_frame_boundary"
 CUSTOM_BORDER_EXT = "VK_EXT_custom_border_color"
 API_VERSION = vk.VK_MAKE_VERSION(1, 3, 0)  # the tensor layer crashes in descriptor updates with 1.1
@@ -70,6 +71,7 @@ class DeviceInfo:
     extensions: frozenset[str] = field(repr=False)
     tensors: Support = "unavailable"
     graphs: Support = "unavailable"
+    optical_flow: Support = "unavailable"
 
     def fingerprint(self) -> dict[str, Any]:
         return {
@@ -117,6 +119,7 @@ def _describe(index: int, physical: Any, emulation_available: bool) -> DeviceInf
         extensions=exts,
         tensors=support(TENSORS_EXT),
         graphs=support(GRAPH_EXT),
+        optical_flow=support(OPTICAL_FLOW_EXT),
     )
 
 

@@ -605,6 +605,12 @@ class GraphDescriptorSets:
 # Sessions
 
 
+# Bind points whose memory is read before anything writes it: the optical-flow cache, which an
+# execute flag such as INPUT_UNCHANGED reads on a first dispatch. Zeroed, a run is deterministic
+# (ARM's reference runner leaves it as allocated and gives a different answer each run).
+ZEROED_BIND_POINTS = frozenset({1000631001})  # DATA_GRAPH_PIPELINE_SESSION_BIND_POINT_OPTICAL_FLOW_CACHE_ARM
+
+
 @dataclass(frozen=True)
 class SessionMemoryRequirement:
     """The memory one object of one session bind point needs."""
@@ -624,13 +630,14 @@ class GraphSession:
     allocations: list[memory.Allocation] = field(default_factory=list)
 
     @classmethod
-    def create(cls, api: GraphApi, pipeline_handle: Any, *, host_readable: bool = False) -> "GraphSession":
-        """Create a session of ``pipeline_handle`` and allocate and bind its memory (host-visible and
-        mapped with ``host_readable``, for ``--session-memory-dump-dir``; device-local otherwise).
+    def create(cls, api: GraphApi, pipeline_handle: Any, *, host_readable: bool = False, flags: int = 0) -> "GraphSession":
+        """Create a session of ``pipeline_handle`` with ``flags`` (``VkDataGraphPipelineSessionCreateFlagsARM``)
+        and allocate and bind its memory at every bind point (host-visible and mapped with
+        ``host_readable``, for ``--session-memory-dump-dir``; device-local otherwise).
 
         Raises :class:`DeviceError` when a call fails or a bind point is of a type other than MEMORY.
         """
-        info = graph_ffi.new("VkDataGraphPipelineSessionCreateInfoARM", flags=0, dataGraphPipeline=pipeline_handle)
+        info = graph_ffi.new("VkDataGraphPipelineSessionCreateInfoARM", flags=flags, dataGraphPipeline=pipeline_handle)
         out = ffi.new("VkDataGraphPipelineSessionARM *")
         result = api.vkCreateDataGraphPipelineSessionARM(api.device, info, ffi.NULL, out)
         if result != vk.VK_SUCCESS:
@@ -668,9 +675,12 @@ class GraphSession:
                 self.requirements.append(SessionMemoryRequirement(int(p.bindPoint), obj, r))
                 if r.size == 0:
                     continue
-                alloc = memory.allocate(api.ctx, r, r.size, host_access=host_readable,
+                zeroed = p.bindPoint in ZEROED_BIND_POINTS
+                alloc = memory.allocate(api.ctx, r, r.size, host_access=host_readable or zeroed,
                                         what=f"graph session memory (bind point {p.bindPoint}, object {obj})")
                 self.allocations.append(alloc)
+                if zeroed:
+                    alloc.zero(0, r.size)
                 binds.append((p.bindPoint, obj, alloc))
         if binds:
             infos = ffi.new("VkBindDataGraphPipelineSessionMemoryInfoARM[]", len(binds))

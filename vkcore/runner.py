@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from .device import CUSTOM_BORDER_EXT, EmulationMode, VulkanContext
+from .device import CUSTOM_BORDER_EXT, OPTICAL_FLOW_EXT, EmulationMode, VulkanContext
 from .executor import DispatchTimed, Event, FrameConsumer, StopRequest, execute
 from .pipelines import cache_file_for
 from .plan import Plan, make_plan
 from .errors import ScenarioError
-from .scenario import Barrier, DispatchSpirvGraph, Graph, GraphConstant, Image, Scenario, Tensor, load_scenario
+from .scenario import Barrier, DispatchOpticalFlow, DispatchSpirvGraph, Graph, GraphConstant, Image, Scenario, Tensor, load_scenario
 from .session import HostTimer, Session, SessionOptions
 from .sync import uses_graph_sync
 
@@ -67,14 +67,15 @@ def scenario_needs(scenario: Scenario) -> tuple[bool, bool]:
         uses_graph_sync(r.src_access, r.dst_access, r.src_stage, r.dst_stage)
         for r in scenario.resources
         if isinstance(r, Barrier)
-    ) or any(isinstance(c, DispatchSpirvGraph) for c in scenario.commands)
+    ) or any(isinstance(c, (DispatchSpirvGraph, DispatchOpticalFlow)) for c in scenario.commands)
     return tensors or graphs, graphs
 
 
 def wanted_extensions(scenario: Scenario) -> tuple[str, ...]:
     """Optional device extensions the scenario can use (enabled when the device has them)."""
     custom = any(isinstance(r, Image) and r.border_color.endswith("_CUSTOM_EXT") for r in scenario.resources)
-    return (CUSTOM_BORDER_EXT,) if custom else ()
+    optical_flow = any(isinstance(c, DispatchOpticalFlow) for c in scenario.commands)
+    return (CUSTOM_BORDER_EXT,) * custom + (OPTICAL_FLOW_EXT,) * optical_flow
 
 
 log = logging.getLogger("vkcap.runner")

@@ -256,6 +256,36 @@ class DispatchSpirvGraph(Command):
 
 
 @dataclass(frozen=True)
+class OpticalFlowBinding(Binding):
+    """An image of a ``dispatch_optical_flow``: a binding with its role (a key of ``bindings``)."""
+
+    role: str = ""
+
+
+# The roles of an optical-flow command's images, in the order they are bound and reported.
+OPTICAL_FLOW_ROLES = ("search_image", "template_image", "hint_motion_vectors", "output_image", "output_cost")
+OPTICAL_FLOW_OUTPUTS = ("output_image", "output_cost")
+
+
+@dataclass(frozen=True)
+class DispatchOpticalFlow(Command):
+    """Motion vectors from a search and a template image through VK_ARM_data_graph_optical_flow."""
+
+    KIND: ClassVar[str] = "dispatch_optical_flow"
+    width: int = 0
+    height: int = 0
+    grid_size: str = ""
+    performance_level: str = "medium"
+    execution_flags: tuple[str, ...] = ()
+    mean_flow_l1_norm_hint: int = 0
+    implicit_barrier: bool = True
+    bindings: tuple[OpticalFlowBinding, ...] = ()  # in OPTICAL_FLOW_ROLES order, the optional ones when given
+
+    def image(self, role: str) -> OpticalFlowBinding | None:
+        return next((b for b in self.bindings if b.role == role), None)
+
+
+@dataclass(frozen=True)
 class DispatchBarrier(Command):
     KIND: ClassVar[str] = "dispatch_barrier"
     image_barrier_refs: tuple[str, ...] = ()
@@ -273,7 +303,8 @@ class MarkBoundary(Command):
 
 AnyResource = Union[Buffer, Image, Tensor, RawData, Shader, Graph, GraphConstant, MemoryBarrier, BufferBarrier,
                     ImageBarrier, TensorBarrier]
-AnyCommand = Union[DispatchCompute, DispatchFragment, DispatchGraph, DispatchSpirvGraph, DispatchBarrier, MarkBoundary]
+AnyCommand = Union[DispatchCompute, DispatchFragment, DispatchGraph, DispatchSpirvGraph, DispatchOpticalFlow,
+                   DispatchBarrier, MarkBoundary]
 
 RESOURCE_KINDS: dict[str, type[Resource]] = {
     cls.KIND: cls
@@ -281,8 +312,8 @@ RESOURCE_KINDS: dict[str, type[Resource]] = {
                 TensorBarrier)
 }
 COMMAND_KINDS: dict[str, type[Command]] = {
-    cls.KIND: cls for cls in (DispatchCompute, DispatchFragment, DispatchGraph, DispatchSpirvGraph, DispatchBarrier,
-                              MarkBoundary)
+    cls.KIND: cls for cls in (DispatchCompute, DispatchFragment, DispatchGraph, DispatchSpirvGraph, DispatchOpticalFlow,
+                              DispatchBarrier, MarkBoundary)
 }
 # The reference runner's newer names: same fields, same command.
 COMMAND_ALIASES = {"dispatch_vgf": "dispatch_graph", "frame_boundary": "mark_boundary"}
@@ -327,6 +358,8 @@ def _convert(name: str, value: Any) -> Any:
     if name == "rangeND":
         dims = tuple(int(v) for v in value)
         return dims + (1,) * (3 - len(dims))
+    if name == "bindings" and isinstance(value, dict):  # dispatch_optical_flow: images by role
+        return tuple(OpticalFlowBinding(**value[role], role=role) for role in OPTICAL_FLOW_ROLES if value.get(role))
     if name in _NESTED:
         return tuple(_NESTED[name](v) for v in value)
     if isinstance(value, list):

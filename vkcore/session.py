@@ -109,6 +109,8 @@ class Session:
         self.ring = StagingRing(ctx)
         self.descriptor_pools: list[Any] = []  # made by the command kinds, destroyed by close()
         self.draws: dict[int, Any] = {}  # by command index: dispatch_fragment's prepared draws
+        self.optical_flows: dict[int, Any] = {}  # by command index: dispatch_optical_flow's prepared pipelines
+        self.owned: list[Any] = []  # what the command kinds made that has a destroy(), destroyed by close()
         self._command_buffers: dict[Hashable, Any] = {}
         try:
             for kind, commands in by_kind(self.scenario.commands):
@@ -181,6 +183,8 @@ class Session:
         for index, layout in sorted(self.layouts.items()):
             cmd = self.scenario.commands[index]
             specs = [self.scenario.by_uid[uid] for uid in kind_of(cmd).shaders(cmd)]
+            if not specs:  # no shader decided it (an optical-flow node's images)
+                continue
             out.append({"command": index, "shader": specs[-1].uid, "stage": specs[-1].stage,  # type: ignore[union-attr]
                         "push_constants_size": max(s.push_constants_size for s in specs),  # type: ignore[union-attr]
                         "bindings": [b.describe() for b in layout]})
@@ -442,6 +446,9 @@ class Session:
         for graph in {id(g): g for g in self.graphs.values()}.values():
             graph.destroy()
         self.graphs = {}
+        for part in reversed(self.owned):
+            part.destroy()
+        self.owned = []
         for part in (self.factory, self.cache, self.resources):
             if part is not None:
                 part.destroy()

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from .errors import ScenarioError, json_path
 from .npyio import NpyFormatError, NpyHeader, read_header
-from .scenario import COMMAND_ALIASES
+from .scenario import COMMAND_ALIASES, OPTICAL_FLOW_ROLES
 
 log = logging.getLogger("vkcap.validate")
 
@@ -78,6 +78,7 @@ COMMAND_REFS: dict[str, RefRules] = {
     "dispatch_barrier": tuple(
         ((f"{k}_refs", "*"), (k,)) for k in ("image_barrier", "tensor_barrier", "memory_barrier", "buffer_barrier")
     ),
+    "dispatch_optical_flow": tuple((("bindings", role, "resource_ref"), ("image",)) for role in OPTICAL_FLOW_ROLES),
     "mark_boundary": ((("resources", "*"), MEMORY_KINDS),),
 }
 # Resource kinds whose ``src`` names a file to read, and whether that file must be a .npy file.
@@ -310,6 +311,10 @@ def _describe(error: Any, parts: list[str | int]) -> tuple[str, str]:
         return place, f"must have at most {high} item{'s' if high != 1 else ''}, got {len(value)}"
     if kind == "minLength":
         return place, "must not be empty"
+    if kind == "uniqueItems":
+        twice = next(v for i, v in enumerate(value) if v in value[:i])
+        shown = _quote(twice) if isinstance(twice, str) else _show(twice)
+        return place, f"each value may appear once, {shown} appears {value.count(twice)} times"
     return place, error.message
 
 
@@ -492,16 +497,24 @@ def _check_references(ctx: _Context) -> None:
                 _check_ref(ctx, json_path("commands", index, kind, *parts), uid, allowed)
 
 
+def _bindings_of(body: dict[str, Any]) -> list[tuple[str | int, dict[str, Any]]]:
+    """A command's bindings with their keys: list positions, or roles (dispatch_optical_flow's object)."""
+    bindings = body.get("bindings", ())
+    if isinstance(bindings, dict):
+        return [(role, bindings[role]) for role in OPTICAL_FLOW_ROLES if bindings.get(role)]
+    return list(enumerate(bindings))
+
+
 def _check_bindings(ctx: _Context) -> None:
     """Each (set, id) at most once per dispatch; an image's lod below its mip count."""
     for index, kind, body in ctx.commands:
-        seen: dict[tuple[int, int], int] = {}
-        for j, binding in enumerate(body.get("bindings", ())):
+        seen: dict[tuple[int, int], str | int] = {}
+        for j, binding in _bindings_of(body):
             key = (binding["set"], binding["id"])
             place = json_path("commands", index, kind, "bindings", j)
             if key in seen:
-                ctx.fail(place, f"binding set {key[0]}, id {key[1]} used twice (bindings[{seen[key]}] and "
-                                f"bindings[{j}])")
+                ctx.fail(place, f"binding set {key[0]}, id {key[1]} used twice ({json_path('bindings', seen[key])} and "
+                                f"{json_path('bindings', j)})")
             seen[key] = j
             target = ctx.by_uid[binding["resource_ref"]]
             lod = binding.get("lod", 0)
@@ -735,6 +748,56 @@ def _check_fragment_targets(ctx: _Context) -> None:
                                                f"shaders' push_constants_size {max(sizes)}")
 
 
+def _check_optical_flow(ctx: _Context) -> None:
+    """A dispatch_optical_flow's images fit its width, height and grid at their lods, as the reference
+    runner checks them (its words): search and template are width x height and of one format; flow
+    vectors are the input divided by the grid, rounded up; hint and cost are the flow vectors' size.
+    The mean-flow hint is 0 or below the larger side, as the reference requires."""
+    for index, kind, body in ctx.commands:
+        if kind != "dispatch_optical_flow":
+            continue
+        place = json_path("commands", index, kind)
+        width, height = body["width"], body["height"]
+        hint = body.get("mean_flow_l1_norm_hint", 0)
+        if hint and hint >= max(width, height):
+            ctx.fail(f"{place}.mean_flow_l1_norm_hint", f"must be 0 or below max(width, height) = {max(width, height)}, "
+                                                        f"got {hint}")
+        images = {role: (ctx.by_uid[b["resource_ref"]].body, b.get("lod", 0)) for role, b in _bindings_of(body)}
+
+        def extent(role: str) -> tuple[int, int]:
+            image, lod = images[role]
+            return max(image["dims"][1] >> lod, 1), max(image["dims"][2] >> lod, 1)
+
+        def fail(role: str, what: str) -> None:
+            ctx.fail(f"{place}.bindings.{role}", what)
+
+        grid = int(body["grid_size"].split("x")[0])
+        output = (-(-width // grid), -(-height // grid))
+        if extent("search_image") != (width, height):
+            fail("search_image", f"image {_quote(images['search_image'][0]['uid'])} is {_wxh(extent('search_image'))} at "
+                                 f"the bound lod; width and height say {width}x{height}")
+        if extent("template_image") != extent("search_image"):
+            fail("template_image", f"image {_quote(images['template_image'][0]['uid'])} is "
+                                   f"{_wxh(extent('template_image'))} at the bound lod; the search image is "
+                                   f"{_wxh(extent('search_image'))}")
+        if images["template_image"][0]["format"] != images["search_image"][0]["format"]:
+            fail("template_image", f"image {_quote(images['template_image'][0]['uid'])} is "
+                                   f"{images['template_image'][0]['format']}; the search image is "
+                                   f"{images['search_image'][0]['format']}")
+        if extent("output_image") != output:
+            fail("output_image", f"image {_quote(images['output_image'][0]['uid'])} is {_wxh(extent('output_image'))} at "
+                                 f"the bound lod; a {width}x{height} input on a {body['grid_size']} grid gives "
+                                 f"{_wxh(output)} flow vectors")
+        for role in ("hint_motion_vectors", "output_cost"):
+            if role in images and extent(role) != output:
+                fail(role, f"image {_quote(images[role][0]['uid'])} is {_wxh(extent(role))} at the bound lod; the "
+                           f"flow vectors are {_wxh(output)}")
+
+
+def _wxh(extent: tuple[int, int]) -> str:
+    return f"{extent[0]}x{extent[1]}"
+
+
 def _check_barrier_ranges(ctx: _Context) -> None:
     """Buffer barriers stay inside their buffer; image barriers inside their image's mips and layers."""
     for entry in ctx.resources:
@@ -775,5 +838,6 @@ _CHECKS: tuple[Callable[[_Context], None], ...] = (
     _check_shader_stages,
     _check_fragment_targets,
     _check_spirv_graphs,
+    _check_optical_flow,
     _check_barrier_ranges,
 )

@@ -48,8 +48,9 @@ TYPES = 0x2  # validation only: not the loader's general messages, not performan
 # structures, enum values, usage bits and SPIR-V capabilities unknown. Those messages judge the
 # layer's age, not vkcap's use of the API. Data: (what the message says, why it is not ours).
 LAYER_PREDATES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), why) for p, why in (
-    (r"\b1000(460|507)\d\d\d\b", "an enum value of VK_ARM_tensors (1000460000 + n) or VK_ARM_data_graph (1000507000 + n)"),
-    (r"\bVK_ARM_(tensors|data_graph)", "the ARM extensions by name"),
+    (r"\b1000(460|507|631)\d\d\d\b", "an enum value of VK_ARM_tensors (1000460000 + n), VK_ARM_data_graph (1000507000 + n) or "
+                                    "VK_ARM_data_graph_optical_flow (1000631000 + n)"),
+    (r"\bVK_ARM_(tensors|data_graph)", "the ARM extensions by name (VK_ARM_data_graph_optical_flow too)"),
     (r"capability operand: 41(7[4-9]|8\d|9[01])\b", "SPIR-V capabilities TensorsARM (4174) .. GraphARM (4191)"),
     (r"not recognized members of VkImageUsageFlagBits", "VK_IMAGE_USAGE_TENSOR_ALIASING_BIT_ARM, vkcap's only usage "
                                                         "bit beyond the layer's"),

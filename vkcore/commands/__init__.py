@@ -13,6 +13,7 @@ from .boundary import BoundaryKind
 from .compute import ComputeKind, PreparedDispatch
 from .fragment import FragmentKind
 from .graph import GraphKind
+from .optical_flow import OpticalFlowKind
 from .spirv_graph import SpirvGraphKind
 
 __all__ = ["KINDS", "CommandKind", "PreparedDispatch", "kind_of", "by_kind"]
@@ -22,6 +23,7 @@ KINDS: dict[type, CommandKind] = {kind.command_type: kind for kind in (
     FragmentKind(),
     GraphKind(),
     SpirvGraphKind(),
+    OpticalFlowKind(),
     BarrierKind(),
     BoundaryKind(),
 )}
