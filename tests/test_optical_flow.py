@@ -133,6 +133,18 @@ def test_the_flow_finds_the_shift(builder: ScenarioBuilder, tmp_path: Path) -> N
     assert np.abs(median - SHIFT).max() < 0.5, median
 
 
+def test_a_first_dispatch_that_reads_the_cache_is_deterministic(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """``input_unchanged`` on the first dispatch reads the optical-flow cache before anything wrote it:
+    vkcap zeroes it, so two runs agree byte for byte (the reference's answer changes from run to run)."""
+    pair(builder, 64, 64)
+    builder.commands.append(optical_flow(builder, 64, 64, 4, execution_flags=["input_unchanged"]))
+    scenario = builder.save()
+    for run in ("first", "second"):
+        proc = vkcap("run", scenario, "--output", tmp_path / run)
+        assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "first" / "flow.dds").read_bytes() == (tmp_path / "second" / "flow.dds").read_bytes()
+
+
 def test_record_replay_and_bisect_an_optical_flow(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Four frames, each: count, brighten the template (by nothing), optical flow. Recorded at dispatch
     level with checkpoints, replayed within tolerance; a brightening shader replaced by one that changes

@@ -24,11 +24,12 @@ Built on the second FFI (:mod:`vkcore.arm_ffi` + :mod:`vkcore.graph_ffi`) and on
 """
 from __future__ import annotations
 
+import functools
 import struct
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import vulkan as vk
 
@@ -611,6 +612,10 @@ class GraphDescriptorSets:
 ZEROED_BIND_POINTS = frozenset({1000631001})  # DATA_GRAPH_PIPELINE_SESSION_BIND_POINT_OPTICAL_FLOW_CACHE_ARM
 
 
+def _fill_zero(buffer: Any, size: int, cb: Any) -> None:
+    vk.vkCmdFillBuffer(cb, buffer, 0, size & ~3, 0)  # a fill's size is a multiple of 4
+
+
 @dataclass(frozen=True)
 class SessionMemoryRequirement:
     """The memory one object of one session bind point needs."""
@@ -628,6 +633,7 @@ class GraphSession:
     handle: Any
     requirements: list[SessionMemoryRequirement]
     allocations: list[memory.Allocation] = field(default_factory=list)
+    unzeroed: list[memory.Allocation] = field(default_factory=list)  # of ZEROED_BIND_POINTS, not mappable
 
     @classmethod
     def create(cls, api: GraphApi, pipeline_handle: Any, *, host_readable: bool = False, flags: int = 0) -> "GraphSession":
@@ -676,11 +682,14 @@ class GraphSession:
                 if r.size == 0:
                     continue
                 zeroed = p.bindPoint in ZEROED_BIND_POINTS
-                alloc = memory.allocate(api.ctx, r, r.size, host_access=host_readable or zeroed,
+                mapped = host_readable or (zeroed and memory.can_map(api.ctx, r.memoryTypeBits))
+                alloc = memory.allocate(api.ctx, r, r.size, host_access=mapped,
                                         what=f"graph session memory (bind point {p.bindPoint}, object {obj})")
                 self.allocations.append(alloc)
-                if zeroed:
+                if zeroed and mapped:
                     alloc.zero(0, r.size)
+                elif zeroed:
+                    self.unzeroed.append(alloc)
                 binds.append((p.bindPoint, obj, alloc))
         if binds:
             infos = ffi.new("VkBindDataGraphPipelineSessionMemoryInfoARM[]", len(binds))
@@ -695,6 +704,23 @@ class GraphSession:
             result = api.vkBindDataGraphPipelineSessionMemoryARM(api.device, len(binds), infos)
             if result != vk.VK_SUCCESS:
                 raise DeviceError(f"vkBindDataGraphPipelineSessionMemoryARM failed ({_result_name(result)})")
+
+    def zero_on_device(self, submit: Callable[[Callable[[Any], None]], None]) -> None:
+        """Zero the memory of :data:`ZEROED_BIND_POINTS` that no host mapping could reach (a device-local
+        optical-flow cache): a transfer fill through a buffer bound over it, run with ``submit`` (the
+        session's one-time submission). Memory a buffer cannot be bound to is left as allocated."""
+        device = self.api.device
+        for alloc in self.unzeroed:
+            buffer = vk.vkCreateBuffer(device, vk.VkBufferCreateInfo(size=alloc.size, usage=vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                                                                     sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
+            try:
+                needs = vk.vkGetBufferMemoryRequirements(device, buffer)
+                if needs.memoryTypeBits & (1 << alloc.type_index) and needs.size <= alloc.size:
+                    vk.vkBindBufferMemory(device, buffer, alloc.memory, 0)
+                    submit(functools.partial(_fill_zero, buffer, alloc.size))
+            finally:
+                vk.vkDestroyBuffer(device, buffer, None)
+        self.unzeroed = []
 
     @property
     def memory_size(self) -> int:

@@ -44,6 +44,14 @@ class Allocation:
         return bool(self.flags & HOST_CACHED)
 
 
+def can_map(ctx: VulkanContext, memory_type_bits: int) -> bool:
+    """Whether any memory type of ``memory_type_bits`` is host-visible and coherent (what ``host_access`` needs)."""
+    mp = ctx.memory_properties
+    wanted = HOST_VISIBLE | HOST_COHERENT
+    return any(memory_type_bits & (1 << i) and mp.memoryTypes[i].propertyFlags & wanted == wanted
+               for i in range(mp.memoryTypeCount))
+
+
 def allocate(ctx: VulkanContext, requirements: Any, size: int, *, host_access: bool, what: str) -> Allocation:
     """Allocate ``size`` bytes for ``requirements``; map it when ``host_access`` (host-visible, coherent).
 

@@ -154,8 +154,7 @@ class OpticalFlowPipeline:
     _keep: list[Any] = field(default_factory=list, repr=False)
 
     @classmethod
-    def create(cls, api: GraphApi, connections: Sequence[Connection], config: OpticalFlowConfig, *,
-               session_host_readable: bool = False) -> "OpticalFlowPipeline":
+    def create(cls, api: GraphApi, connections: Sequence[Connection], config: OpticalFlowConfig) -> "OpticalFlowPipeline":
         """Create the layouts, the pipeline and its session. Raises :class:`DeviceError` when a call fails."""
         kinds = [c.connection for c in connections]
         for needed in ("input", "reference", "flow_vector"):
@@ -180,7 +179,7 @@ class OpticalFlowPipeline:
             pipeline._create_pipeline(connections, config)
             flags = off.SESSION_CREATE_OPTICAL_FLOW_CACHE_BIT
             pipeline.session = GraphSession.create(api, ffi.cast("VkPipeline", arm_ffi.handle_to_int(pipeline.handle)),
-                                                   host_readable=session_host_readable, flags=flags)
+                                                   flags=flags)
         except BaseException:
             pipeline.destroy()
             raise

@@ -97,9 +97,10 @@ class OpticalFlowKind:
                            for b, lb in zip(cmd.bindings, layout)]
             with session.timer.measure("Pipeline Setup", f"Create Optical Flow Pipeline: {cmd.KIND}"), \
                     validation.at(cmd.place):
-                pipeline = OpticalFlowPipeline.create(api, connections, config,
-                                                      session_host_readable=session.options.readable_graph_sessions)
+                pipeline = OpticalFlowPipeline.create(api, connections, config)
             session.owned.append(pipeline)
+            assert pipeline.session is not None
+            pipeline.session.zero_on_device(session.one_time_submit)
             with validation.at(cmd.place):
                 sets = allocate_sets(session, pool, cmd, pipeline.set_layouts, layout)
             flags = 0
