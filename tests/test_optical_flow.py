@@ -241,3 +241,24 @@ def test_what_the_device_cannot_do_is_one_line(builder: ScenarioBuilder, tmp_pat
     proc = vkcap("run", scenario, "--output", tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip().startswith(f"vkcap: error: {scenario}: {message}"), proc.stderr
     assert not (tmp_path / "flow.dds").exists()
+
+
+def test_optical_flow_pipelines_are_counted_by_the_pipeline_cache(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """An optical-flow pipeline misses on the first cached run and hits on the next; another grid
+    size is another pipeline, refused with ``--fail-on-pipeline-cache-miss``."""
+    pair(builder, 64, 64)
+    builder.commands.append(optical_flow(builder, 64, 64, 8))
+    scenario = builder.save()
+    common = ["run", scenario, "--output", tmp_path / "o", "--cache-path", tmp_path, "--fail-on-pipeline-cache-miss"]
+    first = vkcap(*common)
+    assert first.returncode == 0 and "pipeline cache: 0 hit(s), 1 miss(es)" in first.stderr, first.stderr
+    second = vkcap(*common)
+    assert second.returncode == 0 and "pipeline cache: 1 hit(s), 0 miss(es)" in second.stderr, second.stderr
+    doc = json.loads(scenario.read_text())
+    doc["commands"][0]["dispatch_optical_flow"]["grid_size"] = "4x4"
+    doc["resources"][2]["image"]["dims"] = [1, 16, 16, 1]
+    scenario.write_text(json.dumps(doc))
+    refused = vkcap(*common)
+    assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (
+        "vkcap: error: pipeline cache miss for the optical flow of commands[0].dispatch_optical_flow "
+        "(--fail-on-pipeline-cache-miss)"), refused.stderr

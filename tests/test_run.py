@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -247,29 +248,66 @@ def test_memory_group_aliases_buffers(builder: ScenarioBuilder, tmp_path: Path) 
 
 
 def test_pipeline_cache_hit_on_second_run(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """The cache file is the reference's (``<stem>.cache`` in ``--cache-path``, the driver's data), with
+    vkcap's record beside it. A first run has no cache: not a miss failure; the second hits; a changed
+    shader misses and ``--fail-on-pipeline-cache-miss`` refuses it before writing anything."""
     a = np.ones(32, np.float32)
     scenario = three_buffer_add(builder, ADD_FLOAT, np.float32, a, a)
     cache = tmp_path / "cache"
     common = ["run", scenario, "--output", tmp_path / "o", "--cache-path", cache]
     first = vkcap(*common, "--fail-on-pipeline-cache-miss")
-    assert first.returncode == 1
-    assert "pipeline cache miss for shader 'add' (--fail-on-pipeline-cache-miss)" in first.stderr
-    assert not (tmp_path / "o" / "c.npy").exists()
-    second = vkcap(*common, "--pipeline-caching")
-    assert second.returncode == 0 and "pipeline cache: 0 hit(s), 1 miss(es)" in second.stderr
-    third = vkcap(*common, "--fail-on-pipeline-cache-miss")
-    assert third.returncode == 0 and "pipeline cache: 1 hit(s), 0 miss(es)" in third.stderr
+    assert first.returncode == 0 and "pipeline cache: 0 hit(s), 1 miss(es)" in first.stderr, first.stderr
+    assert sorted(p.name for p in cache.iterdir()) == ["scenario.cache", "scenario.cache.vkcap"]
+    second = vkcap(*common, "--fail-on-pipeline-cache-miss")
+    assert second.returncode == 0 and "pipeline cache: 1 hit(s), 0 miss(es)" in second.stderr
     cleared = vkcap(*common, "--pipeline-caching", "--clear-pipeline-cache")
     assert cleared.returncode == 0 and "pipeline cache: 0 hit(s), 1 miss(es)" in cleared.stderr
+    builder.file("add.comp", ADD_FLOAT.replace("a[i] + b[i]", "a[i] + b[i] + 1.0"))
+    (tmp_path / "o" / "c.npy").unlink()
+    changed = vkcap(*common, "--fail-on-pipeline-cache-miss")
+    assert changed.returncode == 1
+    assert "pipeline cache miss for shader 'add' (--fail-on-pipeline-cache-miss)" in changed.stderr
+    assert not (tmp_path / "o" / "c.npy").exists()
 
 
-def test_dry_run_writes_nothing(builder: ScenarioBuilder, tmp_path: Path) -> None:
+def test_the_reference_and_vkcap_share_a_pipeline_cache(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """A cache the reference wrote is read by vkcap (and kept, not replaced by another format), and the
+    reference reads the one vkcap wrote."""
+    from tests.reference import reference_env, reference_command, reference_runner
+
+    if reference_runner() is None:
+        pytest.skip("the reference runner is not installed")
+    a = np.ones(32, np.float32)
+    scenario = three_buffer_add(builder, ADD_FLOAT, np.float32, a, a)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    ref = subprocess.run(reference_command(scenario, tmp_path / "r", "--pipeline-caching", "--cache-path", cache),
+                         env=reference_env(), capture_output=True, text=True)
+    assert ref.returncode == 0, ref.stdout[-2000:]
+    written = (cache / "scenario.cache").read_bytes()
+    ours = vkcap("run", scenario, "--output", tmp_path / "o", "--pipeline-caching", "--cache-path", cache)
+    assert ours.returncode == 0, ours.stderr
+    assert (cache / "scenario.cache").read_bytes()[:16] == written[:16]  # the driver's header, not another format
+    again = subprocess.run(reference_command(scenario, tmp_path / "r", "--pipeline-caching", "--cache-path", cache),
+                           env=reference_env(), capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout[-2000:]
+
+
+def test_dry_run_builds_and_caches_but_writes_no_output(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """As the reference: the pipeline cache is filled, the dump paths get the set-up (the profiling
+    document is empty: nothing ran), no dst is written."""
     a = np.ones(32, np.float32)
     scenario = three_buffer_add(builder, ADD_FLOAT, np.float32, a, a)
     out = tmp_path / "out"
-    run_ok("run", scenario, "--output", out, "--dry-run", "--perf-counters-dump-path", tmp_path / "perf.json")
+    run_ok("run", scenario, "--output", out, "--dry-run", "--perf-counters-dump-path", tmp_path / "perf.json",
+           "--profiling-dump-path", tmp_path / "prof.json", "--pipeline-caching", "--cache-path", tmp_path)
     assert not out.exists()
-    assert not (tmp_path / "perf.json").exists()
+    assert json.loads((tmp_path / "prof.json").read_text()) == {}
+    perf = json.loads((tmp_path / "perf.json").read_text())
+    assert [c["name"] for c in perf["Pipeline Setup"]["counters"]] == ["Create Pipeline: add"]
+    assert (tmp_path / "scenario.cache").is_file()
+    hit = vkcap("run", scenario, "--output", out, "--fail-on-pipeline-cache-miss", "--cache-path", tmp_path)
+    assert hit.returncode == 0 and "pipeline cache: 1 hit(s), 0 miss(es)" in hit.stderr
 
 
 def test_failed_run_keeps_previous_output(builder: ScenarioBuilder, tmp_path: Path) -> None:
@@ -279,8 +317,11 @@ def test_failed_run_keeps_previous_output(builder: ScenarioBuilder, tmp_path: Pa
     out = tmp_path / "out"
     out.mkdir()
     (out / "c.npy").write_bytes(b"previous")
-    proc = vkcap("run", scenario, "--output", out, "--cache-path", tmp_path / "empty", "--fail-on-pipeline-cache-miss")
-    assert proc.returncode == 1
+    primed = tmp_path / "primed"  # a cache of someone else's pipelines: this one misses
+    primed.mkdir()
+    (primed / "scenario.cache").write_bytes(b"not this driver's data")
+    proc = vkcap("run", scenario, "--output", out, "--cache-path", primed, "--fail-on-pipeline-cache-miss")
+    assert proc.returncode == 1, proc.stderr
     assert (out / "c.npy").read_bytes() == b"previous"
     assert sorted(p.name for p in out.iterdir()) == ["c.npy"]
 

@@ -66,6 +66,20 @@ def test_an_add_graph_from_spirv(builder: ScenarioBuilder, tmp_path: Path, graph
     assert json.loads(report.read_text())["frames"][0]["resources"][0]["differing"] == 0
 
 
+def test_graph_pipelines_are_counted_by_the_pipeline_cache(builder: ScenarioBuilder, tmp_path: Path,
+                                                          graph_modules: dict[str, Any]) -> None:
+    """A data graph pipeline misses on the first cached run and hits on the next."""
+    a = np.ones((1, 4, 4, 2), np.float32)
+    scenario = spirv_graph(builder, graph_modules["add"], [("a", [1, 4, 4, 2], "readonly", a),
+                                                           ("b", [1, 4, 4, 2], "readonly", a),
+                                                           ("c", [1, 4, 4, 2], "writeonly", None)], constants=False)
+    common = ["run", scenario, "--output", tmp_path / "o", "--cache-path", tmp_path, "--fail-on-pipeline-cache-miss"]
+    first = vkcap(*common)
+    assert first.returncode == 0 and "pipeline cache: 0 hit(s), 1 miss(es)" in first.stderr, first.stderr
+    second = vkcap(*common)
+    assert second.returncode == 0 and "pipeline cache: 1 hit(s), 0 miss(es)" in second.stderr, second.stderr
+
+
 def test_a_conv2d_graph_with_graph_constants(builder: ScenarioBuilder, tmp_path: Path,
                                              graph_modules: dict[str, Any]) -> None:
     x = np.random.default_rng(3).random((1, 4, 4, 2), dtype=np.float32)

@@ -67,7 +67,9 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", help="scenario JSON file (same as the positional argument)")
     p.add_argument("--output", type=Path, help="folder for dst files (default: the scenario's folder)")
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="run the whole scenario N times")
-    p.add_argument("--dry-run", action="store_true", help="build everything, execute and write nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="build everything and fill the pipeline cache; execute nothing and write no outputs (the "
+                        "dump paths get the set-up times)")
     p.add_argument("--pipeline-caching", action="store_true", help="keep a VkPipelineCache per scenario on disk")
     p.add_argument("--clear-pipeline-cache", action="store_true", help="delete the scenario's pipeline cache first")
     p.add_argument("--cache-path", type=Path, default=Path("/tmp"), help="folder of pipeline caches (default: /tmp)")
@@ -206,7 +208,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     with FrameProgress.for_terminal() as progress:
         result = run(options, on_event=progress.on_event)
     if options.dry_run:
-        log.info("dry run: built %d frame(s) on %s; executed and wrote nothing", len(result.plan.frames), result.device_name)
+        log.info("dry run: built %d frame(s) on %s; executed nothing and wrote no outputs", len(result.plan.frames),
+                 result.device_name)
     else:
         log.info(
             "ran %d frame(s) on %s in %.3f s; wrote %d output(s)",

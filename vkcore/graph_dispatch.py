@@ -346,7 +346,7 @@ class PreparedGraph:
             with span or contextlib.nullcontext():
                 if isinstance(step, _GraphStep):
                     assert graph_api is not None
-                    self._build_graph_step(graph_api, step, readable_sessions)
+                    self._build_graph_step(graph_api, step, readable_sessions, factory)
                 else:
                     step.pipeline = factory.compute(step.spirv, step.spec, step.signature)
         self._allocate_compute_sets()
@@ -410,11 +410,14 @@ class PreparedGraph:
                 assert m.resource is not None
                 m.resource.bind(alloc, 0)
 
-    def _build_graph_step(self, api: GraphApi, step: _GraphStep, readable_session: bool) -> None:
+    def _build_graph_step(self, api: GraphApi, step: _GraphStep, readable_session: bool, factory: PipelineFactory) -> None:
         keys = {(ds.set_index, b.binding): 1 for ds in step.segment.descriptor_sets for b in ds.bindings}
         step.layout = GraphLayout(self.ctx, keys)
         step.pipeline = DataGraphPipeline.create(api, step.spirv, step.module.entry_point, step.layout, step.resources,
-                                                 step.constants, session_host_readable=readable_session)
+                                                 step.constants, session_host_readable=readable_session,
+                                                 pipeline_cache=factory.cache.handle)
+        factory.count_other(step.pipeline.cache_material(),
+                            f"graph '{self.graph.uid}' segment '{step.segment.name}'")
         step.sets = step.layout.descriptor_sets({
             (ds.set_index, b.binding): self._tensor(b.resource_index)
             for ds in step.segment.descriptor_sets for b in ds.bindings

@@ -759,6 +759,7 @@ class DataGraphPipeline:
     session: GraphSession | None = None
     create_seconds: float = 0.0
     _keep: list[Any] = field(default_factory=list, repr=False)
+    _spirv: bytes = field(default=b"", repr=False)
 
     @classmethod
     def create(
@@ -772,10 +773,12 @@ class DataGraphPipeline:
         *,
         session: bool = True,
         session_host_readable: bool = False,
+        pipeline_cache: Any = None,
     ) -> "DataGraphPipeline":
         """Check, then create the pipeline (and, with ``session``, a session with its memory, host-readable
         with ``session_host_readable``).
 
+        ``pipeline_cache``: a ``VkPipelineCache`` to create it with (default none).
         ``layout`` is a :class:`GraphLayout` (its bindings are checked against the module too) or a
         ``VkPipelineLayout`` handle. ``resources`` are :class:`GraphResource` or ``(set, binding,
         TensorDescription)`` tuples, ``constants`` :class:`GraphConstant` or ``(graph constant id,
@@ -841,7 +844,8 @@ class DataGraphPipeline:
             )
             out = ffi.new("VkPipeline *")
             start = time.perf_counter()
-            result = api.vkCreateDataGraphPipelinesARM(device, ffi.NULL, ffi.NULL, 1, create, ffi.NULL, out)
+            cache = ffi.NULL if pipeline_cache is None else ffi.cast("VkPipelineCache", arm_ffi.handle_to_int(pipeline_cache))
+            result = api.vkCreateDataGraphPipelinesARM(device, ffi.NULL, cache, 1, create, ffi.NULL, out)
             seconds = time.perf_counter() - start
             del infos, cinfos, name, module_info, create  # alive until here: the call has returned
             if result != vk.VK_SUCCESS:
@@ -850,7 +854,7 @@ class DataGraphPipeline:
             vk.vkDestroyShaderModule(device, shader, None)
             raise
         pipeline = cls(api, module, entry, layout_handle, res, consts, shader,
-                       graph_ffi.to_vk_handle("VkPipeline", out[0]), None, seconds, keep)
+                       graph_ffi.to_vk_handle("VkPipeline", out[0]), None, seconds, keep, code)
         if session:
             try:
                 pipeline.session = GraphSession.create(api, out[0], host_readable=session_host_readable)
@@ -858,6 +862,15 @@ class DataGraphPipeline:
                 pipeline.destroy()
                 raise
         return pipeline
+
+    def cache_material(self) -> list[Any]:
+        """What makes this pipeline (JSON-ready), for pipeline cache accounting: the module's code, the
+        entry point, the resources and the constants."""
+        import hashlib
+
+        return [hashlib.sha256(self._spirv).hexdigest(), self.entry,
+                [[r.set, r.binding, r.array_element, repr(r.description)] for r in self.resources],
+                [[c.id, repr(c.description), hashlib.sha256(bytes(c.data)).hexdigest()] for c in self.constants]]
 
     def new_session(self) -> GraphSession:
         """Another session of this pipeline (for dispatches in flight at the same time); the caller destroys it."""

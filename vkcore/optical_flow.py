@@ -154,8 +154,10 @@ class OpticalFlowPipeline:
     _keep: list[Any] = field(default_factory=list, repr=False)
 
     @classmethod
-    def create(cls, api: GraphApi, connections: Sequence[Connection], config: OpticalFlowConfig) -> "OpticalFlowPipeline":
-        """Create the layouts, the pipeline and its session. Raises :class:`DeviceError` when a call fails."""
+    def create(cls, api: GraphApi, connections: Sequence[Connection], config: OpticalFlowConfig, *,
+               pipeline_cache: Any = None) -> "OpticalFlowPipeline":
+        """Create the layouts, the pipeline (with ``pipeline_cache``, a ``VkPipelineCache``, when given) and
+        its session. Raises :class:`DeviceError` when a call fails."""
         kinds = [c.connection for c in connections]
         for needed in ("input", "reference", "flow_vector"):
             if kinds.count(needed) != 1:
@@ -176,7 +178,7 @@ class OpticalFlowPipeline:
                         device, vk.VkDescriptorSetLayoutCreateInfo(), None)
             ordered = [pipeline.set_layouts[s] for s in range(len(pipeline.set_layouts))]
             pipeline.layout = vk.vkCreatePipelineLayout(device, vk.VkPipelineLayoutCreateInfo(pSetLayouts=ordered), None)
-            pipeline._create_pipeline(connections, config)
+            pipeline._create_pipeline(connections, config, pipeline_cache)
             flags = off.SESSION_CREATE_OPTICAL_FLOW_CACHE_BIT
             pipeline.session = GraphSession.create(api, ffi.cast("VkPipeline", arm_ffi.handle_to_int(pipeline.handle)),
                                                    flags=flags)
@@ -185,7 +187,7 @@ class OpticalFlowPipeline:
             raise
         return pipeline
 
-    def _create_pipeline(self, connections: Sequence[Connection], config: OpticalFlowConfig) -> None:
+    def _create_pipeline(self, connections: Sequence[Connection], config: OpticalFlowConfig, pipeline_cache: Any) -> None:
         n = len(connections)
         image_layout = off.new("VkDataGraphPipelineResourceInfoImageLayoutARM", layout=vk.VK_IMAGE_LAYOUT_GENERAL)
         infos = ffi.new("VkDataGraphPipelineResourceInfoARM[]", n)
@@ -208,7 +210,8 @@ class OpticalFlowPipeline:
                                resourceInfoCount=n, pResourceInfos=infos)
         out = ffi.new("VkPipeline *")
         start = time.perf_counter()
-        result = self.api.vkCreateDataGraphPipelinesARM(self.api.device, ffi.NULL, ffi.NULL, 1, create, ffi.NULL, out)
+        cache = ffi.NULL if pipeline_cache is None else ffi.cast("VkPipelineCache", arm_ffi.handle_to_int(pipeline_cache))
+        result = self.api.vkCreateDataGraphPipelinesARM(self.api.device, ffi.NULL, cache, 1, create, ffi.NULL, out)
         self.create_seconds = time.perf_counter() - start
         if result != vk.VK_SUCCESS:
             raise DeviceError(f"vkCreateDataGraphPipelinesARM failed ({_result_name(result)}) for an optical-flow pipeline")

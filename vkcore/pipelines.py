@@ -43,16 +43,22 @@ def pack_specialization(constants: tuple[SpecializationConstant, ...]) -> tuple[
     return entries, data
 
 
-CACHE_FILE_MAGIC = b"VKCAPPC1\n"
+RECORD_SUFFIX = ".vkcap"  # beside the cache file: vkcap's record of the pipelines it holds
 
 
 class PipelineCache:
-    """A ``VkPipelineCache`` persisted per scenario, with vkcap's own record of which pipelines it holds.
+    """The reference runner's pipeline cache file, and vkcap's record of what it holds.
 
-    The file is ``VKCAPPC1\n`` + one JSON line (the device it belongs to and the keys of the pipelines
-    built with it) + the driver's cache data. A pipeline *hits* when the file already lists its key for
-    this device: that holds on every driver, including CPU drivers whose own cache stores nothing.
-    Whether the driver itself reused compiled code is counted apart (``driver_hits``).
+    The file is ``<cache-path>/<scenario stem>.cache`` (:func:`cache_file_for`) and holds exactly the
+    driver's ``VkPipelineCache`` data, as the reference writes it: the two runners read each other's
+    caches. Beside it, ``<stem>.cache.vkcap`` (JSON) lists, per device, the keys of the pipelines built
+    with it, because a CPU driver's cache stores nothing and its creation feedback never says hit.
+
+    A pipeline *hits* when the driver's creation feedback says the cache provided it, or the record
+    lists its key for this device. ``--fail-on-pipeline-cache-miss`` refuses a miss only when the cache
+    had something to hit (:attr:`primed`: a non-empty file or a record for this device): a run that
+    starts without a cache fills it and is not a failure, as in the reference. Whether the driver
+    itself reused compiled code is also counted apart (``driver_hits``). Files are replaced whole.
     """
 
     def __init__(self, ctx: VulkanContext, path: Path | None, *, clear: bool = False, fail_on_miss: bool = False) -> None:
@@ -65,39 +71,50 @@ class PipelineCache:
         self.device_key = f"{ctx.info.pipeline_cache_uuid}:{ctx.info.driver_version}:{ctx.info.device_id}"
         self.known: set[str] = set()
         self.added: set[str] = set()
+        self._record: dict[str, list[str]] = {}
         initial = b""
         if path is not None:
-            if clear and path.exists():
-                path.unlink()
+            if clear:
+                for stale in (path, self.record_path):
+                    if stale is not None and stale.exists():
+                        stale.unlink()
             initial = self._load(path)
         self._initial = initial
+        self.primed = bool(initial) or bool(self.known)
         info = vk.VkPipelineCacheCreateInfo(initialDataSize=len(initial), pInitialData=vk.ffi.from_buffer(initial) if initial else vk.ffi.NULL)
         self.handle = vk.vkCreatePipelineCache(ctx.device, info, None)
 
-    def _load(self, path: Path) -> bytes:
-        """The driver data from ``path``; fills ``known``. A missing, foreign or damaged file is empty."""
-        try:
-            raw = path.read_bytes()
-        except OSError:
-            return b""
-        if not raw.startswith(CACHE_FILE_MAGIC):
-            return b""
-        end = raw.find(b"\n", len(CACHE_FILE_MAGIC))
-        try:
-            manifest = json.loads(raw[len(CACHE_FILE_MAGIC) : end])
-        except ValueError:
-            return b""
-        if end < 0 or manifest.get("device") != self.device_key:
-            return b""
-        self.known = set(manifest.get("pipelines", []))
-        return raw[end + 1 :]
+    @property
+    def record_path(self) -> Path | None:
+        return None if self.path is None else self.path.with_name(self.path.name + RECORD_SUFFIX)
 
-    def lookup(self, key: str) -> bool:
-        hit = key in self.known
+    def _load(self, path: Path) -> bytes:
+        """The driver data of ``path`` (the driver checks its header and ignores what is not its own);
+        fills ``known`` from the record. A missing or unreadable file is empty, a damaged record none."""
+        try:
+            data = path.read_bytes()
+        except OSError:
+            data = b""
+        record_path = self.record_path
+        assert record_path is not None
+        try:
+            record = json.loads(record_path.read_text())
+            devices = record["devices"] if isinstance(record, dict) else {}
+            self._record = {str(k): [str(p) for p in v] for k, v in devices.items() if isinstance(v, list)}
+        except (OSError, ValueError, KeyError, AttributeError, TypeError):
+            self._record = {}
+        self.known = set(self._record.get(self.device_key, []))
+        return data
+
+    def lookup(self, key: str, driver_hit: bool = False) -> bool:
+        """Count one pipeline: whether it hit (see the class notes)."""
+        self.driver_hits += driver_hit
+        hit = driver_hit or key in self.known
         if hit:
             self.hits += 1
         else:
             self.misses += 1
+        if key not in self.known:
             self.added.add(key)
         return hit
 
@@ -109,14 +126,17 @@ class PipelineCache:
         return bytes(vk.ffi.buffer(buf, size[0]))
 
     def save(self) -> None:
-        """Write the cache atomically when caching is on and it learned something."""
+        """Write the cache file and the record (each atomically) when caching is on and they changed."""
         if self.path is None:
             return
         data = self.data()
-        if not self.added and data == self._initial:
-            return
-        manifest = {"device": self.device_key, "pipelines": sorted(self.known | self.added)}
-        write_atomic(self.path, [CACHE_FILE_MAGIC, json.dumps(manifest).encode(), b"\n", data])
+        if data != self._initial or not self.path.exists():
+            write_atomic(self.path, [data])
+        if self.added:
+            record_path = self.record_path
+            assert record_path is not None
+            devices = {**self._record, self.device_key: sorted(self.known | self.added)}
+            write_atomic(record_path, [json.dumps({"devices": devices}, indent=1, sort_keys=True).encode(), b"\n"])
 
     def destroy(self) -> None:
         vk.vkDestroyPipelineCache(self.ctx.device, self.handle, None)
@@ -146,9 +166,9 @@ def graphics_pipeline_key(vertex: SpirvModule, fragment: SpirvModule, vs: Shader
 
 
 def cache_file_for(scenario_path: Path, cache_dir: Path) -> Path:
-    """The pipeline cache file of a scenario: one per scenario file, named after it."""
-    tag = hashlib.sha256(str(scenario_path.resolve()).encode()).hexdigest()[:12]
-    return cache_dir / f"vkcap-{scenario_path.stem}-{tag}.pipeline_cache"
+    """The pipeline cache file of a scenario, named as the reference runner names it: its stem and
+    ``.cache`` in ``cache_dir`` (scenarios of one name in different folders share it, as there)."""
+    return cache_dir / f"{scenario_path.stem}.cache"
 
 
 @dataclass
@@ -246,17 +266,26 @@ class PipelineFactory:
         return self._own(key, cp, f"shaders '{vs.uid}' and '{fs.uid}'")
 
     def _count(self, feedback: Any, key: str) -> bool:
-        """Count a pipeline just created in the cache's statistics; whether its key was in the cache file."""
-        self.cache.driver_hits += bool(feedback.flags & FEEDBACK_VALID) and bool(feedback.flags & FEEDBACK_CACHE_HIT)
-        return self.cache.lookup(key)
+        """Count a pipeline just created in the cache's statistics; whether it hit."""
+        return self.cache.lookup(key, bool(feedback.flags & FEEDBACK_VALID) and bool(feedback.flags & FEEDBACK_CACHE_HIT))
 
     def _own(self, key: Any, cp: ComputePipeline, what: str) -> ComputePipeline:
-        """Keep ``cp`` under ``key`` (the factory destroys it from here, refused or not); then, with
-        ``--fail-on-pipeline-cache-miss``, refuse it when it missed the cache, naming ``what``."""
+        """Keep ``cp`` under ``key`` (the factory destroys it from here, refused or not); then refuse a
+        miss as :meth:`refuse_miss` does."""
         self._pipelines[key] = cp
-        if self.cache.fail_on_miss and not cp.cache_hit:
-            raise PipelineCacheMiss(f"pipeline cache miss for {what} (--fail-on-pipeline-cache-miss)")
+        self.refuse_miss(cp.cache_hit, what)
         return cp
+
+    def refuse_miss(self, hit: bool, what: str) -> None:
+        """With ``--fail-on-pipeline-cache-miss`` and a cache that had something to hit: raise
+        :class:`PipelineCacheMiss` naming ``what`` when the pipeline missed."""
+        if self.cache.fail_on_miss and self.cache.primed and not hit:
+            raise PipelineCacheMiss(f"pipeline cache miss for {what} (--fail-on-pipeline-cache-miss)")
+
+    def count_other(self, material: Any, what: str) -> None:
+        """Count a pipeline built outside the factory (a data graph or optical-flow pipeline, created with
+        :attr:`cache`'s handle) by what makes it (JSON-ready ``material``), and refuse a miss."""
+        self.refuse_miss(self.cache.lookup(_digest(["other", material])), what)
 
     def module(self, spirv: SpirvModule) -> Any:
         if spirv.uid not in self._modules:

@@ -14,6 +14,9 @@ from .session import HostTimer
 
 
 def profiling_document(timings: list[DispatchTimed]) -> dict[str, Any]:
+    """The reference's ``--profiling-dump-path`` document; ``{}`` when nothing ran (``--dry-run``), as its."""
+    if not timings:
+        return {}
     entries = []
     total_ms = 0.0
     for t in timings:

@@ -132,7 +132,7 @@ def check_outputs(scenario: Scenario, options: RunOptions) -> None:
     or cannot be written. Creates nothing."""
     from .outputs import check_output_folder, check_output_target, output_target_problem
 
-    for resource in scenario.resources:
+    for resource in () if options.dry_run else scenario.resources:  # a dry run writes no dst
         dst = getattr(resource, "dst", "")
         if dst:
             target = scenario.dst_path(dst, options.output)
@@ -182,8 +182,7 @@ async def run_async(
     with timer.measure("Scenario Setup", "Parse Scenario"):
         scenario = scenario or load_scenario(options.scenario, warn_deprecated=True)
         plan = make_plan(scenario, capture_all=options.capture_all)
-    if not options.dry_run:
-        check_outputs(scenario, options)
+    check_outputs(scenario, options)
     result = RunResult(plan)
     timings: list[DispatchTimed] = []
 
@@ -212,7 +211,8 @@ async def run_async(
             result.pipeline_cache_hits = cache.hits
             result.pipeline_cache_misses = cache.misses
             session.save_pipeline_cache()
-            if options.dry_run:
+            if options.dry_run:  # the pipelines are built and cached: their compilation times are reported
+                _write_reports(options, timer, timings, t_start, time.perf_counter())
                 return result
             session.load_inputs()
             if on_session is not None:
@@ -242,17 +242,7 @@ async def run_async(
 
                 dump_graph_profiling(session, options.graph_profiling_dump_dir)
             result.seconds = time.perf_counter() - t_start
-            if options.profiling_dump_path is not None:
-                from .reports import profiling_document, write_json
-
-                write_json(options.profiling_dump_path, profiling_document(timings))
-            if options.perf_counters_dump_path is not None:
-                from .reports import perf_counters_document, write_json
-
-                write_json(
-                    options.perf_counters_dump_path,
-                    perf_counters_document(timer, time.perf_counter() - t_start, t_run - t_start),
-                )
+            _write_reports(options, timer, timings, t_start, t_run)
             return result
         except BaseException:
             failed = True
@@ -264,6 +254,19 @@ async def run_async(
             await _in_thread(session.close)
     finally:
         await _in_thread(ctx.close)
+
+
+def _write_reports(options: RunOptions, timer: HostTimer, timings: list[DispatchTimed], t_start: float,
+                   t_run: float) -> None:
+    """``--profiling-dump-path`` and ``--perf-counters-dump-path``, as the reference writes them (on a
+    dry run too: no timestamps, and the set-up phases with the pipelines' compilation times)."""
+    from .reports import perf_counters_document, profiling_document, write_json
+
+    if options.profiling_dump_path is not None:
+        write_json(options.profiling_dump_path, profiling_document(timings))
+    if options.perf_counters_dump_path is not None:
+        write_json(options.perf_counters_dump_path,
+                   perf_counters_document(timer, time.perf_counter() - t_start, t_run - t_start))
 
 
 async def _in_thread(release: Callable[[], None]) -> None:

@@ -10,6 +10,7 @@ temporal hints of that command from one frame to the next, as in the reference r
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -88,6 +89,7 @@ class OpticalFlowKind:
                                            "needs it; ARM's Graph emulation layer 0.11 provides it)",
                                            file=session.scenario.path, place=commands[0].place)
         api = GraphApi.load(session.ctx)
+        assert session.factory is not None
         pool = create_pool(session, commands)
         for cmd in commands:
             layout = session.layouts[cmd.index]
@@ -97,8 +99,12 @@ class OpticalFlowKind:
                            for b, lb in zip(cmd.bindings, layout)]
             with session.timer.measure("Pipeline Setup", f"Create Optical Flow Pipeline: {cmd.KIND}"), \
                     validation.at(cmd.place):
-                pipeline = OpticalFlowPipeline.create(api, connections, config)
+                pipeline = OpticalFlowPipeline.create(api, connections, config,
+                                                      pipeline_cache=session.factory.cache.handle)
             session.owned.append(pipeline)
+            session.factory.count_other(
+                ["optical flow", dataclasses.asdict(config), [dataclasses.astuple(c) for c in connections]],
+                f"the optical flow of {cmd.place}")
             assert pipeline.session is not None
             pipeline.session.zero_on_device(session.one_time_submit)
             with validation.at(cmd.place):
