@@ -72,7 +72,7 @@ from .outputs import write_atomic
 from .paths import cache_root
 from .pipelines import ComputePipeline, PipelineFactory
 from .resources import MemoryRequirements
-from .scenario import DispatchGraph, DispatchSpirvGraph, Graph, Scenario, Shader, SpecializationConstant, Tensor
+from .scenario import Buffer, DispatchGraph, DispatchSpirvGraph, Graph, Scenario, Shader, SpecializationConstant, Tensor
 from .shaders import SpirvModule, compile_glsl, load_shader
 from .spirv import SpirvError, reflect
 from .sync import (
@@ -82,6 +82,7 @@ from .sync import (
     implicit_barrier,
 )
 from .tensor_resources import TensorResource
+from .buffers import DeviceBuffer
 from .tensors import TENSOR_FORMATS, DeviceTensor, TensorBarrier, TensorDescription
 from .vgf import (
     CodeKind,
@@ -105,6 +106,8 @@ __all__ = [
 INTERMEDIATE_USAGE = tensors.DEFAULT_USAGE | DATA_GRAPH_USAGE
 CONSTANT_USAGE = DATA_GRAPH_USAGE
 TENSOR_DESCRIPTOR = arm_ffi.DESCRIPTOR_TYPE_TENSOR_ARM
+# The buffer descriptor types a VGF resource may have, as the reference runner maps them (VkDescriptorType).
+BUFFER_DESCRIPTORS = {vk.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER: "uniform_buffer", vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER: "storage_buffer"}
 
 # Stage, read access and write access of each kind of segment (as the reference runner's barriers).
 _STAGE = {ModuleType.GRAPH: PIPELINE_STAGE_2_DATA_GRAPH_BIT_ARM, ModuleType.COMPUTE: vk.VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT}
@@ -225,13 +228,20 @@ def _tensor_type_problem(where: str, description: TensorDescription, declared: S
 
 @dataclass
 class _Bound:
-    """What a model resource (by index in the resource table) is on the device."""
+    """What a model resource (by index in the resource table) is on the device: a tensor, or a buffer
+    (VGF descriptor types 6 and 7, uniform and storage buffers, in compute segments only)."""
 
     resource_index: int
     name: str  # the scenario uid, or the intermediate's name
-    resource: TensorResource | None  # None until intermediates are created
-    description: TensorDescription  # what the tensor is (or will be) created with
-    scenario: bool  # a scenario tensor (True) or an intermediate of ours
+    resource: TensorResource | DeviceBuffer | None  # None until intermediates are created
+    description: TensorDescription | None  # what the tensor is (or will be) created with; None for a buffer
+    scenario: bool  # a scenario resource (True) or an intermediate of ours
+    descriptor_type: int = TENSOR_DESCRIPTOR
+    size: int = 0  # a buffer's bytes
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.descriptor_type in BUFFER_DESCRIPTORS
 
 
 @dataclass
@@ -295,9 +305,9 @@ class PreparedGraph:
     command: DispatchGraph
     graph: Graph
     vgf: VgfFile
-    bound: dict[int, _Bound]  # model resource index -> tensor
+    bound: dict[int, _Bound]  # model resource index -> tensor or buffer
     steps: list[_GraphStep | _ComputeStep]
-    intermediates: dict[str, TensorResource] = field(default_factory=dict)  # name -> tensor
+    intermediates: dict[str, TensorResource | DeviceBuffer] = field(default_factory=dict)  # by name
     _allocations: list[memory.Allocation] = field(default_factory=list, repr=False)
     _descriptor_pool: Any = None
 
@@ -353,16 +363,21 @@ class PreparedGraph:
 
     def _tensor(self, resource_index: int) -> DeviceTensor:
         r = self.bound[resource_index].resource
-        assert r is not None
+        assert isinstance(r, TensorResource)
         return r.tensor
 
     def _create_intermediates(self) -> None:
         todo = [b for b in self.bound.values() if not b.scenario]
         if not todo:
             return
-        api = tensors.TensorApi.load(self.ctx)
+        api = tensors.TensorApi.load(self.ctx) if any(not b.is_buffer for b in todo) else None
         for b in todo:
+            if b.is_buffer:
+                b.resource = DeviceBuffer.create(self.ctx, Buffer(uid=b.name, index=self.graph.index, size=b.size))
+                self.intermediates[b.name] = b.resource
+                continue
             d = b.description
+            assert d is not None and api is not None
             spec = Tensor(uid=b.name, index=self.graph.index, dims=d.dims, format=TENSOR_FORMATS[d.format].name,
                           shader_access="readwrite", tiling="LINEAR")
             b.resource = TensorResource.create(self.ctx, api, spec, d.strides, extra_usage=DATA_GRAPH_USAGE)
@@ -382,15 +397,17 @@ class PreparedGraph:
             theirs = [m for m in members if m.scenario]
             if theirs:
                 host = theirs[0].resource
-                assert host is not None and host.tensor.allocation is not None
-                alloc, offset = host.tensor.allocation, host.tensor.offset
+                assert host is not None
+                placed = host.tensor if isinstance(host, TensorResource) else host
+                assert placed.allocation is not None
+                alloc, offset = placed.allocation, placed.offset
                 for m in mine:
                     assert m.resource is not None
                     req = m.resource.requirements
                     if (not req.memoryTypeBits & (1 << alloc.type_index) or (req.alignment and offset % req.alignment)
                             or offset + req.size > alloc.size):
                         raise DeviceError(
-                            f"intermediate '{m.name}' shares alias group {key[1]} with tensor '{host.uid}', whose memory "
+                            f"intermediate '{m.name}' shares alias group {key[1]} with {host.kind} '{host.uid}', whose memory "
                             f"cannot hold it ({req.size} bytes at offset {offset} of {alloc.size}, memory type "
                             f"{alloc.type_index}, allowed types {req.memoryTypeBits:#x}, alignment {req.alignment})"
                         )
@@ -428,11 +445,16 @@ class PreparedGraph:
         if not computes:
             return
         n_sets = sum(len(s.signature) for s in computes)
-        n_descriptors = sum(len(bindings) for s in computes for _, bindings in s.signature)
-        sizes = [vk.VkDescriptorPoolSize(type=TENSOR_DESCRIPTOR, descriptorCount=max(n_descriptors, 1))]
+        counts: dict[int, int] = {}
+        for step in computes:
+            for _, bindings in step.signature:
+                for _, descriptor_type in bindings:
+                    counts[descriptor_type] = counts.get(descriptor_type, 0) + 1
+        sizes = [vk.VkDescriptorPoolSize(type=t, descriptorCount=n) for t, n in sorted(counts.items())]
         self._descriptor_pool = vk.vkCreateDescriptorPool(
             self.ctx.device, vk.VkDescriptorPoolCreateInfo(maxSets=n_sets, pPoolSizes=sizes), None)
-        writes = []
+        writes: list[Any] = []
+        buffer_writes: list[Any] = []
         for step in computes:
             assert step.pipeline is not None
             used = [s for s, _ in step.signature]
@@ -441,9 +463,18 @@ class PreparedGraph:
             step.sets = dict(zip(used, handles))
             for ds in step.segment.descriptor_sets:
                 for b in ds.bindings:
-                    writes.append(tensors.tensor_descriptor_write(step.sets[ds.set_index], b.binding,
-                                                                  [self._tensor(b.resource_index)]))
-        tensors.update_descriptor_sets(self.ctx, writes)
+                    entry = self.bound[b.resource_index]
+                    if entry.is_buffer:
+                        assert isinstance(entry.resource, DeviceBuffer)
+                        buffer_writes.append(entry.resource.descriptor(step.sets[ds.set_index], b.binding, None,
+                                                                       entry.descriptor_type))
+                    else:
+                        writes.append(tensors.tensor_descriptor_write(step.sets[ds.set_index], b.binding,
+                                                                      [self._tensor(b.resource_index)]))
+        if writes:
+            tensors.update_descriptor_sets(self.ctx, writes)
+        if buffer_writes:
+            vk.vkUpdateDescriptorSets(self.ctx.device, len(buffer_writes), [w.write for w in buffer_writes], 0, None)
 
     # -- what it does --------------------------------------------------------------------------------------
 
@@ -463,8 +494,8 @@ class PreparedGraph:
         names = {b.resource_index: (b.name or f"binding {b.binding}") for b in (*self.vgf.inputs, *self.vgf.outputs)}
         return {b.name: names.get(i, f"resource {i}") for i, b in self.bound.items() if b.scenario}
 
-    def resource(self, name: str) -> TensorResource:
-        """A scenario tensor bound to the graph, or an intermediate, by the name :attr:`segments` uses."""
+    def resource(self, name: str) -> TensorResource | DeviceBuffer:
+        """A scenario tensor or buffer bound to the graph, or an intermediate, by the name :attr:`segments` uses."""
         for b in self.bound.values():
             if b.name == name and b.resource is not None:
                 return b.resource
@@ -474,7 +505,8 @@ class PreparedGraph:
         src, dst = previous.segment.type, following.segment.type
         mem = vk.VkMemoryBarrier2(srcStageMask=_STAGE[src], srcAccessMask=_WRITE[src],
                                   dstStageMask=_STAGE[dst], dstAccessMask=_READ[dst] | _WRITE[dst])
-        written = {o.resource_index for o in previous.segment.outputs if o.resource_index in self.bound}
+        written = {o.resource_index for o in previous.segment.outputs
+                   if o.resource_index in self.bound and not self.bound[o.resource_index].is_buffer}  # buffers: ``mem``
         barriers = [TensorBarrier(self._tensor(i), _STAGE[src], _WRITE[src], _STAGE[dst], _READ[dst] | _WRITE[dst])
                     for i in sorted(written)]
         info = tensors.dependency_info(barriers, memory_barriers=[mem])
@@ -620,9 +652,15 @@ class _Checker:
             if uid not in self.resources:
                 raise self.fail(f"'{uid}' is not a buffer, image or tensor resource", f"{place}.resource_ref")
             res = self.resources[uid]
+            previous = bound.get(model.resource_index)
+            if previous is not None and previous.name != uid:
+                raise self.fail(f"{what} is bound to both '{previous.name}' and '{uid}'", place)
+            if r.descriptor_type in BUFFER_DESCRIPTORS:
+                bound[model.resource_index] = self._bind_buffer(r, res, uid, what, place)
+                continue
             if r.descriptor_type != TENSOR_DESCRIPTOR:
                 raise self.fail(f"{what} is a {descriptor_type_name(r.descriptor_type) or 'resource without descriptor type'};"
-                                " vkcap runs graphs whose inputs and outputs are tensors", place)
+                                " vkcap runs graphs whose inputs and outputs are tensors or buffers", place)
             if getattr(res, "kind", None) != "tensor" or not isinstance(res, TensorResource):
                 raise self.fail(f"'{uid}' is a {getattr(res, 'kind', 'resource')}, but {what} is a tensor "
                                 f"({_describe(r)})", f"{place}.resource_ref")
@@ -642,9 +680,6 @@ class _Checker:
             if r.strides is not None and tuple(r.strides) != tuple(d.effective_strides):
                 raise self.fail(f"tensor '{uid}' has strides {list(d.effective_strides)} but {what} is laid out with "
                                 f"strides {list(r.strides)}", place)
-            previous = bound.get(model.resource_index)
-            if previous is not None and previous.name != uid:
-                raise self.fail(f"{what} is bound to both '{previous.name}' and '{uid}'", place)
             bound[model.resource_index] = _Bound(model.resource_index, uid, res, d, True)
         missing = [(b, kind) for b, kind in sorted(io.values(), key=lambda x: x[0].binding)
                    if b.resource_index not in bound]
@@ -657,14 +692,35 @@ class _Checker:
             raise self.fail(f"graph '{g}' {' and '.join(parts)} {noun} not bound", f"{self.place}.bindings")
         return bound
 
+    def _bind_buffer(self, r: VgfResource, res: Any, uid: str, what: str, place: str) -> _Bound:
+        """A scenario buffer for a VGF buffer input or output: at least as large as the VGF says."""
+        kind = BUFFER_DESCRIPTORS[r.descriptor_type].replace("_", " ")
+        if not isinstance(res, DeviceBuffer):
+            raise self.fail(f"'{uid}' is a {getattr(res, 'kind', 'resource')}, but {what} is a {kind} ({_describe(r)})",
+                            f"{place}.resource_ref")
+        need = r.packed_nbytes
+        if need is None:
+            raise VgfError(f"resource {r.index} ({_describe(r)}) has no size: a buffer needs a known format and shape",
+                           file=self.vgf_label, place=f"model resource table mrt_entry[{r.index}]")
+        if res.size < need:
+            raise self.fail(f"buffer '{uid}' holds {res.size} bytes but {what} is a {kind} of {need} bytes", place)
+        return _Bound(r.index, uid, res, None, True, int(r.descriptor_type or 0), res.size)
+
     def _intermediates(self, bound: dict[int, _Bound]) -> None:
         for r in self.vgf.resources:
             if r.category is not ResourceCategory.INTERMEDIATE:
                 continue
             place = f"model resource table mrt_entry[{r.index}]"
+            name = f"{self.graph.uid}/intermediate_{r.index}"
+            if r.descriptor_type in BUFFER_DESCRIPTORS:
+                if not r.packed_nbytes:
+                    raise VgfError(f"intermediate resource {r.index} ({_describe(r)}) has no size: a buffer needs a known "
+                                   "format and shape", file=self.vgf_label, place=place)
+                bound[r.index] = _Bound(r.index, name, None, None, False, int(r.descriptor_type or 0), r.packed_nbytes)
+                continue
             if r.descriptor_type != TENSOR_DESCRIPTOR:
                 raise VgfError(f"intermediate resource {r.index} is a {descriptor_type_name(r.descriptor_type)}; vkcap "
-                               "runs graphs whose intermediates are tensors", file=self.vgf_label, place=place)
+                               "runs graphs whose intermediates are tensors or buffers", file=self.vgf_label, place=place)
             if r.format not in TENSOR_FORMATS:
                 raise VgfError(f"intermediate resource {r.index} has format {_format_name(r.format)}, which vkcap cannot "
                                "make a tensor of", file=self.vgf_label, place=place)
@@ -673,7 +729,6 @@ class _Checker:
             if problems:
                 raise VgfError(f"intermediate resource {r.index} ({_describe(r)}): {'; '.join(problems)}",
                                file=self.vgf_label, place=place)
-            name = f"{self.graph.uid}/intermediate_{r.index}"
             bound[r.index] = _Bound(r.index, name, None, description, False)
 
     def _segment_resources(self, seg: Segment, bound: dict[int, _Bound]) -> None:
@@ -703,13 +758,17 @@ class _Checker:
         for ds in seg.descriptor_sets:
             for b in ds.bindings:
                 entry = bound[b.resource_index]
+                if entry.description is None:
+                    raise VgfError(f"graph segment '{seg.name}' binds resource {b.resource_index} (set {ds.set_index} "
+                                   f"binding {b.binding}), a {descriptor_type_name(entry.descriptor_type)}: data graphs "
+                                   "take tensors; buffers belong to compute segments", file=self.vgf_label, place=place)
                 if entry.scenario and not entry.description.usage & DATA_GRAPH_USAGE:
                     raise DeviceError(
                         f"tensor '{entry.name}' was created without TENSOR_USAGE_DATA_GRAPH_BIT_ARM, which graph "
                         f"'{self.graph.uid}' needs (vkcap's resource set must create graph-bound tensors with it)",
                         file=self.scenario.path, place=self.place,
                     )
-        resources = [GraphResource(ds.set_index, b.binding, bound[b.resource_index].description)
+        resources = [GraphResource(ds.set_index, b.binding, bound[b.resource_index].description)  # type: ignore[arg-type]
                      for ds in seg.descriptor_sets for b in ds.bindings]
         constants = []
         for cb in seg.constant_bindings:
@@ -813,8 +872,8 @@ class _Checker:
         if entry not in names:
             raise self.fail(f"{code_label} has no compute entry point '{entry}' (it has: "
                             f"{', '.join(map(repr, names)) or 'none'})", self.gplace)
-        described = {(ds.set_index, b.binding): bound[b.resource_index].description
-                     for ds in seg.descriptor_sets for b in ds.bindings}
+        provided = {(ds.set_index, b.binding): bound[b.resource_index] for ds in seg.descriptor_sets for b in ds.bindings}
+        described = {key: entry.description for key, entry in provided.items() if entry.description is not None}
         try:
             declared = scan_graph_module(spirv.code).bindings
         except DeviceError as exc:
@@ -824,6 +883,10 @@ class _Checker:
             if b.tensor is None:
                 continue
             where = f"set {key[0]} binding {key[1]}"
+            if key in provided and key not in described:
+                problems.append(f"the shader uses tensor {where} ({b.tensor}) but segment '{seg.name}' gives it a "
+                                f"{descriptor_type_name(provided[key].descriptor_type)}")
+                continue
             if key not in described:
                 have = ", ".join(f"set {s} binding {i}" for s, i in sorted(described)) or "none"
                 problems.append(f"the shader uses tensor {where} ({b.tensor}) but segment '{seg.name}' describes only {have}")
@@ -882,9 +945,17 @@ class _Checker:
         except SpirvError:
             reflection = None
         if reflection is not None:
-            missing = sorted(reflection.bindings - set(described))
+            missing = sorted(reflection.bindings - set(provided))
+            for key, declared_descriptor in sorted(reflection.descriptors.items()):
+                supplied = provided.get(key)
+                wanted = BUFFER_DESCRIPTORS.get(supplied.descriptor_type) if supplied is not None else None
+                if supplied is not None and wanted is not None and declared_descriptor.kind != wanted:
+                    raise self.fail(f"{code_label} declares set {key[0]} binding {key[1]} as a "
+                                    f"{declared_descriptor.kind.replace('_', ' ')}, but segment '{seg.name}' gives it a "
+                                    f"{wanted.replace('_', ' ')} (resource {supplied.resource_index})",
+                                    f"{self.gplace}.shader_substitutions" if substitution else self.gplace)
             if missing:
-                have = ", ".join(f"set {s} binding {i}" for s, i in sorted(described)) or "none"
+                have = ", ".join(f"set {s} binding {i}" for s, i in sorted(provided)) or "none"
                 need = ", ".join(f"set {s} binding {i}" for s, i in missing)
                 raise self.fail(f"{code_label} uses {need}, which segment '{seg.name}' does not provide (it provides: {have})",
                                 f"{self.gplace}.shader_substitutions" if substitution else self.gplace)
@@ -908,7 +979,7 @@ class _Checker:
         by_set: dict[int, list[tuple[int, int]]] = {}
         for ds in seg.descriptor_sets:
             for binding in ds.bindings:
-                by_set.setdefault(ds.set_index, []).append((binding.binding, TENSOR_DESCRIPTOR))
+                by_set.setdefault(ds.set_index, []).append((binding.binding, bound[binding.resource_index].descriptor_type))
         signature = tuple(sorted((s, tuple(sorted(v))) for s, v in by_set.items()))
         return _ComputeStep(seg, module, spirv, spec, push, (int(shape[0]), int(shape[1]), int(shape[2])), signature)
 

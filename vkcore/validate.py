@@ -422,16 +422,17 @@ def _check_deprecated(ctx: _Context) -> None:
 
 def deprecations(document: dict[str, Any], path: Path) -> list[str]:
     """The reference runner's deprecation warnings for a valid ``document``, one line each, once per
-    scenario: ``mark_boundary`` (use ``frame_boundary``) and frame ids given by hand (frames are then
+    scenario: ``mark_boundary`` (use ``frame_boundary``), ``dispatch_graph`` (use ``dispatch_vgf``) and frame
+    ids given by hand (frames are then
     numbered in order). For the commands that read a user's scenario (run, record), not for replays of
     a trace's."""
     commands = [(i, *next(iter(item.items()))) for i, item in enumerate(document.get("commands", []))]
     out = []
-    marks = [i for i, kind, _ in commands if kind == "mark_boundary"]
-    if marks:
-        more = f" (and {len(marks) - 1} more)" if len(marks) > 1 else ""
-        out.append(f"{path}: {json_path('commands', marks[0], 'mark_boundary')}: 'mark_boundary' is deprecated; use "
-                   f"'frame_boundary'{more}")
+    for old, new in (("mark_boundary", "frame_boundary"), ("dispatch_graph", "dispatch_vgf")):
+        uses = [i for i, kind, _ in commands if kind == old]
+        if uses:
+            more = f" (and {len(uses) - 1} more)" if len(uses) > 1 else ""
+            out.append(f"{path}: {json_path('commands', uses[0], old)}: '{old}' is deprecated; use '{new}'{more}")
     ids = [(i, kind) for i, kind, body in commands if kind in ("mark_boundary", "frame_boundary") and "frame_id" in body]
     if ids:
         more = f" (and {len(ids) - 1} more)" if len(ids) > 1 else ""
