@@ -81,6 +81,9 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="never enable these optional extensions (may be repeated): " + ", ".join(DISABLEABLE))
     p.add_argument("--enable-robustness-features", action="store_true",
                    help="enable robust buffer and image access where the device has them")
+    p.add_argument("--enable-gpu-debug-markers", action="store_true",
+                   help="label each frame and command (VK_EXT_debug_utils) and name buffers and images by uid, for "
+                        "RenderDoc, GFXReconstruct and other capture tools")
     p.add_argument("--capture-frame", action="store_true",
                    help="RenderDoc: say whether it is loaded (frames are marked with VK_EXT_frame_boundary for it)")
     p.add_argument("--session-memory-dump-dir", type=Path, metavar="DIR",
@@ -177,6 +180,7 @@ def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
         disabled_extensions=tuple(args.disable_extension),
         robust=args.enable_robustness_features,
         capture_frame=args.capture_frame,
+        debug_markers=args.enable_gpu_debug_markers,
         session_memory_dump_dir=args.session_memory_dump_dir,
         graph_profiling_dump_dir=args.emulation_layer_profiling_dump_dir,
         neural_flags=tuple(f"--{name.replace('_', '-')}" for name in NEURAL_FLAGS if getattr(args, name) is not None),

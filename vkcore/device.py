@@ -8,6 +8,7 @@ faster without them); ``emulation="off"`` never loads them, ``emulation="always"
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import signal
 import threading
@@ -131,6 +132,16 @@ _instance_keys: dict[Any, tuple[Any, ...]] = {}
 _idle_lock = threading.Lock()
 
 
+@functools.lru_cache(maxsize=1)
+def _debug_utils() -> tuple[str, ...]:
+    """VK_EXT_debug_utils when the loader offers it (it implements the extension itself)."""
+    try:
+        names = {e.extensionName for e in vk.vkEnumerateInstanceExtensionProperties(None)}
+    except (vk.VkError, OSError):
+        return ()
+    return ("VK_EXT_debug_utils",) if "VK_EXT_debug_utils" in names else ()
+
+
 def _create_instance(layers: tuple[str, ...]) -> Any:
     """An instance with ``layers``, and the validation layer when validation is on (see
     :mod:`vkcore.validation`): one given back earlier with the same layers and loader environment,
@@ -139,9 +150,10 @@ def _create_instance(layers: tuple[str, ...]) -> Any:
         pApplicationName="vkcap", applicationVersion=1, pEngineName="vkcap", engineVersion=1, apiVersion=API_VERSION
     )
     checker = validation.current()
-    extensions: tuple[str, ...] = ()
+    extensions: tuple[str, ...] = _debug_utils()  # for --enable-gpu-debug-markers labels, at no cost otherwise
     if checker is not None:
-        layers, extensions = validation.instance_request(layers)
+        layers, requested = validation.instance_request(layers)
+        extensions = tuple(dict.fromkeys((*extensions, *requested)))
     key = (tuple(layers), checker is not None, tuple(sorted(_loader_environment().items())))
     with _idle_lock:
         idle = _idle_instances.get(key)

@@ -11,7 +11,7 @@ import errno
 import os
 import stat
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from .errors import UsageError, VkcapError
 
@@ -168,7 +168,7 @@ def write_atomic(path: str | Path, chunks: Iterable[bytes | memoryview]) -> None
     try:
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
-                f.write(chunk)
+                _write_chunk(f, chunk)
         os.replace(tmp, target)
     except BaseException as exc:
         try:
@@ -178,6 +178,21 @@ def write_atomic(path: str | Path, chunks: Iterable[bytes | memoryview]) -> None
         if isinstance(exc, OSError):
             raise output_error(target, exc) from None
         raise
+
+
+def _write_chunk(f: Any, chunk: bytes | memoryview) -> None:
+    """``f.write(chunk)``; where the kernel may not read the chunk's memory (EFAULT: a capture layer such as
+    GFXReconstruct write-protects mapped device memory to track writes), again through a copy, which the
+    layer's fault handler lets through."""
+    start = f.tell()
+    try:
+        f.write(chunk)
+    except OSError as exc:
+        if exc.errno != errno.EFAULT:
+            raise
+        f.seek(start)
+        f.truncate()
+        f.write(bytes(chunk))
 
 
 def _create_temporary(target: Path) -> tuple[int, str]:

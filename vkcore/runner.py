@@ -44,6 +44,7 @@ class RunOptions:
     robust: bool = False  # --enable-robustness-features
     neural_flags: tuple[str, ...] = ()  # the --neural-* flags given (statistics of a neural accelerator)
     capture_frame: bool = False  # --capture-frame (RenderDoc)
+    debug_markers: bool = False  # --enable-gpu-debug-markers
     session_memory_dump_dir: Path | None = None  # --session-memory-dump-dir
     graph_profiling_dump_dir: Path | None = None  # --emulation-layer-profiling-dump-dir
 
@@ -157,6 +158,7 @@ def session_options(options: RunOptions) -> SessionOptions:
         clear_pipeline_cache=options.clear_pipeline_cache,
         fail_on_pipeline_cache_miss=options.fail_on_pipeline_cache_miss,
         readable_graph_sessions=options.session_memory_dump_dir is not None,
+        debug_labels=options.debug_markers,
     )
 
 

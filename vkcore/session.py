@@ -26,6 +26,7 @@ from .errors import DeviceError
 from .limits import refuse_beyond_limits
 from .npyio import read_header
 from .pipelines import PipelineCache, PipelineFactory
+from .debug_labels import DebugLabels, command_label
 from .plan import Frame, Plan, unwritable_resources
 from .resource_set import ResourceSet
 from .resources import free_staging, staging_buffer
@@ -45,6 +46,7 @@ class SessionOptions:
     clear_pipeline_cache: bool = False
     fail_on_pipeline_cache_miss: bool = False
     readable_graph_sessions: bool = False  # graph session memory host-visible (--session-memory-dump-dir)
+    debug_labels: bool = False  # --enable-gpu-debug-markers (see vkcore.debug_labels)
 
 
 @dataclass
@@ -112,11 +114,14 @@ class Session:
         self.optical_flows: dict[int, Any] = {}  # by command index: dispatch_optical_flow's prepared pipelines
         self.owned: list[Any] = []  # what the command kinds made that has a destroy(), destroyed by close()
         self._command_buffers: dict[Hashable, Any] = {}
+        self.labels = DebugLabels.load(ctx) if options.debug_labels else None
         try:
             for kind, commands in by_kind(self.scenario.commands):
                 kind.resolve(self, commands)
             self.resources = ResourceSet(ctx, self.scenario, image_usage=image_usage_needs(
                 b for layout in self.layouts.values() for b in layout))
+            if self.labels is not None:
+                self._name_resources(self.labels)
             with self._cache_span("Load Pipeline Cache", "Load Pipeline Cache."):
                 self.cache = PipelineCache(
                     ctx,
@@ -213,8 +218,9 @@ class Session:
 
     def _frame_key(self, frame: Frame, layout: CaptureLayout, slot: int) -> Hashable:
         """Frames with the same commands (up to their positions in the scenario) and the same copies
-        share a command buffer; with timestamp queries each frame has its own."""
-        if self.query_pool is not None:
+        share a command buffer; with timestamp queries or debug labels (which name the frame and its
+        commands) each frame has its own."""
+        if self.query_pool is not None or self.labels is not None:
             return (frame.index, layout.items, slot)
         position = {c.index: n for n, c in enumerate(frame.commands)}
         copies = tuple((i.uid, i.offset, i.size, position.get(i.after_command, -1) if i.after_command is not None else None,
@@ -237,6 +243,9 @@ class Session:
         return cb
 
     def _record_frame(self, frame: Frame, cb: Any, layout: CaptureLayout, slot: StagingSlot | None) -> None:
+        labels = self.labels
+        if labels is not None:
+            labels.begin(cb, f"frame {frame.frame_id}")
         # Order this frame after everything submitted before it (frames are pipelined).
         BarrierBatch(memory=[memory_barrier(*FULL_BARRIER)]).record(cb)
         for c in frame.commands:
@@ -244,10 +253,25 @@ class Session:
             if timing is not None:
                 vk.vkCmdResetQueryPool(cb, self.query_pool, timing[0], 2)
         for cmd in frame.commands:
+            if labels is not None:
+                labels.begin(cb, command_label(cmd.place, kind_of(cmd).name(cmd)))
             with validation.at(cmd.place):
                 self._record_command(cb, cmd, layout, slot)
+            if labels is not None:
+                labels.end(cb)
         if slot is not None:
             self._record_copies(cb, layout.at(None), slot)
+        if labels is not None:
+            labels.end(cb)
+
+    def _name_resources(self, labels: DebugLabels) -> None:
+        """Buffers and images named by their uids, for capture tools (tensors are the emulation layer's)."""
+        kinds = {"buffer": vk.VK_OBJECT_TYPE_BUFFER, "image": vk.VK_OBJECT_TYPE_IMAGE}
+        for resource in self._resources:
+            object_type = kinds.get(getattr(resource, "kind", ""))
+            handle = getattr(resource, "handle", None)
+            if object_type is not None and handle is not None:
+                labels.name(object_type, handle, resource.uid)
 
     def _record_command(self, cb: Any, cmd: Any, layout: CaptureLayout, slot: StagingSlot | None) -> None:
         """Record one command, with the snapshots taken right after it (and after each of its segments)

@@ -53,6 +53,10 @@ class CommandKind(Protocol):
     def record(self, session: "Session", cb: Any, cmd: Any, after_segment: AfterSegment | None) -> None:
         """Record the command into ``cb``."""
 
+    def name(self, cmd: Any) -> str:
+        """What reports and debug labels call the command besides its JSON path: its shader, graph or pass
+        ("" for a command without one)."""
+
     def timing(self, session: "Session", cmd: Any) -> tuple[int, str, str] | None:
         """With profiling: (first of its two timestamp queries, report name, the reference's kind name)."""
 
@@ -90,6 +94,9 @@ class NoDeviceWork:
 
     def record(self, session: "Session", cb: Any, cmd: Any, after_segment: AfterSegment | None) -> None:
         pass
+
+    def name(self, cmd: Any) -> str:
+        return ""
 
     def timing(self, session: "Session", cmd: Any) -> tuple[int, str, str] | None:
         return None

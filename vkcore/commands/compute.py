@@ -112,6 +112,9 @@ class ComputeKind:
                  f"({int(most)})") for axis, (n, most) in enumerate(zip(cmd.rangeND, limits.maxComputeWorkGroupCount))
                 if n > most]
 
+    def name(self, cmd: DispatchCompute) -> str:
+        return cmd.shader_ref
+
     def timing(self, session: "Session", cmd: DispatchCompute) -> tuple[int, str, str] | None:
         d = session.dispatches.get(cmd.index)
         if d is None or d.query_base < 0:

@@ -117,6 +117,9 @@ class FragmentKind:
         return [(f"{cmd.place}.render_extent[{axis}]", f"{n} exceeds this device's maxFramebuffer{side} ({m})")
                 for axis, (n, m, side) in enumerate(zip(cmd.render_extent, most, ("Width", "Height"))) if n > m]
 
+    def name(self, cmd: DispatchFragment) -> str:
+        return cmd.debug_name or cmd.fragment_shader_ref
+
     def timing(self, session: "Session", cmd: DispatchFragment) -> tuple[int, str, str] | None:
         d = session.draws.get(cmd.index)
         if d is None or d.query_base < 0:

@@ -58,6 +58,9 @@ class GraphKind(NoDeviceWork):
         if query is not None:
             vk.vkCmdWriteTimestamp2(cb, vk.VK_PIPELINE_STAGE_2_BOTTOM_OF_PIPE_BIT, session.query_pool, query + 1)
 
+    def name(self, cmd: DispatchGraph) -> str:
+        return cmd.graph_ref
+
     def timing(self, session: "Session", cmd: DispatchGraph) -> tuple[int, str, str] | None:
         query = session.graph_queries.get(cmd.index)
         return None if query is None else (query, cmd.graph_ref, "DataGraphDispatch")

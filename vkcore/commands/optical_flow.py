@@ -127,6 +127,9 @@ class OpticalFlowKind:
         if cmd.implicit_barrier:
             BarrierBatch(memory=[memory_barrier(*FULL_BARRIER)]).record(cb)
 
+    def name(self, cmd: DispatchOpticalFlow) -> str:
+        return f"optical flow {cmd.grid_size}"
+
     def timing(self, session: "Session", cmd: DispatchOpticalFlow) -> tuple[int, str, str] | None:
         p = session.optical_flows.get(cmd.index)
         if p is None or p.query_base < 0:
