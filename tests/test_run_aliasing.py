@@ -78,8 +78,8 @@ def test_image_source_seen_through_a_tensor_without_a_shader(builder: ScenarioBu
          "same tiling"),
         ({"mips": 2}, {}, "resources[0].image.mips", "a mipped image cannot be aliased"),
         ({}, {"dims": [1, H, W, 2]}, "resources[1].tensor.dims",
-         f"tensor dims [1, {H}, {W}, 2] do not describe the image 'img' it aliases: expected [1, {H}, {W}, 4] (N, H, W, C) "
-         f"for a {W}x{H} VK_FORMAT_R32G32B32A32_SFLOAT image"),
+         f"tensor dims [1, {H}, {W}, 2] do not describe the image 'img' it aliases: expected [1, H, {W}, 4] (N, H, W, C) "
+         f"with H at most {H}, for a {W}x{H} VK_FORMAT_R32G32B32A32_SFLOAT image"),
     ],
     ids=["mixed-tiling", "mipped-image", "dims"],
 )
@@ -114,3 +114,40 @@ def test_explicit_image_barrier_and_record_replay_of_aliased_resources(builder: 
     np.testing.assert_array_equal(np.load(exported)[0], written())
     replay = vkcap("replay", trace)
     assert replay.returncode == 0, replay.stderr
+
+
+@pytest.mark.parametrize("offset, rows", [(256, 2), (0, 2), (128, 1), (64, 1), (64, 3)],
+                         ids=["bottom-half", "top-half", "one-row", "mid-row", "mid-row-three"])
+@pytest.mark.parametrize("tiling", ["LINEAR", "OPTIMAL"])
+def test_a_tensor_over_part_of_an_image(builder: ScenarioBuilder, tmp_path: Path, tiling: str, offset: int,
+                                        rows: int) -> None:
+    """A tensor of fewer rows than the image, at a memory-group offset into it (a row boundary or inside a
+    row), sees the texels from there on (the row pitch of this LINEAR image is 128 bytes), byte for byte
+    as the reference's. OPTIMAL images have no layout a tensor can follow: the reference and vkcap agree
+    there too (the tensor sees the bytes at that offset of the image's memory)."""
+    values = np.arange(H * W * 4, dtype=np.float32).reshape(H, W, 4)
+    write_dds(builder.root / "in.dds", W, H, 2, [values.tobytes()])  # DXGI_FORMAT_R32G32B32A32_FLOAT
+    pair(builder, image_fields={"src": "in.dds", "tiling": tiling},
+         tensor_fields={"dims": [1, rows, W, 4], "tiling": tiling, "memory_group": {"id": "g", "offset": offset}})
+    builder.commands = []
+    scenario = builder.save()
+    proc = vkcap("run", scenario, "--output", tmp_path / "ours")
+    assert proc.returncode == 0, proc.stderr
+    got = np.load(tmp_path / "ours" / "t.npy")
+    assert got.shape == (1, rows, W, 4)
+    if tiling == "LINEAR":
+        np.testing.assert_array_equal(got.reshape(-1), values.reshape(-1)[offset // 4: offset // 4 + rows * W * 4])
+    if reference_runner() is not None:
+        ref = run_reference(scenario, tmp_path / "reference")
+        assert ref.returncode == 0, ref.stderr[-2000:]
+        assert (tmp_path / "ours" / "t.npy").read_bytes() == (tmp_path / "reference" / "t.npy").read_bytes()
+
+
+def test_a_tensor_reaching_past_its_image_is_refused(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    pair(builder, image_fields={"tiling": "LINEAR"},
+         tensor_fields={"dims": [1, 2, W, 4], "tiling": "LINEAR", "memory_group": {"id": "g", "offset": 384}})
+    scenario = builder.save()
+    proc = vkcap("run", scenario, "--output", tmp_path)
+    assert (proc.returncode, proc.stderr.strip()) == (2, (
+        f"vkcap: error: {scenario}: resources[1].tensor.memory_group.offset: tensor 't' starts 384 bytes into the image "
+        "'img' it aliases and covers 2 row(s) of 128 bytes: it must lie within the image's 4 rows"))

@@ -106,22 +106,33 @@ def check_tensor_format(api: Any, spec: Tensor, *, shader_bound: bool = True) ->
 
 def image_strides(image: Any, spec: Tensor) -> tuple[int, ...]:
     """Byte strides (outermost first) that put a tensor's [N,] H, W, C elements where a LINEAR image
-    keeps its texels; checks that the dims describe the image."""
+    keeps its texels. The tensor covers rows of the image: all of them, or (as the reference allows) H
+    rows of W texels from where its memory-group offset falls, which may be inside a row; checks that
+    the dims describe rows of the image and that the tensor lies within it."""
     from .formats import format_info
 
     fmt = format_info(spec.format)
     element = fmt.block_bytes
     dims = list(spec.dims)
-    expected = [image.height, image.width, image.texel_bytes // element]
-    if len(dims) not in (3, 4) or dims[-3:] != expected or (len(dims) == 4 and dims[0] != 1):
-        raise ScenarioError(
-            f"tensor dims {dims} do not describe the image '{image.uid}' it aliases: expected [1, {expected[0]}, "
-            f"{expected[1]}, {expected[2]}] (N, H, W, C) for a {image.width}x{image.height} {image.format.name} image",
-            place=f"{spec.place}.dims",
-        )
     pitch = image.row_pitch()
+    start = spec.memory_offset - image.spec.memory_offset
+    expected = [image.height, image.width, image.texel_bytes // element]
+    rows = dims[-3] if len(dims) in (3, 4) else 0
+    if (len(dims) not in (3, 4) or dims[-2:] != expected[1:] or (len(dims) == 4 and dims[0] != 1)
+            or not 1 <= rows <= image.height):
+        raise ScenarioError(
+            f"tensor dims {dims} do not describe the image '{image.uid}' it aliases: expected [1, H, {expected[1]}, "
+            f"{expected[2]}] (N, H, W, C) with H at most {expected[0]}, for a {image.width}x{image.height} "
+            f"{image.format.name} image", place=f"{spec.place}.dims",
+        )
+    if start < 0 or start + (rows - 1) * pitch + image.width * image.texel_bytes > image.height * pitch:
+        raise ScenarioError(
+            f"tensor '{spec.uid}' starts {start} bytes into the image '{image.uid}' it aliases and covers {rows} "
+            f"row(s) of {pitch} bytes: it must lie within the image's {image.height} rows",
+            place=f"{spec.place}.memory_group.offset",
+        )
     strides = (pitch, image.texel_bytes, element)
-    return ((image.height * pitch,) + strides) if len(dims) == 4 else strides
+    return ((rows * pitch,) + strides) if len(dims) == 4 else strides
 
 
 def _image_factory(ctx: VulkanContext, spec: Image, scenario: Scenario, created: dict[str, DeviceResource],
