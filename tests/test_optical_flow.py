@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.builders import ScenarioBuilder, vkcap
-from tests.reference import assert_same_outputs
+from tests.reference import assert_same_outputs, reference_runner, run_reference
 from vkcore.imageio import read_dds, write_dds
 
 SHIFT = (3, 2)  # the template is the search image moved by this many pixels (x, y)
@@ -262,3 +262,28 @@ def test_optical_flow_pipelines_are_counted_by_the_pipeline_cache(builder: Scena
     assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (
         "vkcap: error: pipeline cache miss for the optical flow of commands[0].dispatch_optical_flow "
         "(--fail-on-pipeline-cache-miss)"), refused.stderr
+
+
+def test_session_memory_dumps_and_memory_usage_as_the_reference(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """``--session-memory-dump-dir``: one file per memory object of the optical flow's session (its
+    transient memory and its cache), named and sized as the reference's (their bytes differ from run to
+    run in the reference too); ``--profiling-dump-path``'s "Memory Usage" as the reference's."""
+    pair(builder, 64, 64)
+    builder.commands.append(optical_flow(builder, 64, 64, 8, cost=True))
+    scenario = builder.save()
+    ours, theirs = tmp_path / "ours-dump", tmp_path / "ref-dump"
+    proc = vkcap("run", scenario, "--output", tmp_path / "ours", "--session-memory-dump-dir", ours,
+                 "--profiling-dump-path", tmp_path / "ours.json")
+    assert proc.returncode == 0, proc.stderr
+    sizes = {p.name: len(p.read_text().split("\n")) - 1 for p in ours.iterdir()}  # lines of 16 bytes
+    assert set(sizes) == {"Graph_Pipeline_0_Session_RAM_0.txt", "Graph_Pipeline_1_Session_RAM_1.txt"}
+    usage = json.loads((tmp_path / "ours.json").read_text())["Memory Usage"]
+    assert usage == [{"Command name": "dispatch_optical_flow", "Command type": "DataGraphDispatch", "Iteration": 0,
+                      "Session memory [bytes]": 16 * max(sizes.values())}]
+    if reference_runner() is not None:
+        theirs.mkdir()
+        ref = run_reference(scenario, tmp_path / "reference", "--session-memory-dump-dir", theirs,
+                            "--profiling-dump-path", tmp_path / "ref.json")
+        assert ref.returncode == 0, ref.stdout[-2000:]
+        assert {p.name: len(p.read_text().split("\n")) - 1 for p in theirs.iterdir()} == sizes
+        assert json.loads((tmp_path / "ref.json").read_text())["Memory Usage"] == usage

@@ -6,7 +6,9 @@ shares one between identical dispatches, so such dispatches each get their numbe
 show the shared pipeline as the last of them left it.)
 
 - ``--session-memory-dump-dir``: ``Graph_Pipeline_<P>_Session_RAM_<M>.txt`` for each memory object ``M``
-  of the session of each pipeline with session memory, ``P`` counting only those pipelines. The text is
+  of the session of each graph and optical-flow pipeline, ``P`` counting the memory objects of all
+  sessions (measured: a conv2d graph dispatched twice gives ``0_..._0`` and ``1_..._0``; an optical flow,
+  whose session has two objects, ``0_..._0`` and ``1_..._1``). The text is
   a newline, then one line per 16 bytes: the offset as 8 upper-case hex digits, a colon, three spaces,
   then each byte as two upper-case hex digits and a space; the last line has no newline. The sessions
   must have been created host-readable (``SessionOptions.readable_graph_sessions``).
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Iterator
 from .outputs import write_atomic
 
 if TYPE_CHECKING:
-    from .graphs import DataGraphPipeline
+    from .graphs import DataGraphPipeline, GraphSession
     from .session import Session
 
 log = logging.getLogger("vkcap")
@@ -51,18 +53,41 @@ def session_ram_text(data: bytes) -> str:
     return "\n" + "\n".join(lines)
 
 
+def graph_sessions(session: "Session") -> Iterator[tuple[str, "GraphSession"]]:
+    """(the reference's command name, session) of every graph and optical-flow pipeline with a session,
+    in command order, then segment order."""
+    for cmd in session.scenario.commands:
+        graph = session.graphs.get(cmd.index)
+        if graph is not None:
+            yield from ((graph.command.graph_ref, p.session) for p in graph.graph_pipelines() if p.session is not None)
+        flow = session.optical_flows.get(cmd.index)
+        if flow is not None and flow.pipeline.session is not None:
+            yield cmd.KIND, flow.pipeline.session
+
+
+def session_memory_usage(session: "Session") -> list[tuple[str, int]]:
+    """(command name, bytes) for the profiling document's "Memory Usage": the largest memory object of
+    each session (the reference reports 8192 for an optical flow whose session has objects of 6016 and
+    8192 bytes)."""
+    return [(name, max((r.requirements.size for r in s.requirements), default=0))
+            for name, s in graph_sessions(session) if s.requirements]
+
+
 def dump_session_memories(session: "Session", folder: Path) -> list[Path]:
-    """Write the memory of every graph session of ``session`` into ``folder`` (created when a file is
-    written); return the files written."""
+    """Write the memory of every graph and optical-flow session of ``session`` into ``folder`` (created
+    when a file is written); return the files written. Memory the device cannot map (an optical-flow
+    cache on NVIDIA) is skipped with a warning."""
     written: list[Path] = []
-    pipelines_with_memory = (p for p in graph_pipelines(session) if p.session is not None and p.session.allocations)
-    for number, pipeline in enumerate(pipelines_with_memory):
-        assert pipeline.session is not None
-        for index, alloc in enumerate(pipeline.session.allocations):
-            assert alloc.view is not None, "graph sessions were not created host-readable"
-            path = folder / f"Graph_Pipeline_{number}_Session_RAM_{index}.txt"
-            write_atomic(path, [session_ram_text(bytes(alloc.view)).encode("ascii")])
-            written.append(path)
+    number = 0
+    for _, graph_session in graph_sessions(session):
+        for index, alloc in enumerate(graph_session.allocations):
+            if alloc.view is None:
+                log.warning("--session-memory-dump-dir: skipping session memory %d: the device cannot map it", number)
+            else:
+                path = folder / f"Graph_Pipeline_{number}_Session_RAM_{index}.txt"
+                write_atomic(path, [session_ram_text(bytes(alloc.view)).encode("ascii")])
+                written.append(path)
+            number += 1
     return written
 
 

@@ -639,7 +639,7 @@ class GraphSession:
     def create(cls, api: GraphApi, pipeline_handle: Any, *, host_readable: bool = False, flags: int = 0) -> "GraphSession":
         """Create a session of ``pipeline_handle`` with ``flags`` (``VkDataGraphPipelineSessionCreateFlagsARM``)
         and allocate and bind its memory at every bind point (host-visible and mapped with
-        ``host_readable``, for ``--session-memory-dump-dir``; device-local otherwise).
+        ``host_readable`` where the device allows, for ``--session-memory-dump-dir``; device-local otherwise).
 
         Raises :class:`DeviceError` when a call fails or a bind point is of a type other than MEMORY.
         """
@@ -682,7 +682,7 @@ class GraphSession:
                 if r.size == 0:
                     continue
                 zeroed = p.bindPoint in ZEROED_BIND_POINTS
-                mapped = host_readable or (zeroed and memory.can_map(api.ctx, r.memoryTypeBits))
+                mapped = (host_readable or zeroed) and memory.can_map(api.ctx, r.memoryTypeBits)
                 alloc = memory.allocate(api.ctx, r, r.size, host_access=mapped,
                                         what=f"graph session memory (bind point {p.bindPoint}, object {obj})")
                 self.allocations.append(alloc)

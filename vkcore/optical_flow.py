@@ -155,7 +155,7 @@ class OpticalFlowPipeline:
 
     @classmethod
     def create(cls, api: GraphApi, connections: Sequence[Connection], config: OpticalFlowConfig, *,
-               pipeline_cache: Any = None) -> "OpticalFlowPipeline":
+               pipeline_cache: Any = None, session_host_readable: bool = False) -> "OpticalFlowPipeline":
         """Create the layouts, the pipeline (with ``pipeline_cache``, a ``VkPipelineCache``, when given) and
         its session. Raises :class:`DeviceError` when a call fails."""
         kinds = [c.connection for c in connections]
@@ -181,7 +181,7 @@ class OpticalFlowPipeline:
             pipeline._create_pipeline(connections, config, pipeline_cache)
             flags = off.SESSION_CREATE_OPTICAL_FLOW_CACHE_BIT
             pipeline.session = GraphSession.create(api, ffi.cast("VkPipeline", arm_ffi.handle_to_int(pipeline.handle)),
-                                                   flags=flags)
+                                                   host_readable=session_host_readable, flags=flags)
         except BaseException:
             pipeline.destroy()
             raise

@@ -6,17 +6,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from .executor import DispatchTimed
 from .outputs import write_atomic
 from .session import HostTimer
 
 
-def profiling_document(timings: list[DispatchTimed]) -> dict[str, Any]:
-    """The reference's ``--profiling-dump-path`` document; ``{}`` when nothing ran (``--dry-run``), as its."""
+def profiling_document(timings: list[DispatchTimed], memory_usage: Sequence[tuple[str, int]] = ()) -> dict[str, Any]:
+    """The reference's ``--profiling-dump-path`` document: "Memory Usage" (each graph or optical-flow
+    session's memory, by command name, where there are any), "Timestamps" and the total; ``{}`` when
+    nothing ran (``--dry-run``), as its."""
     if not timings:
         return {}
+    doc: dict[str, Any] = {}
+    if memory_usage:
+        doc["Memory Usage"] = [{"Command name": name, "Command type": "DataGraphDispatch", "Iteration": 0,
+                                "Session memory [bytes]": size} for name, size in memory_usage]
     entries = []
     total_ms = 0.0
     for t in timings:
@@ -36,7 +42,7 @@ def profiling_document(timings: list[DispatchTimed]) -> dict[str, Any]:
                 "Timestamp Period": t.period_ns,
             }
         )
-    return {"Timestamps": entries, "Total execution time [ms]": total_ms}
+    return {**doc, "Timestamps": entries, "Total execution time [ms]": total_ms}
 
 
 def perf_counters_document(timer: HostTimer, total_s: float, time_to_inference_s: float) -> dict[str, Any]:

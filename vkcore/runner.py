@@ -244,7 +244,9 @@ async def run_async(
 
                 dump_graph_profiling(session, options.graph_profiling_dump_dir)
             result.seconds = time.perf_counter() - t_start
-            _write_reports(options, timer, timings, t_start, t_run)
+            from .graph_dumps import session_memory_usage
+
+            _write_reports(options, timer, timings, t_start, t_run, session_memory_usage(session))
             return result
         except BaseException:
             failed = True
@@ -259,13 +261,13 @@ async def run_async(
 
 
 def _write_reports(options: RunOptions, timer: HostTimer, timings: list[DispatchTimed], t_start: float,
-                   t_run: float) -> None:
+                   t_run: float, memory_usage: list[tuple[str, int]] | None = None) -> None:
     """``--profiling-dump-path`` and ``--perf-counters-dump-path``, as the reference writes them (on a
     dry run too: no timestamps, and the set-up phases with the pipelines' compilation times)."""
     from .reports import perf_counters_document, profiling_document, write_json
 
     if options.profiling_dump_path is not None:
-        write_json(options.profiling_dump_path, profiling_document(timings))
+        write_json(options.profiling_dump_path, profiling_document(timings, memory_usage or []))
     if options.perf_counters_dump_path is not None:
         write_json(options.perf_counters_dump_path,
                    perf_counters_document(timer, time.perf_counter() - t_start, t_run - t_start))

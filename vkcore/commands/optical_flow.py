@@ -99,8 +99,9 @@ class OpticalFlowKind:
                            for b, lb in zip(cmd.bindings, layout)]
             with session.timer.measure("Pipeline Setup", f"Create Optical Flow Pipeline: {cmd.KIND}"), \
                     validation.at(cmd.place):
-                pipeline = OpticalFlowPipeline.create(api, connections, config,
-                                                      pipeline_cache=session.factory.cache.handle)
+                pipeline = OpticalFlowPipeline.create(
+                    api, connections, config, pipeline_cache=session.factory.cache.handle,
+                    session_host_readable=session.options.readable_graph_sessions)
             session.owned.append(pipeline)
             session.factory.count_other(
                 ["optical flow", dataclasses.asdict(config), [dataclasses.astuple(c) for c in connections]],
