@@ -15,7 +15,7 @@ Wall time is measured around the child; peak memory is the child's ``ru_maxrss``
 taken by a small intermediate process (GNU time, or a ``python -S`` launcher; see :func:`measured`).
 vkcap runs as ``python -m vkcap run`` with this interpreter and its own cache folder (warm after the
 warm-up run, as on a user's machine); the reference runs with ARM's emulation layers set up the way
-vkcap does it (:func:`vkcore.layers.prepare_emulation_layers`).
+vkcap does it (:func:`vkcore.device.layers.prepare_emulation_layers`).
 """
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def make_tools(cache_dir: Path) -> list[Tool]:
         sys.exit("ai-ml-sdk-scenario-runner is not installed (it ships for Python 3.11 only): nothing to compare with")
     env = {**os.environ, "VKCAP_CACHE_DIR": str(cache_dir)}
     os.environ["VKCAP_CACHE_DIR"] = str(cache_dir)
-    from vkcore.layers import prepare_emulation_layers
+    from vkcore.device.layers import prepare_emulation_layers
 
     layers = prepare_emulation_layers()
     ref_env = {

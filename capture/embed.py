@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from vkcore.errors import TraceError
 
 if TYPE_CHECKING:  # readers of traces (which check names) need not load the scenario model
-    from vkcore.scenario import Scenario
+    from vkcore.scenario.model import Scenario
 
 PATH_FIELDS = ("src",)
 
@@ -66,7 +66,7 @@ def portable_scenario(scenario: Scenario, shader_dependencies: dict[str, tuple[P
     Include files keep their place relative to the include folder (or the shader's folder) they were
     found in, so ``#include`` resolves the same way after replay.
     """
-    from vkcore.scenario import Shader
+    from vkcore.scenario.model import Shader
 
     namer = _Namer(scenario.base_dir)
     document = copy.deepcopy(scenario.document)

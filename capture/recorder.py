@@ -31,15 +31,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vkcore.errors import EXIT_FAILURE, VkcapError
-from vkcore.executor import Event, FrameSnapshot, StopRequest, raise_single
-from vkcore.npyio import NpyFormatError, read_header
-from vkcore.plan import Frame, Plan
-from vkcore.runner import RunOptions, RunResult, run_async
-from vkcore.resource_set import ResourceSet
+from vkcore.exec.executor import Event, FrameSnapshot, StopRequest, raise_single
+from vkcore.scenario.npyio import NpyFormatError, read_header
+from vkcore.exec.plan import Frame, Plan
+from vkcore.exec.runner import RunOptions, RunResult, run_async
+from vkcore.exec.resource_set import ResourceSet
 from vkcore.commands import kind_of
-from vkcore.scenario import Scenario, load_scenario
-from vkcore.session import Session
-from vkcore.staging import CaptureLayout, build_layout
+from vkcore.scenario.model import Scenario, load_scenario
+from vkcore.exec.session import Session
+from vkcore.resources.staging import CaptureLayout, build_layout
 
 from . import kinds, records
 from .container import PreparedBlob, TraceWriter

@@ -109,7 +109,7 @@ def _format_dtype(trace: Trace, uid: str) -> str | None:
     fmt = trace.resources.get(uid, {}).get("format")
     if not isinstance(fmt, str):
         return None
-    from vkcore.formats import format_info
+    from vkcore.resources.formats import format_info
 
     try:
         return format_info(fmt).compare_dtype

@@ -323,7 +323,7 @@ def serve_probes(options: Any, answer_fd: int, opened: Any = None) -> int:
 
     from capture.trace import Trace
 
-    from vkcore.driver import use_driver
+    from vkcore.device.driver import use_driver
 
     from .replayer import ReplaySession, target_frames
     from .report import frames_document

@@ -44,7 +44,7 @@ def dispatch_targets(trace: Trace, seq: int) -> dict[int, FrameRecord]:
     """A synthetic frame record asking for every dispatch's written resources in frame ``seq``."""
     with tempfile.TemporaryDirectory(prefix="vkcap-probe-") as tmp:
         scenario = rebuild_scenario(trace, Path(tmp))
-    from vkcore.plan import make_plan
+    from vkcore.exec.plan import make_plan
 
     plan = make_plan(scenario, capture_all=bool(trace.header.get("capture_all")))
     record = trace.frame(seq)

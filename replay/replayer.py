@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any, Callable
 from capture import kinds, records
 from capture.embed import safe_join
 from capture.trace import REPLAY_KINDS, FrameRecord, Trace
-from vkcore.device import VulkanContext
-from vkcore.driver import use_driver
+from vkcore.device.context import VulkanContext
+from vkcore.device.driver import use_driver
 from vkcore.errors import ScenarioError, TraceError, UnsupportedDeviceFeature, UsageError
-from vkcore.executor import Event, FrameFinished, FrameSnapshot, FrameStarted, StopRequest, execute
-from vkcore.plan import Frame, Plan, make_plan
-from vkcore.runner import scenario_needs, wanted_extensions
-from vkcore.scenario import Scenario, Shader, load_scenario
-from vkcore.session import Session, SessionOptions
-from vkcore.staging import CaptureLayout, build_layout
+from vkcore.exec.executor import Event, FrameFinished, FrameSnapshot, FrameStarted, StopRequest, execute
+from vkcore.exec.plan import Frame, Plan, make_plan
+from vkcore.exec.runner import scenario_needs, wanted_extensions
+from vkcore.scenario.model import Scenario, Shader, load_scenario
+from vkcore.exec.session import Session, SessionOptions
+from vkcore.resources.staging import CaptureLayout, build_layout
 
 from .compare import compare, identical
 from .isolate import ProgressFile
@@ -131,7 +131,7 @@ def copy_name(path: Path) -> str:
 
 def check_spirv_file(uid: str, path: Path) -> None:
     """:class:`UsageError` naming the flag and ``path`` unless it holds a SPIR-V binary (magic, length)."""
-    from vkcore.shaders import is_spirv_binary
+    from vkcore.shaders.compile import is_spirv_binary
 
     if not is_spirv_binary(path.read_bytes()):
         raise UsageError(f"--replace-shader {uid}={path}: not a SPIR-V binary (bad magic or length)")
@@ -141,7 +141,7 @@ def compile_replacement(scenario: Scenario, uid: str, path: Path) -> None:
     """Load replacement shader ``uid`` (compiling GLSL) now, so that a broken one is reported as
     ``--replace-shader UID=PATH: ...`` and never by the temporary copy's name. The SPIR-V is cached
     by content: the session's own load of it compiles nothing again."""
-    from vkcore.shaders import load_shader
+    from vkcore.shaders.compile import load_shader
 
     spec = scenario.by_uid[uid]
     assert isinstance(spec, Shader)
@@ -297,7 +297,7 @@ class Comparer:
         if not (isinstance(dims, list) and dims):
             return None
         if meta.get("kind") == "image" and len(dims) == 4:
-            from vkcore.formats import format_info
+            from vkcore.resources.formats import format_info
 
             try:
                 components = format_info(str(meta.get("format"))).components
@@ -353,7 +353,7 @@ def resource_dtype(trace: Trace, uid: str, options: ReplayOptions) -> str:
         return explicit[uid]
     fmt = trace.resources.get(uid, {}).get("format")
     if isinstance(fmt, str):
-        from vkcore.formats import format_info
+        from vkcore.resources.formats import format_info
 
         try:
             return format_info(fmt).compare_dtype

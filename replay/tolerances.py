@@ -61,7 +61,7 @@ class TolerancePolicy:
             return self.dtypes[uid]
         fmt = meta.get("format")
         if isinstance(fmt, str):
-            from vkcore.formats import format_info
+            from vkcore.resources.formats import format_info
 
             try:
                 return format_info(fmt).compare_dtype

@@ -24,7 +24,7 @@ def _under_validation(tmp_path: Path, request: pytest.FixtureRequest) -> Iterato
     """Every scenario the tests execute, in this process or in a ``vkcap`` child, runs under the Khronos
     validation layer (``VKCAP_VALIDATE=strict``: errors and warnings), and any message fails the test
     that caused it. ``VKCAP_TEST_VALIDATE=0`` turns this off (timing a suite without the layer)."""
-    from vkcore import validation
+    from vkcore.device import validation
 
     if VALIDATE in ("0", "off"):
         yield

@@ -2,7 +2,7 @@
 
 The reference ships inside the ``ai-ml-sdk-scenario-runner`` wheel (Python 3.11 only). It needs ARM's
 emulation layers stacked in the right order (see DESIGN.md, "Platform facts"); :func:`reference_env`
-sets that up with vkcap's own :func:`vkcore.layers.prepare_emulation_layers`.
+sets that up with vkcap's own :func:`vkcore.device.layers.prepare_emulation_layers`.
 
 Two behaviours differ from vkcap and are handled here, not hidden: the reference does not create
 missing ``dst`` sub-folders (``run_reference(..., make_dst_dirs=True)`` creates them first), and it
@@ -37,7 +37,7 @@ def reference_runner() -> Path | None:
 
 @lru_cache(maxsize=1)
 def _layer_env() -> tuple[tuple[str, str], ...]:
-    from vkcore.layers import prepare_emulation_layers
+    from vkcore.device.layers import prepare_emulation_layers
 
     layers = prepare_emulation_layers()
     return (
@@ -92,7 +92,7 @@ def run_reference(
                 (output / dst).parent.mkdir(parents=True, exist_ok=True)
     env = reference_env()
     if validate:
-        from vkcore.validation import LAYER, layer_folder
+        from vkcore.device.validation import LAYER, layer_folder
 
         env["VK_LAYER_PATH"] += os.pathsep + str(layer_folder())
         env["VK_INSTANCE_LAYERS"] += os.pathsep + LAYER

@@ -5,8 +5,8 @@ import numpy as np
 
 from tests.builders import ADD_FLOAT, ScenarioBuilder
 from vkcore.commands import KINDS, by_kind, kind_of
-from vkcore.plan import make_plan, unwritable_resources, written_resources
-from vkcore.scenario import COMMAND_KINDS, load_scenario
+from vkcore.exec.plan import make_plan, unwritable_resources, written_resources
+from vkcore.scenario.model import COMMAND_KINDS, load_scenario
 
 
 def test_every_command_of_the_format_has_exactly_one_kind() -> None:

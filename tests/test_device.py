@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from vkcore import device
-from vkcore.device import VulkanContext, start_instance_early
+from vkcore.device import context as device
+from vkcore.device.context import VulkanContext, start_instance_early
 
 
 def _early_instance() -> Any:

@@ -56,7 +56,7 @@ def test_a_fragment_pass_into_a_color_attachment(builder: ScenarioBuilder, tmp_p
     draw(builder, color_attachment_refs=["out"], push_data_ref="tint")
     proc = vkcap("run", builder.save(), "--output", tmp_path)
     assert proc.returncode == 0, proc.stderr
-    from vkcore.imageio import read_dds
+    from vkcore.resources.imageio import read_dds
 
     got = np.frombuffer(read_dds(tmp_path / "out.dds").levels[0], np.float32).reshape(H, W, 4)
     np.testing.assert_array_equal(got, gradient(tint))
@@ -93,7 +93,7 @@ layout(set = 0, binding = 1) buffer O { vec4 o[]; };
 void main() { ivec2 p = ivec2(gl_FragCoord.xy); o[p.y * 8 + p.x] = texelFetch(src, p, 0) * 2.0; }
 """, push=0)
     values = np.random.default_rng(11).random((H, W, 4), dtype=np.float32)
-    from vkcore.imageio import write_dds
+    from vkcore.resources.imageio import write_dds
 
     write_dds(builder.root / "in.dds", W, H, 2, [values.tobytes()])
     builder.resources.append({"image": {"uid": "src", "dims": [1, W, H, 1], "format": "VK_FORMAT_R32G32B32A32_SFLOAT",

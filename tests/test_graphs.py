@@ -1,9 +1,9 @@
-"""VK_ARM_data_graph end to end over ARM's emulation layer (lavapipe in CI): vkcore.graph_ffi + vkcore.graphs.
+"""VK_ARM_data_graph end to end over ARM's emulation layer (lavapipe in CI): vkcore.device.graph_ffi + vkcore.graphs.data_graph.
 
 Graph modules are made here: TOSA MLIR text -> ARM's ``model-converter`` (ai-ml-sdk-model-converter) -> a
-VGF file, read with :mod:`vkcore.vgf` (SPIR-V module, descriptor sets, resource table, constants with their
+VGF file, read with :mod:`vkcore.graphs.vgf` (SPIR-V module, descriptor sets, resource table, constants with their
 graph constant ids). The emulation layer aborts the whole process (exit 134) on a mismatch between a module
-and its pipeline: the refusals tested here all happen in vkcore.graphs' own checks, before any Vulkan
+and its pipeline: the refusals tested here all happen in vkcore.graphs.data_graph' own checks, before any Vulkan
 call; a crash would show up as the pytest process dying, not as a failed assertion.
 """
 from __future__ import annotations
@@ -18,9 +18,9 @@ import pytest
 import vulkan as vk
 
 from tests.vkharness import convert_model, vulkan_context
-from vkcore import arm_ffi, graph_ffi
+from vkcore.device import arm_ffi, graph_ffi
 from vkcore.errors import DeviceError
-from vkcore.graphs import (
+from vkcore.graphs.data_graph import (
     DataGraphPipeline,
     GraphApi,
     GraphConstant,
@@ -31,7 +31,7 @@ from vkcore.graphs import (
     pipeline_problems,
     scan_graph_module,
 )
-from vkcore.tensors import DEFAULT_USAGE, DeviceTensor, TensorApi, TensorDescription
+from vkcore.resources.tensors import DEFAULT_USAGE, DeviceTensor, TensorApi, TensorDescription
 
 F32 = vk.VK_FORMAT_R32_SFLOAT
 GRAPH_USAGE = DEFAULT_USAGE | arm_ffi.TENSOR_USAGE_DATA_GRAPH_BIT_ARM  # inputs and outputs: mapped, bound to graphs
@@ -218,7 +218,7 @@ def graph_parts(vgf_path: Path) -> tuple[bytes, str, list[GraphResource], list[G
     """The one GRAPH segment of a VGF as DataGraphPipeline.create's arguments: SPIR-V, entry point,
     resource infos from the segment's descriptor sets and the resource table, constants with their graph
     constant ids (not their table indexes) and data."""
-    from vkcore.vgf import ModuleType, read_vgf
+    from vkcore.graphs.vgf import ModuleType, read_vgf
 
     vgf = read_vgf(vgf_path)
     (segment,) = [s for s in vgf.segments if s.type is ModuleType.GRAPH]
@@ -283,7 +283,7 @@ def run_graph(ctx: Any, api: GraphApi, tensor_api: TensorApi, vgf_path: Path, in
     destroy everything."""
     spirv, entry, resources, constants, vgf = graph_parts(vgf_path)
     module = scan_graph_module(spirv)
-    # vkcore.vgf and the SPIR-V agree on every binding's shape.
+    # vkcore.graphs.vgf and the SPIR-V agree on every binding's shape.
     for r in resources:
         declared = module.bindings[(r.set, r.binding)].tensor
         assert declared is not None and declared.shape == r.description.dims

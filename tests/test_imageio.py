@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.reference import reference_runner, requires_reference, run_reference
-from vkcore import formats as F
-from vkcore.formats import FORMATS, format_info, tensor_dtype
-from vkcore.imageio import (
+from vkcore.resources import formats as F
+from vkcore.resources.formats import FORMATS, format_info, tensor_dtype
+from vkcore.resources.imageio import (
     DDS_DATA_OFFSET, ImageFileError, dds_header, encode_png, image_extent, mip_level_sizes, read_dds,
     read_npy_image, read_png, write_dds, write_png,
 )

@@ -1,8 +1,8 @@
-"""vkcore.images on a real Vulkan device (lavapipe in CI): DeviceImage end to end.
+"""vkcore.resources.images on a real Vulkan device (lavapipe in CI): DeviceImage end to end.
 
 Self-contained: a small harness here (one VulkanContext, allocate + bind, a one-time submitter with a
 command pool and a fence, a minimal compute pipeline for GLSL shaders compiled with glslangValidator)
-drives :class:`vkcore.images.DeviceImage` without the scenario executor.
+drives :class:`vkcore.resources.images.DeviceImage` without the scenario executor.
 """
 from __future__ import annotations
 
@@ -16,17 +16,17 @@ import numpy as np
 import pytest
 import vulkan as vk
 
-from vkcore import memory
+from vkcore.device import memory
 from tests.vkharness import Submitter
-from vkcore.buffers import create_buffer_handle
-from vkcore.device import CUSTOM_BORDER_EXT, VulkanContext
+from vkcore.resources.buffers import create_buffer_handle
+from vkcore.device.context import CUSTOM_BORDER_EXT, VulkanContext
 from vkcore.errors import DeviceError, ScenarioError, UnsupportedDeviceFeature
-from vkcore.formats import FORMATS, dds_formats, format_info
-from vkcore.images import DeviceImage, SWAP_MIN_MAG_LIKE_REFERENCE, is_integer_format
-from vkcore.imageio import encode_png, read_dds, write_dds, write_png
-from vkcore.resources import free_staging, staging_buffer
-from vkcore.scenario import Image as ImageSpec
-from vkcore.shader_bindings import LayoutBinding
+from vkcore.resources.formats import FORMATS, dds_formats, format_info
+from vkcore.resources.images import DeviceImage, SWAP_MIN_MAG_LIKE_REFERENCE, is_integer_format
+from vkcore.resources.imageio import encode_png, read_dds, write_dds, write_png
+from vkcore.resources.base import free_staging, staging_buffer
+from vkcore.scenario.model import Image as ImageSpec
+from vkcore.shaders.bindings import LayoutBinding
 
 RNG_SEED = 20240611
 STORAGE_IMAGE = vk.VK_DESCRIPTOR_TYPE_STORAGE_IMAGE

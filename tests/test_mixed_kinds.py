@@ -15,7 +15,7 @@ from tests.test_fragment import FULL_SCREEN, H, W, draw
 from tests.test_optical_flow import optical_flow, pair
 from tests.test_run_graphs import DIMS, F32, TOSA
 from tests.vkharness import convert_model
-from vkcore.vgf import read_vgf
+from vkcore.graphs.vgf import read_vgf
 
 FRAMES = 5
 PER_FRAME = 6  # count, fragment pass, SPIR-V graph, VGF graph, optical flow, boundary

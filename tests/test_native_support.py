@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from vkcore import native_support
-from vkcore.device import TENSORS_EXT, VulkanContext
+from vkcore.device import native_support
+from vkcore.device.context import TENSORS_EXT, VulkanContext
 
 
 def test_answers_and_invalidation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from tests.builders import ScenarioBuilder, vkcap
 from tests.reference import assert_same_outputs, reference_runner, run_reference
-from vkcore.imageio import read_dds, write_dds
+from vkcore.resources.imageio import read_dds, write_dds
 
 SHIFT = (3, 2)  # the template is the search image moved by this many pixels (x, y)
 DXGI = {"VK_FORMAT_R8_UNORM": 61, "VK_FORMAT_R8G8B8A8_UNORM": 28, "VK_FORMAT_B8G8R8A8_UNORM": 87,

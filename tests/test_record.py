@@ -30,7 +30,7 @@ from tests.builders import REPO, ScenarioBuilder, load_output, vkcap
 from tests.readlog import ReadLog
 from vkcap.cli import main
 from vkcore.errors import TraceError
-from vkcore.executor import StopRequest
+from vkcore.exec.executor import StopRequest
 
 MiB = 1 << 20
 N = 256  # floats per small buffer
@@ -286,7 +286,7 @@ def test_what_no_shader_can_write_is_named_not_read_back(
     """``inc`` (declared readwrite, readonly in the shader) is never copied back from the device: its
     snapshots and checkpoint entries name its initial blob, and read back as its initial content.
     ``noted`` (declared readonly, written by the shader) is captured like any written resource."""
-    from vkcore.session import Session
+    from vkcore.exec.session import Session
 
     copied: set[str] = set()
     record_copies = Session._record_copies
@@ -337,7 +337,7 @@ def test_the_trace_is_finished_while_the_device_closes(builder: ScenarioBuilder,
     """Once the run has queued its last frame, the writer finishes the trace (END record, index, fsync,
     rename) in parallel with the session's and the device's teardown: here the device's close waits
     until the finished trace is at its path, which would never happen if finishing came after it."""
-    from vkcore import device
+    from vkcore.device import context as device
 
     trace_path = tmp_path / "t.vkt"
     close = device.VulkanContext.close

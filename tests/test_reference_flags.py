@@ -80,7 +80,7 @@ def test_neural_accelerator_flags_say_plainly_that_nothing_is_written(builder: S
 
 def test_capture_frame_says_plainly_whether_renderdoc_is_there(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """RenderDoc is not installed here: the run goes on, and one line says that nothing is captured."""
-    from vkcore.runner import renderdoc_loaded
+    from vkcore.exec.runner import renderdoc_loaded
 
     assert not renderdoc_loaded()
     builder.shader("spill", SPILL).buffer("a", 128, dst="a.npy").dispatch("spill", [(0, 0, "a")], [1, 1, 1])

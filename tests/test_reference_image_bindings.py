@@ -37,8 +37,8 @@ import pytest
 
 from tests.builders import READ_TENSOR, ScenarioBuilder, image_pattern, load_output, vkcap
 from tests.reference import requires_reference, run_reference
-from vkcore.formats import dds_formats
-from vkcore.imageio import encode_png, read_dds, write_dds, write_png
+from vkcore.resources.formats import dds_formats
+from vkcore.resources.imageio import encode_png, read_dds, write_dds, write_png
 
 pytestmark = requires_reference
 
@@ -1054,7 +1054,7 @@ def on_a_cpu_device() -> bool:
 
 def test_case_table_is_large_enough() -> None:
     """At least 32 differential scenarios (each run by both runners), and every image format the reference
-    reads from DDS (vkcore.formats.dds_formats()) has its texelFetch case."""
+    reads from DDS (vkcore.resources.formats.dds_formats()) has its texelFetch case."""
     differential = [n for n in CASES if n.removeprefix("texelFetch-") not in NO_IMAGE_ON_LAVAPIPE]
     assert len(differential) >= 32, len(differential)
     assert {f"VK_FORMAT_{n}" for n in FMTS} >= set(dds_formats())

@@ -87,7 +87,7 @@ def no_replay(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def no_vulkan(monkeypatch: pytest.MonkeyPatch, no_replay: None) -> None:
     """Even starting Vulkan fails the test: for the checks that need no trace, made first of all."""
-    monkeypatch.setattr("vkcore.device.start_instance_early", _boom)
+    monkeypatch.setattr("vkcore.device.context.start_instance_early", _boom)
 
 
 def one_error(capsys: pytest.CaptureFixture[str], *args: Any) -> str:
@@ -268,7 +268,7 @@ def test_bad_driver_manifests_are_named(setup: dict[str, Path], tmp_path: Path, 
 
 
 def test_a_bare_library_name_is_left_to_the_loader(tmp_path: Path) -> None:
-    from vkcore.driver import check_manifest
+    from vkcore.device.driver import check_manifest
 
     manifest = tmp_path / "icd.json"
     manifest.write_text(json.dumps({"ICD": {"library_path": "libvulkan_lvp.so"}}))

@@ -9,7 +9,7 @@ import pytest
 
 from tests.builders import READ_TENSOR, WRITE_PATTERN, ScenarioBuilder, image_pattern, load_output, vkcap
 from tests.reference import reference_runner, run_reference
-from vkcore.imageio import write_dds
+from vkcore.resources.imageio import write_dds
 
 W, H = 8, 4
 

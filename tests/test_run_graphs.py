@@ -4,7 +4,7 @@ reference runner.
 
 Two levels:
 
-- :class:`Harness` drives :class:`vkcore.graph_dispatch.PreparedGraph` directly (a resource set whose
+- :class:`Harness` drives :class:`vkcore.graphs.dispatch.PreparedGraph` directly (a resource set whose
   graph-bound tensors have DATA_GRAPH usage, a pipeline factory, one submission per run);
 - ``vkcap run`` / ``record`` / ``replay`` / ``bisect`` on scenarios through the session.
 
@@ -30,13 +30,13 @@ from tests.builders import ScenarioBuilder, vkcap
 from tests.reference import reference_runner, run_reference
 from tests.vkharness import Submitter, convert_model, vulkan_context
 from vkcore.errors import DeviceError, ScenarioError
-from vkcore.graph_dispatch import DATA_GRAPH_USAGE, PreparedGraph, SegmentWrites, graph_bound_tensors
-from vkcore.npyio import read_header
-from vkcore.pipelines import PipelineCache, PipelineFactory
-from vkcore.resource_set import FACTORIES, ResourceSet
-from vkcore.resources import free_staging, staging_buffer
-from vkcore.scenario import DispatchGraph, ShaderSubstitution, Tensor, load_scenario
-from vkcore.sync import FULL_BARRIER, BarrierBatch, memory_barrier
+from vkcore.graphs.dispatch import DATA_GRAPH_USAGE, PreparedGraph, SegmentWrites, graph_bound_tensors
+from vkcore.scenario.npyio import read_header
+from vkcore.shaders.pipelines import PipelineCache, PipelineFactory
+from vkcore.exec.resource_set import FACTORIES, ResourceSet
+from vkcore.resources.base import free_staging, staging_buffer
+from vkcore.scenario.model import DispatchGraph, ShaderSubstitution, Tensor, load_scenario
+from vkcore.device.sync import FULL_BARRIER, BarrierBatch, memory_barrier
 
 TOSA = Path(__file__).parent / "tosa"
 F32 = "VK_FORMAT_R32_SFLOAT"
@@ -141,8 +141,8 @@ def tensor_factories(data_graph: frozenset[str] | None) -> dict[type, Callable[.
     """The resource set's factories, with the tensors bound by a dispatch_graph (``data_graph``) created with
     DATA_GRAPH usage (what the session's resource set does once graphs are wired in); ``None``: every tensor
     created without it, whatever the resource set does."""
-    from vkcore.tensor_resources import TensorResource
-    from vkcore.tensors import TensorApi
+    from vkcore.resources.tensor_resources import TensorResource
+    from vkcore.resources.tensors import TensorApi
 
     def tensor(ctx: Any, spec: Tensor, scenario: Any, created: dict[str, Any], needs: dict[int, str]) -> Any:
         if data_graph is not None and spec.uid not in data_graph:

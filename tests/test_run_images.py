@@ -13,7 +13,7 @@ import pytest
 
 from tests.builders import WRITE_PATTERN, ScenarioBuilder, image_pattern, load_output, vkcap
 from tests.reference import assert_same_outputs, reference_runner, run_reference
-from vkcore.imageio import read_dds, write_dds
+from vkcore.resources.imageio import read_dds, write_dds
 
 W, H = 8, 4
 

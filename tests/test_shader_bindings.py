@@ -336,10 +336,10 @@ def test_a_trace_needing_a_storage_format_this_device_lacks(tmp_path: Path) -> N
 def test_per_stage_descriptor_limits_count_what_the_shader_declares(tmp_path: Path) -> None:
     """The device's per-stage limits are checked against the resolved descriptor kinds (a combined image
     sampler counts as a sampled image and as a sampler), with the command's JSON path."""
-    from vkcore.device import VulkanContext
+    from vkcore.device.context import VulkanContext
     from vkcore.errors import UnsupportedDeviceFeature
-    from vkcore.limits import refuse_beyond_stage_limits
-    from vkcore.scenario import load_scenario
+    from vkcore.commands.limits import refuse_beyond_stage_limits
+    from vkcore.scenario.model import load_scenario
 
     scenario = load_scenario(ScenarioBuilder(tmp_path / "s").buffer("b", 4).save())
     with VulkanContext() as ctx:
@@ -365,9 +365,9 @@ def test_a_compute_dispatch_of_a_shader_of_another_stage(builder: ScenarioBuilde
 
 
 def test_glsl_is_compiled_for_its_stage(builder: ScenarioBuilder) -> None:
-    from vkcore.scenario import load_scenario
-    from vkcore.shaders import load_shader
-    from vkcore.spirv import reflect
+    from vkcore.scenario.model import load_scenario
+    from vkcore.shaders.compile import load_shader
+    from vkcore.shaders.spirv import reflect
 
     builder.shader("vs", "#version 450\nvoid main() { gl_Position = vec4(float(gl_VertexIndex)); }\n", file="vs.vert",
                    stage="vertex")
@@ -382,7 +382,7 @@ def test_color_attachment_images(builder: ScenarioBuilder, tmp_path: Path) -> No
     """``color_attachment`` adds the usage (the image still loads and writes as before); a format that
     cannot be one is refused at that field, naming the device."""
     values = np.random.default_rng(3).random((H, W, 4), dtype=np.float32)
-    from vkcore.imageio import write_dds
+    from vkcore.resources.imageio import write_dds
 
     write_dds(builder.root / "in.dds", W, H, 2, [values.tobytes()])
     image(builder, "img", src="in.dds", dst="out.dds", color_attachment=True)

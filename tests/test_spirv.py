@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from vkcore.plan import unwritable_resources
-from vkcore.scenario import load_scenario
-from vkcore.spirv import reflect
+from vkcore.exec.plan import unwritable_resources
+from vkcore.scenario.model import load_scenario
+from vkcore.shaders.spirv import reflect
 
 EVERY_KIND = """#version 450
 layout(local_size_x = 1) in;

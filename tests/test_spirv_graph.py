@@ -14,7 +14,7 @@ from tests.builders import ScenarioBuilder, vkcap
 from tests.reference import assert_same_outputs, reference_runner, run_reference
 from tests.test_run_graphs import TOSA, conv2d_reference
 from tests.vkharness import convert_model
-from vkcore.vgf import read_vgf
+from vkcore.graphs.vgf import read_vgf
 
 F32 = "VK_FORMAT_R32_SFLOAT"
 

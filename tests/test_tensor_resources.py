@@ -1,4 +1,4 @@
-"""vkcore.tensor_resources: scenario tensors as device resources, on real Vulkan (lavapipe + ARM's
+"""vkcore.resources.tensor_resources: scenario tensors as device resources, on real Vulkan (lavapipe + ARM's
 emulation layer in CI), checked against ARM's reference ``scenario-runner`` byte for byte.
 
 The layer rewrites every tensor shader at vkCreateShaderModule (100-200 ms on a CPU): one shader in
@@ -18,13 +18,15 @@ import vulkan as vk
 
 from tests.reference import reference_runner, run_reference
 from tests.vkharness import Submitter, compile_tensor_glsl, vulkan_context
-from vkcore import arm_ffi, memory, npyio, tensors
+from vkcore.device import arm_ffi, memory
+from vkcore.resources import tensors
+from vkcore.scenario import npyio
 from vkcore.errors import DeviceError, ScenarioError
-from vkcore.formats import tensor_formats
-from vkcore.resources import DeviceResource, free_staging, staging_buffer
-from vkcore.scenario import Tensor as TensorSpec
-from vkcore.sync import BarrierBatch, memory_barrier
-from vkcore.tensor_resources import TensorResource, accepted_dtypes
+from vkcore.resources.formats import tensor_formats
+from vkcore.resources.base import DeviceResource, free_staging, staging_buffer
+from vkcore.scenario.model import Tensor as TensorSpec
+from vkcore.device.sync import BarrierBatch, memory_barrier
+from vkcore.resources.tensor_resources import TensorResource, accepted_dtypes
 
 # C = A + B over rank-2 float tensors.
 ADD_F32 = """

@@ -1,4 +1,4 @@
-"""VK_ARM_tensors end to end over ARM's emulation layer (lavapipe in CI): vkcore.arm_ffi + vkcore.tensors.
+"""VK_ARM_tensors end to end over ARM's emulation layer (lavapipe in CI): vkcore.device.arm_ffi + vkcore.resources.tensors.
 
 The layer rewrites every tensor shader at vkCreateShaderModule (110-180 ms each on a CPU), so the device
 tests share one context and compile two shaders in all. The layer aborts the whole process on some
@@ -13,9 +13,9 @@ import pytest
 import vulkan as vk
 
 from tests.vkharness import compile_tensor_glsl, vulkan_context
-from vkcore import arm_ffi
+from vkcore.device import arm_ffi
 from vkcore.errors import DeviceError
-from vkcore.tensors import (
+from vkcore.resources.tensors import (
     LINEAR,
     OPTIMAL,
     DeviceTensor,
@@ -262,7 +262,7 @@ def test_float32_shader_barrier_copy(ctx: Any, api: TensorApi) -> None:
     d.allocate_and_bind()
     # B and C share one allocation, C at the next aligned offset (as a memory group would place them).
     c_offset = -(-b.size // c.requirements.alignment) * c.requirements.alignment
-    from vkcore import memory
+    from vkcore.device import memory
 
     shared = memory.allocate(ctx, b.requirements, c_offset + c.size, host_access=True, what="B and C")
     b.bind(shared, 0)
@@ -335,7 +335,7 @@ def test_int8_strided_and_float16(ctx: Any, api: TensorApi) -> None:
 
 
 def test_load_refuses_a_context_without_tensors() -> None:
-    from vkcore.device import VulkanContext
+    from vkcore.device.context import VulkanContext
 
     try:
         plain = VulkanContext(emulation="off")

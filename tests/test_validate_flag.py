@@ -12,8 +12,8 @@ import vulkan as vk
 
 from tests.builders import ADD_FLOAT, ScenarioBuilder, load_output, vkcap
 from vkcap.cli import main
-from vkcore import validation
-from vkcore.session import Session
+from vkcore.device import validation
+from vkcore.exec.session import Session
 
 NO_ENVIRONMENT = {validation.ENV: "", validation.LOG_ENV: ""}  # only the flag turns validation on
 

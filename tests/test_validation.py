@@ -1,4 +1,4 @@
-"""Scenario validation: the JSON Schema pass, its cache, and the semantic checks (vkcore/validate.py).
+"""Scenario validation: the JSON Schema pass, its cache, and the semantic checks (vkcore/scenario/validate.py).
 
 Each invalid scenario is a valid base scenario plus one mutation; the test asserts the exact one-line message
 (``FILE: PLACE: problem``) and exit code 2.
@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vkcore.errors import ScenarioError
-from vkcore.scenario import Buffer, Image, ImageBarrier, MemoryBarrier, Tensor, load_scenario
-from vkcore.validate import cache_dir, validate_document
+from vkcore.scenario.model import Buffer, Image, ImageBarrier, MemoryBarrier, Tensor, load_scenario
+from vkcore.scenario.validate import cache_dir, validate_document
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -189,7 +189,7 @@ def test_reference_example_is_valid(root: Path) -> None:
 def test_schema_is_a_valid_2020_12_schema() -> None:
     from jsonschema import Draft202012Validator
 
-    schema = json.loads((REPO / "vkcore" / "schema" / "scenario.schema.json").read_text())
+    schema = json.loads((REPO / "vkcore" / "scenario" / "schema" / "scenario.schema.json").read_text())
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     Draft202012Validator.check_schema(schema)
 
@@ -445,7 +445,7 @@ def test_cases_are_distinct() -> None:
 PROBE = """
 import json, sys
 from pathlib import Path
-from vkcore.validate import validate_document
+from vkcore.scenario.validate import validate_document
 path = Path(sys.argv[1])
 validate_document(json.loads(path.read_text()), path)
 print(json.dumps({"jsonschema": "jsonschema" in sys.modules}))
@@ -474,7 +474,7 @@ def test_cache_skips_the_schema_pass_and_notices_changes(root: Path, tmp_path: P
 
 
 def test_import_does_not_import_jsonschema() -> None:
-    code = "import sys, vkcore.validate; print('jsonschema' in sys.modules)"
+    code = "import sys, vkcore.scenario.validate; print('jsonschema' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "False"
 

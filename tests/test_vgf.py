@@ -1,4 +1,4 @@
-"""The VGF reader (vkcore.vgf) and ``vkcap vgf``.
+"""The VGF reader (vkcore.graphs.vgf) and ``vkcap vgf``.
 
 Real files come from ARM's ``model-converter`` run on the TOSA MLIR texts in ``tests/tosa`` (skipped where
 the converter is not installed: it ships for CPython 3.11 only). Synthetic files, with every field the
@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from tests.vkharness import convert_model
 from vkcore.errors import EXIT_BAD_INPUT, VkcapError
-from vkcore.vgf import (
+from vkcore.graphs.vgf import (
     CodeKind, ModuleType, ResourceCategory, VgfError, VgfVersion, parse_vgf, read_vgf,
 )
 

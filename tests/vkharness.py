@@ -14,7 +14,7 @@ import vulkan as vk
 
 
 class Submitter:
-    """A :class:`vkcore.resources.OneTimeSubmit`: record into one command buffer, submit, wait on a fence."""
+    """A :class:`vkcore.resources.base.OneTimeSubmit`: record into one command buffer, submit, wait on a fence."""
 
     def __init__(self, ctx: Any) -> None:
         self.ctx = ctx
@@ -76,7 +76,7 @@ def convert_model(mlir: Path, target: Path) -> Path:
 def compile_tensor_glsl(source: str) -> bytes:
     """SPIR-V of a compute shader that uses GL_ARM_tensors, from the tensor-capable glslc; skips the test
     when that compiler is not installed."""
-    from vkcore.shaders import tensor_glslc
+    from vkcore.shaders.compile import tensor_glslc
 
     glslc = tensor_glslc()
     if glslc is None:
@@ -92,10 +92,10 @@ def compile_tensor_glsl(source: str) -> bytes:
 
 
 def vulkan_context(what: str, **needs: Any) -> Iterator[Any]:
-    """For a fixture: a :class:`vkcore.device.VulkanContext` opened with ``needs``, closed afterwards;
+    """For a fixture: a :class:`vkcore.device.context.VulkanContext` opened with ``needs``, closed afterwards;
     where none can be opened (no Vulkan, or no emulation layer package) the tests skip with
     "no <what> Vulkan device: <why>"."""
-    from vkcore.device import VulkanContext
+    from vkcore.device.context import VulkanContext
 
     try:
         context = VulkanContext(**needs)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 # linear algebra, and on a small machine those threads compete with the driver and the compressors.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from vkcore import validation
+from vkcore.device import validation
 from vkcore.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED, UsageError, VkcapError
 
 from . import __version__
@@ -148,7 +148,7 @@ def check_run_flags(args: argparse.Namespace) -> None:
 def check_run_outputs(args: argparse.Namespace) -> None:
     """Refuse, before any device work, an ``--output`` that is a file, lies under a file or is not
     writable. One line (``PATH: --output: why``), exit 2; creates nothing. (Each ``dst`` in it and the
-    dump paths are checked by :func:`vkcore.runner.check_outputs`, once the scenario is loaded.)"""
+    dump paths are checked by :func:`vkcore.exec.runner.check_outputs`, once the scenario is loaded.)"""
     from vkcore.outputs import check_output_folder
 
     if args.output is not None:
@@ -161,7 +161,7 @@ def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
     check_run_flags(args)
     if not args.dry_run:
         check_run_outputs(args)
-    from vkcore.runner import RunOptions
+    from vkcore.exec.runner import RunOptions
 
     return RunOptions(
         scenario=scenario_argument(args),
@@ -190,10 +190,10 @@ def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
 
 def start_vulkan_early(icd: Path | None = None, device: str | None = None) -> None:
     """Choose the driver (``--icd``) and let it start, on the ``--device`` given, while the command
-    imports and reads its files (see :func:`vkcore.device.start_instance_early`); call once the
+    imports and reads its files (see :func:`vkcore.device.context.start_instance_early`); call once the
     arguments are checked."""
-    from vkcore.device import start_instance_early
-    from vkcore.driver import use_driver
+    from vkcore.device.context import start_instance_early
+    from vkcore.device.driver import use_driver
 
     use_driver(icd)
     start_instance_early(device)
@@ -202,7 +202,7 @@ def start_vulkan_early(icd: Path | None = None, device: str | None = None) -> No
 def _cmd_run(args: argparse.Namespace) -> int:
     check_run_flags(args)
     start_vulkan_early(device=args.device)  # before the imports below, which it overlaps
-    from vkcore.runner import run
+    from vkcore.exec.runner import run
 
     from .progress import FrameProgress
 
@@ -233,7 +233,7 @@ def _wait_for_enter(prompt: str) -> None:
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:
-    from vkcore.device import list_devices
+    from vkcore.device.context import list_devices
 
     devices = list_devices("off" if args.no_emulation_layers else "auto")
     if args.json:

@@ -178,7 +178,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     writable; the suffix the resource's kind exports as), ``--resource`` (a resource of the trace) and
     ``--frame`` (a frame of the trace). The output is written atomically."""
     from capture.trace import Trace
-    from vkcore.npyio import write_flat_int8, write_typed
+    from vkcore.scenario.npyio import write_flat_int8, write_typed
     from vkcore.outputs import check_output_target
 
     check_output_target(args.output, place="-o")
@@ -192,7 +192,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if kind == "tensor":
         if suffix != ".npy":
             raise UsageError(f"{args.output}: a tensor exports as .npy")
-        from vkcore.formats import tensor_dtype
+        from vkcore.resources.formats import tensor_dtype
 
         write_typed(args.output, _npy_descr(tensor_dtype(meta["format"])), meta["dims"], data)
     elif kind == "buffer":
@@ -237,8 +237,8 @@ def _check_export_suffix(path: Path, kind: str) -> None:
 
 def export_image(path: Path, meta: dict[str, Any], data: bytes | memoryview) -> None:
     """Level 0 of an image snapshot as .dds or .png (like ``dst``); .npy as an NHWC array of all of level 0."""
-    from vkcore.formats import format_info
-    from vkcore.images import write_image_file
+    from vkcore.resources.formats import format_info
+    from vkcore.resources.images import write_image_file
 
     fmt = format_info(meta["format"])
     dims = meta["dims"]
@@ -252,7 +252,7 @@ def export_image(path: Path, meta: dict[str, Any], data: bytes | memoryview) -> 
             raise UsageError(f"{path}: {fmt.name} has no DDS equivalent; export it as .npy")
         write_image_file(path, fmt, width, height, texel, level0)
     elif suffix == ".npy":
-        from vkcore.npyio import write_typed
+        from vkcore.scenario.npyio import write_typed
 
         import numpy as np
 

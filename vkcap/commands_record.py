@@ -13,7 +13,7 @@ from vkcore.errors import EXIT_INTERRUPTED, UsageError, VkcapError
 from .commands_inspect import size_text, snapshot_figures, trace_summary
 
 if TYPE_CHECKING:
-    from vkcore.scenario import Scenario
+    from vkcore.scenario.model import Scenario
 
 
 ZSTD_MIN_LEVEL, ZSTD_MAX_LEVEL = -(1 << 17), 22  # zstd's ZSTD_minCLevel() and ZSTD_maxCLevel()
@@ -90,7 +90,7 @@ def check_trace_target(target: Path, run: Any) -> tuple["Scenario", ExistingTrac
     exists at ``target`` (see :func:`capture.container.failed_trace_path`), else None."""
     from capture.container import failed_trace_path
     from vkcore.outputs import check_output_target
-    from vkcore.scenario import load_scenario
+    from vkcore.scenario.model import load_scenario
 
     check_output_target(target, place="-o")
     scenario = load_scenario(run.scenario, warn_deprecated=True)

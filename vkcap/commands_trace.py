@@ -225,7 +225,7 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     import json as _json
     import logging
 
-    from vkcore.driver import use_driver
+    from vkcore.device.driver import use_driver
 
     check_compare_flags(args, [args.trace])  # --reference-icd's manifest too
     use_driver(args.icd)

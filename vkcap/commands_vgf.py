@@ -26,7 +26,7 @@ def register(sub: Any, add_common: AddFlags) -> None:
 
 
 def cmd_vgf(args: argparse.Namespace) -> int:
-    from vkcore.vgf import read_vgf
+    from vkcore.graphs.vgf import read_vgf
 
     vgf = read_vgf(args.file)
     if args.json:
@@ -53,11 +53,11 @@ def _size(n: int) -> str:
 
 
 def vgf_tree(vgf: Any) -> Any:
-    """A ``rich.tree.Tree`` of a :class:`vkcore.vgf.VgfFile`."""
+    """A ``rich.tree.Tree`` of a :class:`vkcore.graphs.vgf.VgfFile`."""
     from rich.markup import escape
     from rich.tree import Tree
 
-    from vkcore.vgf import (
+    from vkcore.graphs.vgf import (
         BORDER_COLORS, SAMPLER_ADDRESS_MODES, SAMPLER_FILTERS, CodeKind, descriptor_type_name, stage_flags_name,
     )
 

@@ -45,13 +45,13 @@ def check_compare_flags(args: argparse.Namespace, inputs: list[Path]) -> None:
     (and before Vulkan starts): tolerance numbers (finite, >= 0, ``--ulp`` below 2**63), the tolerance
     file's own content, ``--timeout``
     (positive, finite), report paths (:func:`replay.report.check_output`; none may be one of
-    ``inputs``, the traces read), driver manifests (:func:`vkcore.driver.check_manifest`). Raises
+    ``inputs``, the traces read), driver manifests (:func:`vkcore.device.driver.check_manifest`). Raises
     :class:`UsageError` (exit 2) naming the flag."""
     import math
 
     from replay.report import check_output
     from replay.tolerances import MAX_ULP, load_tolerance_file
-    from vkcore.driver import check_manifest
+    from vkcore.device.driver import check_manifest
 
     for name, value in (("--atol", args.atol), ("--rtol", args.rtol), ("--ulp", args.ulp)):
         if value is not None and not math.isfinite(value):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from vkcore.executor import Event, FrameFinished, FrameStarted
+from vkcore.exec.executor import Event, FrameFinished, FrameStarted
 
 LONG_RUN_FRAMES = 2  # show a bar once a run has more frames (frames x repeats) than this
 

@@ -5,13 +5,13 @@ from typing import TYPE_CHECKING, Any
 
 import vulkan as vk
 
-from ..buffers import DeviceBuffer
-from ..scenario import BufferBarrier, DispatchBarrier, ImageBarrier, MemoryBarrier, TensorBarrier
-from ..sync import ACCESS, LAYOUT, BarrierBatch, buffer_barrier, memory_barrier, stage_mask
+from ..resources.buffers import DeviceBuffer
+from ..scenario.model import BufferBarrier, DispatchBarrier, ImageBarrier, MemoryBarrier, TensorBarrier
+from ..device.sync import ACCESS, LAYOUT, BarrierBatch, buffer_barrier, memory_barrier, stage_mask
 from .base import AfterSegment, NoDeviceWork
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..exec.session import Session
 
 
 class BarrierKind(NoDeviceWork):
@@ -23,7 +23,7 @@ class BarrierKind(NoDeviceWork):
 
 def barrier_batch(session: "Session", cmd: DispatchBarrier) -> BarrierBatch:
     """One batch of every barrier ``cmd`` names. An image barrier to a new layout sets the image's
-    :attr:`~vkcore.images.DeviceImage.layout`, which later copies of it start from."""
+    :attr:`~vkcore.resources.images.DeviceImage.layout`, which later copies of it start from."""
     scenario, resources = session.scenario, session.resources
     assert resources is not None
     batch = BarrierBatch()
@@ -63,7 +63,7 @@ def barrier_batch(session: "Session", cmd: DispatchBarrier) -> BarrierBatch:
         tensor_barriers.append(resource.barrier(  # type: ignore[attr-defined]
             stage_mask(t.src_stage), ACCESS[t.src_access], stage_mask(t.dst_stage), ACCESS[t.dst_access]))
     if tensor_barriers:
-        from ..tensors import tensor_dependency
+        from ..resources.tensors import tensor_dependency
 
         chained = tensor_dependency(tensor_barriers)
         batch.extra_next = chained.value

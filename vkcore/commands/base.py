@@ -7,12 +7,13 @@ a command kind is one new module here plus its registry line.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+import dataclasses
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Mapping, Protocol
 
-from ..scenario import Binding, Scenario
+from ..scenario.model import Binding, Scenario
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..exec.session import Session
 
 # A snapshot taken right after a command with --dispatch-level: (uid, size, command index[, segment]).
 SnapshotEntry = tuple[Any, ...]
@@ -103,6 +104,11 @@ class NoDeviceWork:
 
     def limit_problems(self, limits: Any, cmd: Any) -> list[tuple[str, str]]:
         return []
+
+
+def command_key(cmd: Any) -> Hashable:
+    """A command without its position in the scenario: equal keys record equal GPU work."""
+    return dataclasses.replace(cmd, index=-1)
 
 
 def declared_writes(scenario: Scenario, bindings: tuple[Binding, ...]) -> list[str]:

@@ -1,7 +1,7 @@
-"""``mark_boundary``: ends a frame; the resources it names are captured there (see :mod:`vkcore.plan`)."""
+"""``mark_boundary``: ends a frame; the resources it names are captured there (see :mod:`vkcore.exec.plan`)."""
 from __future__ import annotations
 
-from ..scenario import MarkBoundary
+from ..scenario.model import MarkBoundary
 from .base import NoDeviceWork
 
 

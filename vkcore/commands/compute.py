@@ -1,4 +1,4 @@
-"""``dispatch_compute``: a compute pipeline whose layout the shader decides (:mod:`vkcore.shader_bindings`),
+"""``dispatch_compute``: a compute pipeline whose layout the shader decides (:mod:`vkcore.shaders.bindings`),
 its descriptor sets, push constants, the dispatch and its implicit barrier. Identical commands (up to
 their position) share one prepared dispatch, unless profiling times each."""
 from __future__ import annotations
@@ -8,19 +8,19 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import vulkan as vk
 
-from .. import validation
+from ..device import validation
 from ..errors import ScenarioError, UnsupportedDeviceFeature
-from ..limits import refuse_beyond_stage_limits
-from ..pipelines import ComputePipeline
-from ..scenario import Binding, DispatchCompute, Scenario, Shader
-from ..shader_bindings import resolve_bindings, signature
-from ..spirv import Reflection
-from ..sync import implicit_barrier
+from .limits import refuse_beyond_stage_limits
+from ..shaders.pipelines import ComputePipeline
+from ..scenario.model import Binding, DispatchCompute, Scenario, Shader
+from ..shaders.bindings import resolve_bindings, signature
+from ..shaders.spirv import Reflection
+from ..device.sync import implicit_barrier
 from .base import AfterSegment, SnapshotEntry, declared_writes
 from .descriptors import allocate_sets, check_bindings, create_pool, reflect_shader
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..exec.session import Session
 
 
 @dataclass
@@ -74,7 +74,7 @@ class ComputeKind:
     def prepare(self, session: "Session", commands: list[DispatchCompute]) -> None:
         """One descriptor pool for every set, then per command (or per distinct command): the bindings
         checked against the resources, the pipeline, the sets, the push data (zero-padded)."""
-        from ..session import command_key
+        from .base import command_key
 
         profiling = session.options.profiling
         distinct = commands if profiling else list({command_key(c): c for c in reversed(commands)}.values())[::-1]

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 import vulkan as vk
 
 from ..errors import ScenarioError, UnsupportedDeviceFeature
-from ..scenario import Shader
-from ..shader_bindings import LayoutBinding
-from ..spirv import CAPABILITY_FEATURES, Reflection, SpirvError, reflect
+from ..scenario.model import Shader
+from ..shaders.bindings import LayoutBinding
+from ..shaders.spirv import CAPABILITY_FEATURES, Reflection, SpirvError, reflect
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..exec.session import Session
 
 
 def create_pool(session: "Session", commands: list[Any]) -> Any:

@@ -1,7 +1,7 @@
 """``dispatch_fragment``: a full-screen draw (three vertices, no vertex input) with a vertex and a
 fragment shader, through dynamic rendering into the color attachments (a view of one mip level each,
 loaded and stored, in layout GENERAL) or over ``render_extent`` without any. The shaders' descriptors,
-together, decide the layout as for a compute dispatch (:mod:`vkcore.shader_bindings`), visible to both
+together, decide the layout as for a compute dispatch (:mod:`vkcore.shaders.bindings`), visible to both
 stages; push constants are one range for both, as large as the larger of their sizes."""
 from __future__ import annotations
 
@@ -10,18 +10,18 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import vulkan as vk
 
-from .. import validation
-from ..limits import refuse_beyond_stage_limits
-from ..pipelines import ComputePipeline
-from ..scenario import Binding, DispatchFragment, Scenario, Shader
-from ..shader_bindings import resolve_bindings, signature
-from ..spirv import Reflection
-from ..sync import FULL_BARRIER, BarrierBatch, memory_barrier
+from ..device import validation
+from .limits import refuse_beyond_stage_limits
+from ..shaders.pipelines import ComputePipeline
+from ..scenario.model import Binding, DispatchFragment, Scenario, Shader
+from ..shaders.bindings import resolve_bindings, signature
+from ..shaders.spirv import Reflection
+from ..device.sync import FULL_BARRIER, BarrierBatch, memory_barrier
 from .base import AfterSegment, SnapshotEntry, declared_writes
 from .descriptors import allocate_sets, check_bindings, create_pool, reflect_shader
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..exec.session import Session
 
 DRAWN_VERTICES = 3  # one triangle that covers the viewport, its corners made by the vertex shader
 

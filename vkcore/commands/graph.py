@@ -1,17 +1,17 @@
 """``dispatch_graph`` (and its newer name ``dispatch_vgf``): a VGF's segments, graph and compute, in
-order (see :mod:`vkcore.graph_dispatch`); identical commands share one prepared graph."""
+order (see :mod:`vkcore.graphs.dispatch`); identical commands share one prepared graph."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Mapping
 
 import vulkan as vk
 
-from .. import validation
-from ..scenario import Binding, DispatchGraph, Scenario
+from ..device import validation
+from ..scenario.model import Binding, DispatchGraph, Scenario
 from .base import AfterSegment, NoDeviceWork, SnapshotEntry
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..exec.session import Session
 
 
 class GraphKind(NoDeviceWork):
@@ -34,8 +34,8 @@ class GraphKind(NoDeviceWork):
                 for seg in graph.segments for name in seg.writes]
 
     def prepare(self, session: "Session", commands: list[DispatchGraph]) -> None:
-        from ..graph_dispatch import PreparedGraph
-        from ..session import command_key
+        from ..graphs.dispatch import PreparedGraph
+        from .base import command_key
 
         assert session.resources is not None and session.factory is not None
         by_key: dict[Hashable, PreparedGraph] = {}

@@ -16,19 +16,19 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import vulkan as vk
 
-from .. import optical_flow_ffi as off
-from .. import validation
+from ..device import optical_flow_ffi as off
+from ..device import validation
 from ..errors import ScenarioError, UnsupportedDeviceFeature
-from ..formats import FORMATS
-from ..optical_flow import EXTENSION, Connection, OpticalFlowConfig, OpticalFlowPipeline, OpticalFlowSupport, query_support
-from ..scenario import OPTICAL_FLOW_OUTPUTS, Binding, DispatchOpticalFlow, Scenario
-from ..shader_bindings import LayoutBinding
-from ..sync import FULL_BARRIER, BarrierBatch, memory_barrier
+from ..resources.formats import FORMATS
+from ..graphs.optical_flow import EXTENSION, Connection, OpticalFlowConfig, OpticalFlowPipeline, OpticalFlowSupport, query_support
+from ..scenario.model import OPTICAL_FLOW_OUTPUTS, Binding, DispatchOpticalFlow, Scenario
+from ..shaders.bindings import LayoutBinding
+from ..device.sync import FULL_BARRIER, BarrierBatch, memory_barrier
 from .base import AfterSegment, SnapshotEntry
 from .descriptors import allocate_sets, check_bindings, create_pool
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..exec.session import Session
 
 # role -> (how the node connects it, the descriptor kind it is bound as, the format use the device is asked about)
 ROLES: dict[str, tuple[str, str, str]] = {
@@ -81,7 +81,7 @@ class OpticalFlowKind:
                 for b in cmd.bindings)
 
     def prepare(self, session: "Session", commands: list[DispatchOpticalFlow]) -> None:
-        from ..graphs import GraphApi
+        from ..graphs.data_graph import GraphApi
 
         support = query_support(session.ctx)
         if support is None:

@@ -1,25 +1,25 @@
 """``dispatch_spirv_graph``: a data graph from a SPIR-V module, run by the graph machinery as the
-one-segment model :mod:`vkcore.spirv_graph` describes; otherwise as ``dispatch_graph``."""
+one-segment model :mod:`vkcore.graphs.spirv_graph` describes; otherwise as ``dispatch_graph``."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import validation
+from ..device import validation
 from ..errors import ScenarioError
-from ..vgf import VgfError
-from ..scenario import DispatchSpirvGraph, Shader
+from ..graphs.vgf import VgfError
+from ..scenario.model import DispatchSpirvGraph, Shader
 from .graph import GraphKind
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..exec.session import Session
 
 
 class SpirvGraphKind(GraphKind):
     command_type: type = DispatchSpirvGraph
 
     def prepare(self, session: "Session", commands: list[Any]) -> None:
-        from ..graph_dispatch import PreparedGraph
-        from ..spirv_graph import as_graph_command, model_of
+        from ..graphs.dispatch import PreparedGraph
+        from ..graphs.spirv_graph import as_graph_command, model_of
 
         assert session.resources is not None and session.factory is not None
         for cmd in commands:

@@ -1,0 +1,288 @@
+"""``run``: a scenario from file to outputs, as a drop-in for the reference ``scenario-runner``.
+
+The order guarantees that bad input never costs a half-written output: the scenario is validated
+and every device object is built before anything is executed, and ``dst`` files are written to a
+temporary name and renamed only once the whole run succeeded.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from ..device.context import CUSTOM_BORDER_EXT, OPTICAL_FLOW_EXT, EmulationMode, VulkanContext
+from .executor import DispatchTimed, Event, FrameConsumer, StopRequest, execute
+from ..shaders.pipelines import cache_file_for
+from .plan import Plan, make_plan
+from ..errors import ScenarioError
+from ..scenario.model import Barrier, DispatchOpticalFlow, DispatchSpirvGraph, Graph, GraphConstant, Image, Scenario, Tensor, load_scenario
+from .session import HostTimer, Session, SessionOptions
+from ..device.sync import uses_graph_sync
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    scenario: Path
+    output: Path | None = None
+    repeat: int = 1
+    dry_run: bool = False
+    pipeline_caching: bool = False
+    clear_pipeline_cache: bool = False
+    cache_path: Path = Path("/tmp")
+    fail_on_pipeline_cache_miss: bool = False
+    profiling_dump_path: Path | None = None
+    perf_counters_dump_path: Path | None = None
+    device: str | None = None
+    emulation: EmulationMode = "auto"
+    frame_timeout_s: float | None = None
+    capture_all: bool = False
+    disabled_extensions: tuple[str, ...] = ()  # --disable-extension
+    robust: bool = False  # --enable-robustness-features
+    neural_flags: tuple[str, ...] = ()  # the --neural-* flags given (statistics of a neural accelerator)
+    capture_frame: bool = False  # --capture-frame (RenderDoc)
+    debug_markers: bool = False  # --enable-gpu-debug-markers
+    session_memory_dump_dir: Path | None = None  # --session-memory-dump-dir
+    graph_profiling_dump_dir: Path | None = None  # --emulation-layer-profiling-dump-dir
+
+
+@dataclass
+class RunResult:
+    plan: Plan
+    outputs: list[Path] = field(default_factory=list)
+    frames_run: int = 0
+    pipeline_cache_hits: int = 0
+    pipeline_cache_misses: int = 0
+    seconds: float = 0.0
+    device_name: str = ""
+    interrupted: bool = False
+
+
+def scenario_needs(scenario: Scenario) -> tuple[bool, bool]:
+    """(needs VK_ARM_tensors, needs VK_ARM_data_graph) for this scenario."""
+    tensors = any(isinstance(r, Tensor) for r in scenario.resources)
+    graphs = any(isinstance(r, (Graph, GraphConstant)) for r in scenario.resources) or any(
+        uses_graph_sync(r.src_access, r.dst_access, r.src_stage, r.dst_stage)
+        for r in scenario.resources
+        if isinstance(r, Barrier)
+    ) or any(isinstance(c, (DispatchSpirvGraph, DispatchOpticalFlow)) for c in scenario.commands)
+    return tensors or graphs, graphs
+
+
+def wanted_extensions(scenario: Scenario) -> tuple[str, ...]:
+    """Optional device extensions the scenario can use (enabled when the device has them)."""
+    custom = any(isinstance(r, Image) and r.border_color.endswith("_CUSTOM_EXT") for r in scenario.resources)
+    optical_flow = any(isinstance(c, DispatchOpticalFlow) for c in scenario.commands)
+    return (CUSTOM_BORDER_EXT,) * custom + (OPTICAL_FLOW_EXT,) * optical_flow
+
+
+log = logging.getLogger("vkcap.runner")
+NEURAL_STATISTICS_EXT = "VK_ARM_data_graph_neural_accelerator_statistics"
+
+
+def _say_no_neural_statistics(ctx: VulkanContext, flags: tuple[str, ...]) -> None:
+    """The reference's --neural-* flags dump a neural accelerator's debug data and statistics; say
+    plainly that nothing is written, and why."""
+    why = (f"device '{ctx.info.name}' has no neural accelerator (no {NEURAL_STATISTICS_EXT})"
+           if NEURAL_STATISTICS_EXT not in ctx.info.extensions else "vkcap does not collect neural accelerator data")
+    log.warning("%s: %s; nothing is written", ", ".join(flags), why)
+
+
+def renderdoc_loaded() -> bool:
+    """Whether RenderDoc's library is in this process (vkcap started from RenderDoc, or with it preloaded)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("librenderdoc.so", mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+    except OSError:
+        return False
+    return True
+
+
+def _say_how_renderdoc_captures(ctx: VulkanContext) -> None:
+    """--capture-frame: one line saying what a RenderDoc capture will see."""
+    from ..device.context import FRAME_BOUNDARY_EXT
+
+    if not renderdoc_loaded():
+        log.warning("--capture-frame: RenderDoc is not loaded in this process (start vkcap from RenderDoc); nothing "
+                    "is captured")
+    elif FRAME_BOUNDARY_EXT in ctx.extensions:
+        log.info("--capture-frame: RenderDoc is loaded; each frame ends with a VkFrameBoundaryEXT it can capture on")
+    else:
+        log.warning("--capture-frame: RenderDoc is loaded, but device '%s' has no %s to mark frames with; capture "
+                    "from RenderDoc's own controls", ctx.info.name, FRAME_BOUNDARY_EXT)
+
+
+def open_context(scenario: Scenario, options: RunOptions) -> VulkanContext:
+    need_tensors, need_graphs = scenario_needs(scenario)
+    return VulkanContext(device=options.device, need_tensors=need_tensors, need_graphs=need_graphs,
+                         emulation=options.emulation, want_extensions=wanted_extensions(scenario),
+                         disabled_extensions=options.disabled_extensions, robust=options.robust)
+
+
+def check_outputs(scenario: Scenario, options: RunOptions) -> None:
+    """Refuse, before any device work, an output the run could not write or must not replace (see
+    :func:`vkcore.outputs.output_target_problem`): a ``dst`` resolving to a folder, a device node or a
+    FIFO, under a file, or into a read-only folder is a :class:`ScenarioError` at the resource's
+    ``dst``; a dump path (``--profiling-dump-path``, ``--perf-counters-dump-path``) an
+    :class:`~vkcore.outputs.OutputTargetError` naming the flag, as is a dump folder
+    (``--session-memory-dump-dir``, ``--emulation-layer-profiling-dump-dir``) that is a file, lies under one
+    or cannot be written. Creates nothing."""
+    from ..outputs import check_output_folder, check_output_target, output_target_problem
+
+    for resource in () if options.dry_run else scenario.resources:  # a dry run writes no dst
+        dst = getattr(resource, "dst", "")
+        if dst:
+            target = scenario.dst_path(dst, options.output)
+            problem = output_target_problem(target)
+            if problem is not None:
+                raise ScenarioError(f"{target}: {problem}", file=scenario.path, place=f"{resource.place}.dst")
+    for flag, path in (("--profiling-dump-path", options.profiling_dump_path),
+                       ("--perf-counters-dump-path", options.perf_counters_dump_path)):
+        if path is not None:
+            check_output_target(path, place=flag)
+    for flag, folder in (("--session-memory-dump-dir", options.session_memory_dump_dir),
+                         ("--emulation-layer-profiling-dump-dir", options.graph_profiling_dump_dir)):
+        if folder is not None:
+            check_output_folder(folder, place=flag)
+
+
+def session_options(options: RunOptions) -> SessionOptions:
+    cache = cache_file_for(options.scenario, options.cache_path) if options.pipeline_caching else None
+    return SessionOptions(
+        profiling=options.profiling_dump_path is not None,
+        pipeline_cache_path=cache,
+        clear_pipeline_cache=options.clear_pipeline_cache,
+        fail_on_pipeline_cache_miss=options.fail_on_pipeline_cache_miss,
+        readable_graph_sessions=options.session_memory_dump_dir is not None,
+        debug_labels=options.debug_markers,
+    )
+
+
+async def run_async(
+    options: RunOptions,
+    *,
+    on_event: Callable[[Event], None] | None = None,
+    consumer: FrameConsumer | None = None,
+    stop: StopRequest | None = None,
+    on_session: Callable[[Session], Awaitable[None]] | None = None,
+    before_close: Callable[[RunResult | None], Awaitable[None]] | None = None,
+    scenario: Scenario | None = None,
+) -> RunResult:
+    """Validate, build, execute and write outputs. ``on_session`` runs once the session is built
+    (and inputs loaded), before the first frame: recording uses it to store the initial state.
+    ``before_close`` is awaited before the session closes, also after an error or a cancellation,
+    with the result (None when the run failed): a recorder that still reads the session's memory
+    holds it open until it is done, and finishes its trace while the session and device close."""
+    import trio
+
+    t_start = time.perf_counter()
+    timer = HostTimer()
+    with timer.measure("Scenario Setup", "Parse Scenario"):
+        scenario = scenario or load_scenario(options.scenario, warn_deprecated=True)
+        plan = make_plan(scenario, capture_all=options.capture_all)
+    check_outputs(scenario, options)
+    result = RunResult(plan)
+    timings: list[DispatchTimed] = []
+
+    def collect(event: Event) -> None:
+        if isinstance(event, DispatchTimed):
+            timings.append(event)
+        if on_event is not None:
+            on_event(event)
+
+    ctx = open_context(scenario, options)
+    try:
+        result.device_name = ctx.info.name
+        if options.neural_flags:
+            _say_no_neural_statistics(ctx, options.neural_flags)
+        if options.capture_frame:
+            _say_how_renderdoc_captures(ctx)
+        try:
+            session = Session(ctx, plan, session_options(options), timer)
+        except ScenarioError as exc:
+            exc.file = exc.file or str(scenario.path)  # device-dependent checks name the scenario too
+            raise
+        failed = False
+        try:
+            cache = session.cache
+            assert cache is not None
+            result.pipeline_cache_hits = cache.hits
+            result.pipeline_cache_misses = cache.misses
+            session.save_pipeline_cache()
+            if options.dry_run:  # the pipelines are built and cached: their compilation times are reported
+                _write_reports(options, timer, timings, t_start, time.perf_counter())
+                return result
+            session.load_inputs()
+            if on_session is not None:
+                await on_session(session)
+            t_run = time.perf_counter()
+            result.frames_run = await execute(
+                session,
+                repeat=options.repeat,
+                on_event=collect,
+                consumer=consumer,
+                frame_timeout_s=options.frame_timeout_s,
+                stop=stop,
+            )
+            timer.add("Run Scenario", "Execute Frames", time.perf_counter() - t_run)
+            if stop is not None and stop.requested:
+                result.interrupted = True
+                return result
+            # In a worker thread, as the session's and the context's teardown below: the trio loop
+            # stays free for the consumer's tasks (a recorder still writing its last frames).
+            result.outputs = await trio.to_thread.run_sync(session.write_outputs, options.output)
+            if options.session_memory_dump_dir is not None:
+                from ..graphs.dumps import dump_session_memories
+
+                dump_session_memories(session, options.session_memory_dump_dir)
+            if options.graph_profiling_dump_dir is not None:
+                from ..graphs.dumps import dump_graph_profiling
+
+                dump_graph_profiling(session, options.graph_profiling_dump_dir)
+            result.seconds = time.perf_counter() - t_start
+            from ..graphs.dumps import session_memory_usage
+
+            _write_reports(options, timer, timings, t_start, t_run, session_memory_usage(session))
+            return result
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            if before_close is not None:
+                with trio.CancelScope(shield=True):
+                    await before_close(None if failed else result)
+            await _in_thread(session.close)
+    finally:
+        await _in_thread(ctx.close)
+
+
+def _write_reports(options: RunOptions, timer: HostTimer, timings: list[DispatchTimed], t_start: float,
+                   t_run: float, memory_usage: list[tuple[str, int]] | None = None) -> None:
+    """``--profiling-dump-path`` and ``--perf-counters-dump-path``, as the reference writes them (on a
+    dry run too: no timestamps, and the set-up phases with the pipelines' compilation times)."""
+    from .reports import perf_counters_document, profiling_document, write_json
+
+    if options.profiling_dump_path is not None:
+        write_json(options.profiling_dump_path, profiling_document(timings, memory_usage or []))
+    if options.perf_counters_dump_path is not None:
+        write_json(options.perf_counters_dump_path,
+                   perf_counters_document(timer, time.perf_counter() - t_start, t_run - t_start))
+
+
+async def _in_thread(release: Callable[[], None]) -> None:
+    """Run a teardown in a worker thread, to completion even when the run is being cancelled."""
+    import trio
+
+    with trio.CancelScope(shield=True):
+        await trio.to_thread.run_sync(release)
+
+
+def run(options: RunOptions, **kwargs: Any) -> RunResult:
+    """Synchronous entry point: one trio run."""
+    import trio
+
+    return trio.run(lambda: run_async(options, **kwargs))

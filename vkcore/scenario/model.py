@@ -1,0 +1,473 @@
+"""The typed, immutable scenario model.
+
+``load_scenario(path)`` reads a scenario JSON file, validates it (JSON Schema, then the checks a schema
+cannot express; see :mod:`vkcore.scenario.validate`) and returns a :class:`Scenario`. Every field of the
+specification is represented, with the specification's defaults filled in, so later stages never look
+at raw JSON again. Paths stay as written; :meth:`Scenario.src_path` / :meth:`Scenario.dst_path` resolve
+them (``src`` against the scenario's folder, ``dst`` against the output folder), like the reference runner.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar, Union
+
+from ..errors import ScenarioError
+
+
+@dataclass(frozen=True)
+class SpecializationConstant:
+    id: int
+    value: int | float
+
+
+@dataclass(frozen=True)
+class SpecializationConstantMap:
+    specialization_constants: tuple[SpecializationConstant, ...]
+    shader_target: str
+
+
+@dataclass(frozen=True)
+class ShaderSubstitution:
+    shader_ref: str
+    target: str
+
+
+@dataclass(frozen=True)
+class SubresourceRange:
+    base_mip_level: int = 0
+    level_count: int = 1
+    base_array_layer: int = 0
+    layer_count: int = 1
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Common part of every resource: its uid and its position in ``resources``."""
+
+    KIND: ClassVar[str] = ""
+    uid: str
+    index: int
+
+    @property
+    def place(self) -> str:
+        """The JSON path of this resource, e.g. ``resources[3].buffer``."""
+        return f"resources[{self.index}].{self.KIND}"
+
+
+@dataclass(frozen=True)
+class Buffer(Resource):
+    KIND: ClassVar[str] = "buffer"
+    size: int = 0
+    shader_access: str = "readwrite"
+    src: str = ""
+    dst: str = ""
+    memory_group: str = ""
+    memory_offset: int = 0  # the reference runner's memory_group.offset, in bytes
+
+
+@dataclass(frozen=True)
+class Image(Resource):
+    KIND: ClassVar[str] = "image"
+    format: str = ""
+    dims: tuple[int, ...] = ()
+    shader_access: str = "readonly"
+    mips: int = 1
+    src: str = ""
+    dst: str = ""
+    min_filter: str = "NEAREST"
+    mag_filter: str = "NEAREST"
+    mip_filter: str = "NEAREST"
+    border_address_mode: str = "CLAMP_EDGE"
+    border_color: str = "FLOAT_TRANSPARENT_BLACK"
+    custom_border_color: tuple[int | float, ...] = ()
+    memory_group: str = ""
+    memory_offset: int = 0
+    tiling: str = ""  # absent: LINEAR when a tensor aliases the image (as the reference runner), else OPTIMAL
+    color_attachment: bool = False  # usable as a dispatch_fragment's color attachment
+
+
+@dataclass(frozen=True)
+class Tensor(Resource):
+    KIND: ClassVar[str] = "tensor"
+    dims: tuple[int, ...] = ()
+    format: str = ""
+    shader_access: str = "readwrite"
+    src: str = ""
+    dst: str = ""
+    memory_group: str = ""
+    memory_offset: int = 0
+    tiling: str = "LINEAR"
+
+
+@dataclass(frozen=True)
+class RawData(Resource):
+    KIND: ClassVar[str] = "raw_data"
+    src: str = ""
+
+
+@dataclass(frozen=True)
+class Shader(Resource):
+    KIND: ClassVar[str] = "shader"
+    src: str = ""
+    entry: str = "main"
+    type: str = "SPIR-V"
+    stage: str = "compute"  # compute, vertex or fragment
+    build_options: str = ""
+    include_dirs: tuple[str, ...] = ()
+    push_constants_size: int = 0
+    specialization_constants: tuple[SpecializationConstant, ...] = ()
+
+
+@dataclass(frozen=True)
+class Graph(Resource):
+    KIND: ClassVar[str] = "graph"
+    src: str = ""
+    specialization_constants_map: tuple[SpecializationConstantMap, ...] = ()
+    shader_substitutions: tuple[ShaderSubstitution, ...] = ()
+    push_constants_size: int = 0
+
+
+@dataclass(frozen=True)
+class GraphConstant(Resource):
+    """Constant tensor data for a ``dispatch_spirv_graph`` (a ``.npy`` ``src``)."""
+
+    KIND: ClassVar[str] = "graph_constant"
+    dims: tuple[int, ...] = ()
+    format: str = ""
+    src: str = ""
+
+
+@dataclass(frozen=True)
+class Barrier(Resource):
+    """Fields shared by the four barrier kinds."""
+
+    src_access: str = ""
+    dst_access: str = ""
+    src_stage: tuple[str, ...] = ("ALL",)  # the reference runner's default when omitted
+    dst_stage: tuple[str, ...] = ("ALL",)
+
+
+@dataclass(frozen=True)
+class MemoryBarrier(Barrier):
+    KIND: ClassVar[str] = "memory_barrier"
+
+
+@dataclass(frozen=True)
+class BufferBarrier(Barrier):
+    KIND: ClassVar[str] = "buffer_barrier"
+    buffer_resource: str = ""
+    size: int = 0
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class ImageBarrier(Barrier):
+    KIND: ClassVar[str] = "image_barrier"
+    image_resource: str = ""
+    old_layout: str = "IMAGE_LAYOUT_GENERAL"
+    new_layout: str = "IMAGE_LAYOUT_GENERAL"
+    subresource_range: SubresourceRange = SubresourceRange()
+
+
+@dataclass(frozen=True)
+class TensorBarrier(Barrier):
+    KIND: ClassVar[str] = "tensor_barrier"
+    tensor_resource: str = ""
+
+
+# How the reference runner binds an image no shader declares, by shader_access, and what a binding's
+# descriptor_type can force (descriptor kinds as vkcore.shaders.spirv names them).
+IMAGE_DEFAULT_BY_ACCESS = {"readonly": "combined_image_sampler", "readwrite": "combined_image_sampler",
+                           "writeonly": "storage_image", "image_read": "storage_image"}
+AUTO = "VK_DESCRIPTOR_TYPE_AUTO"
+OVERRIDES = {AUTO: None, "VK_DESCRIPTOR_TYPE_STORAGE_IMAGE": "storage_image"}
+
+
+@dataclass(frozen=True)
+class Binding:
+    set: int
+    id: int
+    resource_ref: str
+    lod: int | None = None  # None: the whole image; a level binds that mip level's view
+    descriptor_type: str = "VK_DESCRIPTOR_TYPE_AUTO"
+
+
+@dataclass(frozen=True)
+class PushConstantMap:
+    push_data_ref: str
+    shader_target: str
+
+
+@dataclass(frozen=True)
+class Command:
+    KIND: ClassVar[str] = ""
+    index: int
+    spelled: str = field(default="", compare=False, kw_only=True)  # the JSON key, where it is an alias of KIND
+
+    @property
+    def place(self) -> str:
+        return f"commands[{self.index}].{self.spelled or self.KIND}"
+
+
+@dataclass(frozen=True)
+class DispatchCompute(Command):
+    KIND: ClassVar[str] = "dispatch_compute"
+    shader_ref: str = ""
+    push_data_ref: str = ""
+    rangeND: tuple[int, int, int] = (1, 1, 1)
+    bindings: tuple[Binding, ...] = ()
+    implicit_barrier: bool = True
+
+
+@dataclass(frozen=True)
+class AttachmentRef:
+    resource_ref: str
+    lod: int = 0
+
+
+@dataclass(frozen=True)
+class DispatchFragment(Command):
+    KIND: ClassVar[str] = "dispatch_fragment"
+    debug_name: str = ""
+    vertex_shader_ref: str = ""
+    fragment_shader_ref: str = ""
+    bindings: tuple[Binding, ...] = ()
+    color_attachment_refs: tuple[AttachmentRef, ...] = ()
+    render_extent: tuple[int, ...] = ()
+    push_data_ref: str = ""
+    implicit_barrier: bool = True
+
+
+@dataclass(frozen=True)
+class DispatchGraph(Command):
+    KIND: ClassVar[str] = "dispatch_graph"
+    graph_ref: str = ""
+    push_constants: tuple[PushConstantMap, ...] = ()
+    bindings: tuple[Binding, ...] = ()
+    implicit_barrier: bool = True
+    shader_substitutions: tuple[ShaderSubstitution, ...] = ()  # where the reference runner reads them
+
+
+@dataclass(frozen=True)
+class DispatchSpirvGraph(Command):
+    """A data graph from a SPIR-V module (``OpGraphARM``) given as a shader resource: no VGF."""
+
+    KIND: ClassVar[str] = "dispatch_spirv_graph"
+    graph_ref: str = ""
+    bindings: tuple[Binding, ...] = ()
+    graph_constants: tuple[str, ...] = ()
+    implicit_barrier: bool = True
+
+
+@dataclass(frozen=True)
+class OpticalFlowBinding(Binding):
+    """An image of a ``dispatch_optical_flow``: a binding with its role (a key of ``bindings``)."""
+
+    role: str = ""
+
+
+# The roles of an optical-flow command's images, in the order they are bound and reported.
+OPTICAL_FLOW_ROLES = ("search_image", "template_image", "hint_motion_vectors", "output_image", "output_cost")
+OPTICAL_FLOW_OUTPUTS = ("output_image", "output_cost")
+
+
+@dataclass(frozen=True)
+class DispatchOpticalFlow(Command):
+    """Motion vectors from a search and a template image through VK_ARM_data_graph_optical_flow."""
+
+    KIND: ClassVar[str] = "dispatch_optical_flow"
+    width: int = 0
+    height: int = 0
+    grid_size: str = ""
+    performance_level: str = "medium"
+    execution_flags: tuple[str, ...] = ()
+    mean_flow_l1_norm_hint: int = 0
+    implicit_barrier: bool = True
+    bindings: tuple[OpticalFlowBinding, ...] = ()  # in OPTICAL_FLOW_ROLES order, the optional ones when given
+
+    def image(self, role: str) -> OpticalFlowBinding | None:
+        return next((b for b in self.bindings if b.role == role), None)
+
+
+@dataclass(frozen=True)
+class DispatchBarrier(Command):
+    KIND: ClassVar[str] = "dispatch_barrier"
+    image_barrier_refs: tuple[str, ...] = ()
+    tensor_barrier_refs: tuple[str, ...] = ()
+    memory_barrier_refs: tuple[str, ...] = ()
+    buffer_barrier_refs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MarkBoundary(Command):
+    KIND: ClassVar[str] = "mark_boundary"
+    resources: tuple[str, ...] = ()
+    frame_id: int | None = None  # None: the frame's position (ids given by hand are deprecated)
+
+
+AnyResource = Union[Buffer, Image, Tensor, RawData, Shader, Graph, GraphConstant, MemoryBarrier, BufferBarrier,
+                    ImageBarrier, TensorBarrier]
+AnyCommand = Union[DispatchCompute, DispatchFragment, DispatchGraph, DispatchSpirvGraph, DispatchOpticalFlow,
+                   DispatchBarrier, MarkBoundary]
+
+RESOURCE_KINDS: dict[str, type[Resource]] = {
+    cls.KIND: cls
+    for cls in (Buffer, Image, Tensor, RawData, Shader, Graph, GraphConstant, MemoryBarrier, BufferBarrier, ImageBarrier,
+                TensorBarrier)
+}
+COMMAND_KINDS: dict[str, type[Command]] = {
+    cls.KIND: cls for cls in (DispatchCompute, DispatchFragment, DispatchGraph, DispatchSpirvGraph, DispatchOpticalFlow,
+                              DispatchBarrier, MarkBoundary)
+}
+# The reference runner's newer names: same fields, same command.
+COMMAND_ALIASES = {"dispatch_vgf": "dispatch_graph", "frame_boundary": "mark_boundary"}
+
+# Nested JSON objects and how to build them: (dataclass field name) -> constructor of one element.
+_NESTED: dict[str, Any] = {
+    "specialization_constants": lambda d: SpecializationConstant(d["id"], d["value"]),
+    "specialization_constants_map": lambda d: SpecializationConstantMap(
+        tuple(SpecializationConstant(s["id"], s["value"]) for s in d.get("specialization_constants", ())),
+        d["shader_target"],
+    ),
+    "shader_substitutions": lambda d: ShaderSubstitution(d["shader_ref"], d["target"]),
+    "bindings": lambda d: Binding(**d),
+    "push_constants": lambda d: PushConstantMap(d["push_data_ref"], d["shader_target"]),
+    "color_attachment_refs": lambda d: AttachmentRef(d) if isinstance(d, str) else AttachmentRef(d["resource_ref"], d.get("lod", 0)),
+}
+
+
+# The reference runner (0.11) spells barrier enums in lower case ("compute_shader_write", "compute", "general");
+# the specification in upper case. The schema accepts both; the model keeps the specification's spelling.
+_ACCESS = ("MEMORY_WRITE", "MEMORY_READ", "GRAPH_WRITE", "GRAPH_READ", "COMPUTE_SHADER_WRITE", "COMPUTE_SHADER_READ")
+_SPEC_SPELLING: dict[str, dict[str, str]] = {
+    "access": {a.lower(): f"ACCESS_{a}" for a in _ACCESS},
+    "stage": {s.lower(): s for s in ("GRAPH", "COMPUTE", "ALL")},
+    "layout": {v.lower(): f"IMAGE_LAYOUT_{v}" for v in ("TENSOR_ALIASING", "GENERAL", "UNDEFINED")},
+}
+_SPELLED_FIELDS = {"src_access": "access", "dst_access": "access", "src_stage": "stage", "dst_stage": "stage",
+                   "old_layout": "layout", "new_layout": "layout"}
+
+
+def _convert(name: str, value: Any) -> Any:
+    """Turn one validated JSON value into the model's representation of field ``name``."""
+    if name == "memory_group":  # the specification names the group "uid", the reference runner "id"
+        return (value.get("uid") or value.get("id") or "") if isinstance(value, dict) else str(value)
+    if name in _SPELLED_FIELDS:
+        table = _SPEC_SPELLING[_SPELLED_FIELDS[name]]
+        if isinstance(value, list):
+            return tuple(table.get(v, v) for v in value)
+        return table.get(value, value)
+    if name == "subresource_range":
+        return SubresourceRange(**value)
+    if name == "rangeND":
+        dims = tuple(int(v) for v in value)
+        return dims + (1,) * (3 - len(dims))
+    if name == "bindings" and isinstance(value, dict):  # dispatch_optical_flow: images by role
+        return tuple(OpticalFlowBinding(**value[role], role=role) for role in OPTICAL_FLOW_ROLES if value.get(role))
+    if name in _NESTED:
+        return tuple(_NESTED[name](v) for v in value)
+    if isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def _build(cls: type, index: int, body: dict[str, Any]) -> Any:
+    known = {f.name for f in fields(cls)}
+    kwargs = {k: _convert(k, v) for k, v in body.items() if k in known and k != "index"}
+    group = body.get("memory_group")
+    if "memory_offset" in known and isinstance(group, dict):
+        kwargs["memory_offset"] = int(group.get("offset", 0))
+    return cls(index=index, **kwargs)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario: resources and commands in file order, looked up by uid."""
+
+    path: Path
+    document: dict[str, Any] = field(repr=False, compare=False)
+    resources: tuple[AnyResource, ...]
+    commands: tuple[AnyCommand, ...]
+    by_uid: dict[str, AnyResource] = field(repr=False, compare=False)
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    def src_path(self, relative: str) -> Path:
+        """Resolve a ``src``-like path: absolute as is, else against the scenario's folder."""
+        p = Path(relative)
+        return p if p.is_absolute() else self.base_dir / p
+
+    def dst_path(self, relative: str, output_dir: Path | None) -> Path:
+        """Resolve a ``dst`` path: absolute as is, else against ``--output`` (default: scenario folder)."""
+        p = Path(relative)
+        return p if p.is_absolute() else (output_dir or self.base_dir) / p
+
+    def of_kind(self, cls: type[Resource]) -> list[Any]:
+        return [r for r in self.resources if isinstance(r, cls)]
+
+
+def scenario_from_document(document: dict[str, Any], path: Path) -> Scenario:
+    """Build the model from an already validated document (see :func:`load_scenario`)."""
+    resources: list[Any] = []
+    for i, item in enumerate(document.get("resources", [])):
+        (kind, body), = item.items()
+        resources.append(_build(RESOURCE_KINDS[kind], i, body))
+    commands: list[Any] = []
+    for i, item in enumerate(document.get("commands", [])):
+        (kind, body), = item.items()
+        command = _build(COMMAND_KINDS[COMMAND_ALIASES.get(kind, kind)], i, body)
+        commands.append(command if kind == command.KIND else dataclasses.replace(command, spelled=kind))
+    return Scenario(
+        path=path,
+        document=document,
+        resources=tuple(resources),
+        commands=tuple(commands),
+        by_uid={r.uid: r for r in resources},
+    )
+
+
+def parse_json(text: str | bytes, path: Path) -> dict[str, Any]:
+    """Parse JSON text, reporting a syntax error with its line and column. An integer too long for
+    Python to read becomes a :class:`vkcore.scenario.validate.LongInteger`, which validation refuses at its
+    JSON path."""
+    from .validate import parse_json_int
+
+    try:
+        doc = json.loads(text, parse_int=parse_json_int)
+    except json.JSONDecodeError as exc:
+        raise ScenarioError(f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", file=path) from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"invalid JSON: not UTF-8 text ({exc.reason})", file=path) from None
+    except RecursionError:
+        raise ScenarioError("invalid JSON: nested too deeply", file=path) from None
+    if not isinstance(doc, dict):
+        raise ScenarioError("the root must be a JSON object with 'resources' and 'commands'", file=path)
+    return doc
+
+
+def load_scenario(path: str | Path, *, warn_deprecated: bool = False) -> Scenario:
+    """Read, validate and model a scenario file. Raises :class:`ScenarioError` on any problem.
+    ``warn_deprecated``: log the reference runner's deprecation warnings (for a user's own file)."""
+    from .validate import deprecations, validate_document
+
+    p = Path(path)
+    try:
+        text = p.read_bytes()
+    except FileNotFoundError:
+        raise ScenarioError("no such file", file=p) from None
+    except IsADirectoryError:
+        raise ScenarioError("is a folder, not a scenario file", file=p) from None
+    except OSError as exc:
+        raise ScenarioError(f"cannot read: {exc.strerror}", file=p) from None
+    document = parse_json(text, p)
+    validate_document(document, p)
+    if warn_deprecated:
+        for line in deprecations(document, p):
+            logging.getLogger("vkcap.scenario").warning("%s", line)
+    return scenario_from_document(document, p.absolute())
