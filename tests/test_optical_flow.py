@@ -267,7 +267,9 @@ def test_optical_flow_pipelines_are_counted_by_the_pipeline_cache(builder: Scena
 def test_session_memory_dumps_and_memory_usage_as_the_reference(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """``--session-memory-dump-dir``: one file per memory object of the optical flow's session (its
     transient memory and its cache), named and sized as the reference's (their bytes differ from run to
-    run in the reference too); ``--profiling-dump-path``'s "Memory Usage" as the reference's."""
+    run in the reference too); ``--profiling-dump-path``'s "Memory Usage" as the reference's. Where the
+    device cannot map that memory (NVIDIA's H100), one warning per object and no file: the reference dies
+    there with SIGSEGV."""
     pair(builder, 64, 64)
     builder.commands.append(optical_flow(builder, 64, 64, 8, cost=True))
     scenario = builder.save()
@@ -275,6 +277,13 @@ def test_session_memory_dumps_and_memory_usage_as_the_reference(builder: Scenari
     proc = vkcap("run", scenario, "--output", tmp_path / "ours", "--session-memory-dump-dir", ours,
                  "--profiling-dump-path", tmp_path / "ours.json")
     assert proc.returncode == 0, proc.stderr
+    if "cannot map it" in proc.stderr:  # NVIDIA: this session memory is device-local only (the reference dies there)
+        assert [line for line in proc.stderr.splitlines() if "session-memory" in line] == [
+            f"vkcap: --session-memory-dump-dir: skipping session memory {n}: the device cannot map it" for n in (0, 1)]
+        assert not ours.exists()
+        usage = json.loads((tmp_path / "ours.json").read_text())["Memory Usage"]
+        assert [(u["Command name"], u["Command type"]) for u in usage] == [("dispatch_optical_flow", "DataGraphDispatch")]
+        return
     sizes = {p.name: len(p.read_text().split("\n")) - 1 for p in ours.iterdir()}  # lines of 16 bytes
     assert set(sizes) == {"Graph_Pipeline_0_Session_RAM_0.txt", "Graph_Pipeline_1_Session_RAM_1.txt"}
     usage = json.loads((tmp_path / "ours.json").read_text())["Memory Usage"]

@@ -2,6 +2,7 @@
 laid over a LINEAR image with strides from the image's row pitch, with and without a shader."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -122,9 +123,9 @@ def test_explicit_image_barrier_and_record_replay_of_aliased_resources(builder: 
 def test_a_tensor_over_part_of_an_image(builder: ScenarioBuilder, tmp_path: Path, tiling: str, offset: int,
                                         rows: int) -> None:
     """A tensor of fewer rows than the image, at a memory-group offset into it (a row boundary or inside a
-    row), sees the texels from there on (the row pitch of this LINEAR image is 128 bytes), byte for byte
-    as the reference's. OPTIMAL images have no layout a tensor can follow: the reference and vkcap agree
-    there too (the tensor sees the bytes at that offset of the image's memory)."""
+    row), sees the texels from there on (rows of 128 bytes here, for both tilings on both devices tried),
+    byte for byte as the reference's on lavapipe. On the NVIDIA H100 the reference's tensor reads other
+    memory (different bytes on each run; even a whole OPTIMAL image): compared with numpy only there."""
     values = np.arange(H * W * 4, dtype=np.float32).reshape(H, W, 4)
     write_dds(builder.root / "in.dds", W, H, 2, [values.tobytes()])  # DXGI_FORMAT_R32G32B32A32_FLOAT
     pair(builder, image_fields={"src": "in.dds", "tiling": tiling},
@@ -135,12 +136,17 @@ def test_a_tensor_over_part_of_an_image(builder: ScenarioBuilder, tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     got = np.load(tmp_path / "ours" / "t.npy")
     assert got.shape == (1, rows, W, 4)
-    if tiling == "LINEAR":
-        np.testing.assert_array_equal(got.reshape(-1), values.reshape(-1)[offset // 4: offset // 4 + rows * W * 4])
-    if reference_runner() is not None:
+    np.testing.assert_array_equal(got.reshape(-1), values.reshape(-1)[offset // 4: offset // 4 + rows * W * 4])
+    if reference_runner() is not None and on_lavapipe():
         ref = run_reference(scenario, tmp_path / "reference")
         assert ref.returncode == 0, ref.stderr[-2000:]
         assert (tmp_path / "ours" / "t.npy").read_bytes() == (tmp_path / "reference" / "t.npy").read_bytes()
+
+
+def on_lavapipe() -> bool:
+    proc = vkcap("devices", "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)[0]["driver_name"] == "llvmpipe"
 
 
 def test_a_tensor_reaching_past_its_image_is_refused(builder: ScenarioBuilder, tmp_path: Path) -> None:
