@@ -1,6 +1,7 @@
 """Every command kind of today's format in one scenario: each frame runs a compute dispatch, a fragment
-pass, a SPIR-V graph, a VGF graph and an optical flow. Recorded, replayed, and a fragment shader
-replaced from frame 3 on is found by bisect at that frame and command."""
+pass, a SPIR-V graph, a VGF graph and an optical flow: every output byte for byte the reference's (on
+lavapipe and on the H100), recorded, replayed, and a fragment shader replaced from frame 3 on is found
+by bisect at that frame and command."""
 from __future__ import annotations
 
 import json
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 from tests.builders import ScenarioBuilder, load_output, vkcap
+from tests.reference import assert_same_outputs
 from tests.test_fragment import FULL_SCREEN, H, W, draw
 from tests.test_optical_flow import optical_flow, pair
 from tests.test_run_graphs import DIMS, F32, TOSA
@@ -71,6 +73,7 @@ def test_every_kind_recorded_replayed_and_bisected(builder: ScenarioBuilder, tmp
     trace = tmp_path / "t.vkt"
     proc = vkcap("record", scenario, "-o", trace, "--output", tmp_path, "--checkpoint-every", "2", "--dispatch-level")
     assert proc.returncode == 0, proc.stderr
+    assert_same_outputs(scenario, tmp_path, tmp_path / "ref", ["acc.npy", "from_spirv.npy", "from_vgf.npy", "flow.dds"])
     rows, cols = np.mgrid[0:H, 0:W]
     np.testing.assert_array_equal(load_output(tmp_path / "acc.npy", np.float32), ((rows + cols) * FRAMES).reshape(-1))
     for name in ("from_spirv", "from_vgf"):
