@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import subprocess
 from pathlib import Path
 
@@ -61,3 +62,30 @@ def test_no_labels_without_the_flag(builder: ScenarioBuilder, tmp_path: Path) ->
     two_frames(builder)
     calls = captured_calls(builder, tmp_path)
     assert not [c for c in calls if "DebugUtilsLabel" in c["name"] or "DebugUtilsObjectName" in c["name"]]
+
+
+def test_capture_frame_makes_one_renderdoc_capture_per_frame(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """``--capture-frame`` under RenderDoc (Debian's ``renderdoccmd capture``): each frame is one capture,
+    holding that frame's dispatch and, with ``--enable-gpu-debug-markers``, its labels."""
+    if shutil.which("renderdoccmd") is None:
+        pytest.fail("renderdoccmd is not installed (make setup installs it)")
+    two_frames(builder)
+    scenario = builder.save()
+    captures = tmp_path / "captures"
+    captures.mkdir()
+    repo = Path(__file__).resolve().parent.parent
+    launch = subprocess.run(
+        ["renderdoccmd", "capture", "-w", "-d", str(repo), "-c", str(captures / "vkcap"), sys.executable, "-m", "vkcap",
+         "run", str(scenario), "--output", str(tmp_path / "out"), "--capture-frame", "--enable-gpu-debug-markers"],
+        capture_output=True, text=True, timeout=300)
+    assert "vkcap: --capture-frame: RenderDoc is loaded; each frame becomes one capture" in launch.stdout + launch.stderr, (
+        launch.stdout + launch.stderr)
+    np.testing.assert_array_equal(load_output(tmp_path / "out" / "c.npy", np.float32), np.full(8, 3, np.float32))
+    files = sorted(captures.glob("*.rdc"))
+    assert len(files) == 2, files
+    for frame, capture in enumerate(files):
+        xml = capture.with_suffix(".xml")
+        subprocess.run(["renderdoccmd", "convert", "-f", str(capture), "-o", str(xml), "-c", "xml"], check=True,
+                       capture_output=True, timeout=120)
+        text = xml.read_text(errors="replace")
+        assert text.count("vkCmdDispatch") == 1 and f"commands[{3 * frame}].dispatch_compute (add)" in text

@@ -80,12 +80,12 @@ def test_neural_accelerator_flags_say_plainly_that_nothing_is_written(builder: S
 
 def test_capture_frame_says_plainly_whether_renderdoc_is_there(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """RenderDoc is not installed here: the run goes on, and one line says that nothing is captured."""
-    from vkcore.exec.runner import renderdoc_loaded
+    from vkcore.device.renderdoc import loaded_library
 
-    assert not renderdoc_loaded()
+    assert loaded_library() is None
     builder.shader("spill", SPILL).buffer("a", 128, dst="a.npy").dispatch("spill", [(0, 0, "a")], [1, 1, 1])
     proc = vkcap("run", builder.save(), "--output", tmp_path, "--capture-frame")
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines()[0] == ("vkcap: --capture-frame: RenderDoc is not loaded in this process (start "
-                                           "vkcap from RenderDoc); nothing is captured")
+                                           "vkcap from RenderDoc or with 'renderdoccmd capture'); nothing is captured")
     np.testing.assert_array_equal(load_output(tmp_path / "a.npy", np.float32), np.ones(32))

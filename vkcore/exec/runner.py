@@ -91,29 +91,13 @@ def _say_no_neural_statistics(ctx: VulkanContext, flags: tuple[str, ...]) -> Non
     log.warning("%s: %s; nothing is written", ", ".join(flags), why)
 
 
-def renderdoc_loaded() -> bool:
-    """Whether RenderDoc's library is in this process (vkcap started from RenderDoc, or with it preloaded)."""
-    import ctypes
-
-    try:
-        ctypes.CDLL("librenderdoc.so", mode=os.RTLD_NOLOAD | os.RTLD_NOW)
-    except OSError:
-        return False
-    return True
-
-
-def _say_how_renderdoc_captures(ctx: VulkanContext) -> None:
-    """--capture-frame: one line saying what a RenderDoc capture will see."""
-    from ..device.context import FRAME_BOUNDARY_EXT
-
-    if not renderdoc_loaded():
-        log.warning("--capture-frame: RenderDoc is not loaded in this process (start vkcap from RenderDoc); nothing "
-                    "is captured")
-    elif FRAME_BOUNDARY_EXT in ctx.extensions:
-        log.info("--capture-frame: RenderDoc is loaded; each frame ends with a VkFrameBoundaryEXT it can capture on")
+def _say_how_renderdoc_captures(session: Session) -> None:
+    """--capture-frame: one line saying what RenderDoc will capture."""
+    if session.renderdoc is None:
+        log.warning("--capture-frame: RenderDoc is not loaded in this process (start vkcap from RenderDoc or with "
+                    "'renderdoccmd capture'); nothing is captured")
     else:
-        log.warning("--capture-frame: RenderDoc is loaded, but device '%s' has no %s to mark frames with; capture "
-                    "from RenderDoc's own controls", ctx.info.name, FRAME_BOUNDARY_EXT)
+        log.info("--capture-frame: RenderDoc is loaded; each frame becomes one capture")
 
 
 def open_context(scenario: Scenario, options: RunOptions) -> VulkanContext:
@@ -159,6 +143,7 @@ def session_options(options: RunOptions) -> SessionOptions:
         fail_on_pipeline_cache_miss=options.fail_on_pipeline_cache_miss,
         readable_graph_sessions=options.session_memory_dump_dir is not None,
         debug_labels=options.debug_markers,
+        renderdoc_captures=options.capture_frame,
     )
 
 
@@ -199,14 +184,14 @@ async def run_async(
         result.device_name = ctx.info.name
         if options.neural_flags:
             _say_no_neural_statistics(ctx, options.neural_flags)
-        if options.capture_frame:
-            _say_how_renderdoc_captures(ctx)
         try:
             session = Session(ctx, plan, session_options(options), timer)
         except ScenarioError as exc:
             exc.file = exc.file or str(scenario.path)  # device-dependent checks name the scenario too
             raise
         failed = False
+        if options.capture_frame:
+            _say_how_renderdoc_captures(session)
         try:
             cache = session.cache
             assert cache is not None

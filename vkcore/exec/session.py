@@ -27,6 +27,7 @@ from ..commands.limits import refuse_beyond_limits
 from ..scenario.npyio import read_header
 from ..shaders.pipelines import PipelineCache, PipelineFactory
 from ..device.debug_labels import DebugLabels, command_label
+from ..device.renderdoc import RenderDoc
 from .plan import Frame, Plan, unwritable_resources
 from .resource_set import ResourceSet
 from ..resources.base import free_staging, staging_buffer
@@ -47,6 +48,7 @@ class SessionOptions:
     fail_on_pipeline_cache_miss: bool = False
     readable_graph_sessions: bool = False  # graph session memory host-visible (--session-memory-dump-dir)
     debug_labels: bool = False  # --enable-gpu-debug-markers (see vkcore.device.debug_labels)
+    renderdoc_captures: bool = False  # --capture-frame: each frame a RenderDoc capture (vkcore.device.renderdoc)
 
 
 @dataclass
@@ -110,6 +112,7 @@ class Session:
         self.owned: list[Any] = []  # what the command kinds made that has a destroy(), destroyed by close()
         self._command_buffers: dict[Hashable, Any] = {}
         self.labels = DebugLabels.load(ctx) if options.debug_labels else None
+        self.renderdoc = RenderDoc.attach(ctx.instance) if options.renderdoc_captures else None
         try:
             for kind, commands in by_kind(self.scenario.commands):
                 kind.resolve(self, commands)
@@ -323,11 +326,16 @@ class Session:
         cb_info = vk.VkCommandBufferSubmitInfo(commandBuffer=cb)
         boundary = self._frame_boundary(frame)
         submit = vk.VkSubmitInfo2(pNext=boundary if boundary is not None else vk.ffi.NULL, pCommandBufferInfos=[cb_info])
+        if self.renderdoc is not None:
+            self.renderdoc.start()
         try:
             with validation.at(f"frame {frame.frame_id}"):
                 vk.vkQueueSubmit2(self.ctx.queue, 1, [submit], fence)
         except vk.VkError as exc:
             raise DeviceError(f"frame {frame.frame_id}: vkQueueSubmit2 failed ({type(exc).__name__})") from None
+        finally:
+            if self.renderdoc is not None:
+                self.renderdoc.end()
         validation.check()
 
     def _frame_boundary(self, frame: Frame) -> Any:
