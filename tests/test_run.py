@@ -214,6 +214,10 @@ def test_several_frames(builder: ScenarioBuilder, tmp_path: Path) -> None:
     assert counters["unit"] == "microseconds"
     assert {"Scenario Setup", "Pipeline Setup", "Run Scenario", "Save Results"} <= counters.keys()
     assert not {"Load Pipeline Cache", "Save Pipeline Cache"} & counters.keys()
+    # the reference's names for each pass (vkcap adds the wall time of the whole execution)
+    assert [c["name"] for c in counters["Run Scenario"]["counters"]] == [
+        "Reset Query Pool. Iteration: 1", "Creating Command Buffer. Iteration: 1", "Submit Commands. Iteration: 1",
+        "Wait for Fence. Iteration: 1", "Execute Frames"]
     run_ok("run", builder.save(), "--output", tmp_path, "--perf-counters-dump-path", perf, "--pipeline-caching",
            "--cache-path", tmp_path / "cache")
     counters = json.loads(perf.read_text())

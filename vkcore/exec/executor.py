@@ -134,6 +134,11 @@ async def execute(
     completed = 0
     order = seqs if seqs is not None else range(repeat * len(frames))
     total = len(order)
+    # Host time per pass of the run, in the reference runner's --perf-counters-dump-path names.
+    spent: dict[tuple[int, str], float] = {}
+
+    def count(pass_index: int, name: str, since: float) -> None:
+        spent[(pass_index, name)] = spent.get((pass_index, name), 0.0) + time.perf_counter() - since
 
     async def submitter(send: trio.MemorySendChannel) -> None:
         async with send:
@@ -146,9 +151,13 @@ async def execute(
                 if stop is not None and stop.requested:  # set while this waited for a free slot
                     return
                 layout = consumer.layout(frame, seq) if consumer else NO_CAPTURE
+                t = time.perf_counter()
                 cb = session.command_buffer(frame, layout, slot)
+                count(pass_index, "Creating Command Buffer", t)
                 emit(FrameStarted(pass_index, frame, total, seq))
+                t = time.perf_counter()
                 session.submit(frame, cb, slot)
+                count(pass_index, "Submit Commands", t)
                 await send.send((pass_index, seq, frame, slot, layout, time.perf_counter()))
 
     async def consume(snapshot: FrameSnapshot, slot: int) -> None:
@@ -162,7 +171,9 @@ async def execute(
         nonlocal completed
         async with receive:
             async for pass_index, seq, frame, slot, layout, t0 in receive:
+                t = time.perf_counter()
                 await trio.to_thread.run_sync(session.wait, frame, slot, timeout_ns)
+                count(pass_index, "Wait for Fence", t)
                 emit(FrameFinished(pass_index, seq, frame, time.perf_counter() - t0))
                 for name, kind, begin, end in session.dispatch_timings(frame):
                     emit(DispatchTimed(pass_index, frame, name, kind, begin, end, session.ctx.timestamp_period))
@@ -179,6 +190,10 @@ async def execute(
             nursery.start_soon(submitter, send)
     except BaseExceptionGroup as group:
         raise_single(group)
+    for pass_index in sorted({p for p, _ in spent}):
+        # Queries are reset inside each frame's command buffer: no host time, as the reference measures it.
+        for name in ("Reset Query Pool", "Creating Command Buffer", "Submit Commands", "Wait for Fence"):
+            session.timer.add("Run Scenario", f"{name}. Iteration: {pass_index + 1}", spent.get((pass_index, name), 0.0))
     return completed
 
 
