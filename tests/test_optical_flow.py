@@ -98,6 +98,12 @@ CASES: dict[str, dict[str, Any]] = {
     "BGRA input, temporal hints off": dict(width=64, height=64, grid=8, fmt="VK_FORMAT_B8G8R8A8_UNORM",
                                            execution_flags=["disable_temporal_hints"]),
     "three frames through the cache": dict(width=64, height=64, grid=4, frames=3),
+    "2x2 fast with hint and cost, 80x64": dict(width=80, height=64, grid=2, hint=True, cost=True,
+                                               performance_level="fast"),
+    "1x1 slow": dict(width=64, height=64, grid=1, performance_level="slow"),
+    "4x4 of 100x70 (rounded up)": dict(width=100, height=70, grid=4),
+    "BGRA 8x8 with hint and cost over two frames": dict(width=96, height=96, grid=8, fmt="VK_FORMAT_B8G8R8A8_UNORM",
+                                                        hint=True, cost=True, frames=2),
 }
 
 
