@@ -99,15 +99,20 @@ def run_both(scenario_path: Path, tmp_path: Path, outputs: list[str]) -> dict[st
 X = np.arange(N, dtype=np.float32) - 4
 
 
-def test_a_chain_of_compute_segments_over_storage_buffers(builder: ScenarioBuilder, tmp_path: Path) -> None:
+def double_then_increment(root: Path) -> Path:
     """in -> double -> (intermediate buffer) -> increment -> out."""
-    m = Model(builder.root)
+    m = Model(root)
     m.buffer("in", "input")
     m.buffer("mid", "intermediate")
     m.buffer("out", "output")
     m.segment("double", shader("x[i] * 2.0"), ["in"], "mid")
     m.segment("inc", shader("x[i] + 1.0"), ["mid"], "out")
-    m.save([(0, "in")], [(1, "out")])
+    return m.save([(0, "in")], [(1, "out")])
+
+
+def test_a_chain_of_compute_segments_over_storage_buffers(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """in -> double -> (intermediate buffer) -> increment -> out."""
+    double_then_increment(builder.root)
     got = run_both(scenario(builder, X, [(0, 0, "x"), (0, 1, "y")], ["y"]), tmp_path, ["y"])
     np.testing.assert_array_equal(got["y"], X * 2 + 1)
 
@@ -169,13 +174,7 @@ def test_explicit_descriptor_set_indices(builder: ScenarioBuilder, tmp_path: Pat
 def test_buffer_intermediates_are_snapshotted_and_replayed(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """With --dispatch-level, each segment's output (the intermediate buffer too) is a snapshot, and the
     trace replays identical."""
-    m = Model(builder.root)
-    m.buffer("in", "input")
-    m.buffer("mid", "intermediate")
-    m.buffer("out", "output")
-    m.segment("double", shader("x[i] * 2.0"), ["in"], "mid")
-    m.segment("inc", shader("x[i] + 1.0"), ["mid"], "out")
-    m.save([(0, "in")], [(1, "out")])
+    double_then_increment(builder.root)
     path = scenario(builder, X, [(0, 0, "x"), (0, 1, "y")], ["y"])
     trace = tmp_path / "t.vkt"
     proc = vkcap("record", path, "-o", trace, "--output", tmp_path, "--dispatch-level")
