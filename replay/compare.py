@@ -72,10 +72,10 @@ def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *,
     b = _as_array(live, dtype)
     tail = len(recorded) - a.nbytes
     if tail and len(recorded) == len(live) and bytes(recorded[-tail:]) != bytes(live[-tail:]):
-        return Comparison(uid, dtype, DIVERGED, a.size, 0,
+        return Comparison(uid, dtype, DIVERGED, a.size, 0, 0,
                           size_mismatch=f"the last {tail} byte(s), which do not fill a {dtype} element, differ")
     if len(recorded) != len(live):
-        return Comparison(uid, dtype, DIVERGED, max(a.size, b.size), max(a.size, b.size),
+        return Comparison(uid, dtype, DIVERGED, max(a.size, b.size), max(a.size, b.size), max(a.size, b.size),
                           size_mismatch=f"recorded {len(recorded)} bytes, live {len(live)} bytes")
     if bytes(recorded) == bytes(live) if len(recorded) < 4096 else np.array_equal(
         np.frombuffer(recorded, np.uint8), np.frombuffer(live, np.uint8)
@@ -109,6 +109,9 @@ def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *,
         result.max_abs = float(abs_err.max(initial=0.0))
         result.max_rel = float(rel_err.max(initial=0.0))
         result.max_ulp = int(ulp.max(initial=0))
+        result.beyond_max_abs = float(abs_err[failing].max(initial=0.0))
+        result.beyond_max_rel = float(rel_err[failing].max(initial=0.0))
+        result.beyond_max_ulp = int(ulp[failing].max(initial=0))
         differing_at, failing_at = where[differs], where[failing]
     else:
         differs = a != b  # exact, in the native type (no float64 rounding of 64-bit values)
@@ -121,13 +124,18 @@ def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *,
             gap = np.array([abs(int(x) - int(y)) for x, y in zip(ra.tolist(), rb.tolist())], dtype=object)
             base = np.array([abs(int(x)) for x in ra.tolist()], dtype=object)
         differing_at, failing_at = idx, idx
+        beyond = np.ones(idx.size, dtype=bool)
         if tolerance.atol:
             within = np.array([g <= tolerance.atol for g in gap], dtype=bool) if gap.dtype == object else gap <= tolerance.atol
-            failing_at = idx[~within]
+            beyond = ~within
+            failing_at = idx[beyond]
         result.max_abs = float(max(gap.tolist(), default=0))
         rels = [g / m if m else (math.inf if g else 0.0) for g, m in zip(gap.tolist(), base.tolist())]
         result.max_rel = float(max(rels, default=0.0))
+        result.beyond_max_abs = float(max((g for g, b in zip(gap.tolist(), beyond) if b), default=0))
+        result.beyond_max_rel = float(max((r for r, b in zip(rels, beyond) if b), default=0.0))
     result.differing = int(differing_at.size)
+    result.beyond_tolerance = int(failing_at.size)
     if result.differing:
         flat = int(failing_at[0]) if failing_at.size else int(differing_at[0])
         in_shape = shape is not None and flat < int(np.prod(shape)) <= a.size  # e.g. level 0 of a mipmapped image

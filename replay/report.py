@@ -17,7 +17,7 @@ from .results import DIVERGED, IDENTICAL, Comparison, FrameResult, from_json_num
 REPLAY_SIDES = ("recorded", "live")
 DIFF_SIDES = ("A", "B")
 #: The fields of a :class:`Comparison` that may hold a non-finite float (written as "inf", "nan"...).
-FLOAT_FIELDS = frozenset({"max_abs", "max_rel", "first_recorded", "first_live"})
+FLOAT_FIELDS = frozenset({"max_abs", "max_rel", "first_recorded", "first_live", "beyond_max_abs", "beyond_max_rel"})
 
 
 def comparison_line(c: Comparison, sides: tuple[str, str] = REPLAY_SIDES) -> str:
@@ -27,10 +27,10 @@ def comparison_line(c: Comparison, sides: tuple[str, str] = REPLAY_SIDES) -> str
         return f"{c.uid}: identical ({c.count} elements)"
     if c.size_mismatch:
         return f"{c.uid}: {c.status}: size differs ({c.size_mismatch})"
-    parts = [
-        f"{c.uid}: {c.status}: {c.differing}/{c.count} {c.dtype} elements differ ({c.share:.2%})",
-        f"max abs {c.max_abs:.6g}", f"max rel {c.max_rel:.6g}",
-    ]
+    counted = f"{c.uid}: {c.status}: {c.differing}/{c.count} {c.dtype} elements differ ({c.share:.2%})"
+    if c.beyond_tolerance != c.differing:
+        counted += f", {c.beyond_tolerance} beyond the tolerance ({c.beyond_share:.2%})"
+    parts = [counted, f"max abs {c.max_abs:.6g}", f"max rel {c.max_rel:.6g}"]
     if c.max_ulp:
         parts.append(f"max {c.max_ulp} ULP")
     if c.nan_mismatches:
@@ -122,6 +122,35 @@ def write_junit(path: Path, suite: str, frames: Iterable[Any], *, crash: tuple[i
     write_atomic(path, [ET.tostring(root, encoding="utf-8", xml_declaration=True)])
 
 
+PIPE_WIDTH = 100_000  # off a terminal: wide enough that no table is ever cut (rich renders tables at their natural width)
+
+
+def report_console(*, stderr: bool = False) -> Any:
+    """A rich console for tables and reports that never cuts a number: off a terminal (a CI log, a pipe)
+    as wide as any table needs, without colour codes; on a terminal at its width, with tables made by
+    :func:`report_table` folding long cells onto more lines rather than ending them with an ellipsis."""
+    import sys
+
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=PIPE_WIDTH, no_color=True, highlight=False, soft_wrap=True)
+
+
+def report_table(title: str, columns: Iterable[str], *, right: Iterable[str] = ()) -> Any:
+    """A rich table whose cells fold (wrap) rather than being cut with an ellipsis; ``right``: the
+    columns aligned right."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    aligned = set(right)
+    for col in columns:
+        table.add_column(col, overflow="fold", justify="right" if col in aligned else "left")
+    return table
+
+
 def print_frames(frames: list[Any], *, show_identical: bool = False, console: Any = None, title: str = "replay") -> None:
     """A table of the comparisons worth showing (all of them with ``show_identical``, else those of
     frames that diverged or are only within tolerance), titled ``title``; nothing, and rich not even
@@ -135,18 +164,14 @@ def print_frames(frames: list[Any], *, show_identical: bool = False, console: An
             where = "" if c.first_index is None else f"[{', '.join(map(str, c.first_index))}] {c.first_recorded!r} -> {c.first_live!r}"
             label = c.uid if cmd is None else f"{c.uid} (after command {cmd})"
             rows.append((str(f.seq), label, f"[{style}]{c.status}[/{style}]", f"{c.differing}/{c.count}",
-                         f"{c.max_abs:.3g}", f"{c.max_rel:.3g}", str(c.max_ulp), where))
+                         f"{c.beyond_tolerance}/{c.count}", f"{c.max_abs:.3g}", f"{c.max_rel:.3g}", str(c.max_ulp), where))
     if not rows:
         return
-    from rich.console import Console  # 40 ms of imports: only when there is something to show
-    from rich.table import Table
-
-    table = Table(title=title)
-    for col in ("frame", "resource", "status", "differ", "max abs", "max rel", "max ULP", "first difference"):
-        table.add_column(col)
+    table = report_table(title, ("frame", "resource", "status", "differ", "beyond tol.", "max abs", "max rel",
+                                 "max ULP", "first difference"))
     for row in rows:
         table.add_row(*row)
-    (console or Console()).print(table)
+    (console or report_console()).print(table)
 
 
 def frames_from_document(frames: list[dict[str, Any]]) -> list[Any]:
@@ -161,7 +186,7 @@ def frames_from_document(frames: list[dict[str, Any]]) -> list[Any]:
                           for k, v in d.items() if k in names and k != "extras"})
         if c.first_index is not None:
             c.first_index = tuple(c.first_index)
-        c.extras = {k: v for k, v in d.items() if k not in names and k not in ("share", "command")}
+        c.extras = {k: v for k, v in d.items() if k not in names and k not in ("share", "beyond_share", "command")}
         return c
 
     return [

@@ -81,7 +81,8 @@ class Comparison:
     dtype: str
     status: str
     count: int
-    differing: int = 0
+    differing: int = 0  # elements that differ at all (any bit)
+    beyond_tolerance: int = 0  # elements outside the tolerance in force: what decides the verdict
     max_abs: float = 0.0
     max_rel: float = 0.0
     max_ulp: int = 0
@@ -90,12 +91,19 @@ class Comparison:
     first_index: tuple[int, ...] | None = None
     first_recorded: Any = None
     first_live: Any = None
+    beyond_max_abs: float = 0.0  # the statistics of the elements beyond the tolerance
+    beyond_max_rel: float = 0.0
+    beyond_max_ulp: int = 0
     size_mismatch: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
 
     @property
     def share(self) -> float:
         return self.differing / self.count if self.count else 0.0
+
+    @property
+    def beyond_share(self) -> float:
+        return self.beyond_tolerance / self.count if self.count else 0.0
 
     @property
     def diverged(self) -> bool:
@@ -108,6 +116,7 @@ class Comparison:
         d = {k: v for k, v in self.__dict__.items() if k != "extras"}
         d.update(self.extras)
         d["share"] = self.share
+        d["beyond_share"] = self.beyond_share
         d["first_index"] = list(self.first_index) if self.first_index is not None else None
         return json_safe(d)
 

@@ -563,3 +563,62 @@ def test_statistics_of_a_few_diverged_elements_in_a_large_array_are_exact() -> N
     assert (c.first_recorded, c.first_live) == (float(recorded[123_456]), float(live[123_456]))
     within = compare("x", recorded.tobytes(), live.tobytes(), dtype="float32", tolerance=Tolerance(ulp=1))
     assert within.first_index == (700_001,)  # the first *failing* element once one ULP is allowed
+
+
+# --------------------------------------------------------------------------------------------------
+# Tolerance-aware counts: what differs at all, and what is beyond the tolerance in force
+
+
+def _ulps32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Reference ULP distance of float32 arrays in numpy: ordered integers, -0 equal to +0."""
+    def ordered(x: np.ndarray) -> np.ndarray:
+        i = x.view(np.int32).astype(np.int64)
+        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+    return np.abs(ordered(a) - ordered(b))
+
+
+@pytest.mark.parametrize("dtype, storage", [("float32", np.float32), ("float16", np.float16)])
+def test_beyond_tolerance_counts_and_statistics_against_numpy(dtype: str, storage: Any) -> None:
+    """1000 elements: 300 moved by 1-3 ULP (within --ulp 4), 5 moved far, one NaN where a number was,
+    one Inf, one -0.0 for +0.0 (identical by value): ``differing`` counts every changed value,
+    ``beyond_tolerance`` the far ones and the NaN/Inf mismatches, and the statistics of the latter are
+    numpy's."""
+    rng = np.random.default_rng(3)
+    recorded = (rng.random(1000) + 0.5).astype(storage)
+    live = recorded.copy()
+    bits = live.view(np.uint16 if storage == np.float16 else np.uint32)
+    near = rng.choice(np.arange(10, 1000), 300, replace=False)
+    bits[near] += rng.integers(1, 4, 300).astype(bits.dtype)
+    far = np.array([0, 2, 4, 6, 8])
+    live[far] = recorded[far] * 3
+    live[1], live[3] = np.nan, np.inf
+    recorded[5], live[5] = 0.0, -0.0
+    c = compare("r", recorded.tobytes(), live.tobytes(), dtype=dtype, tolerance=Tolerance(ulp=4))
+    wide_r, wide_l = recorded.astype(np.float64), live.astype(np.float64)
+    changed = ~((wide_r == wide_l) | (np.isnan(wide_r) & np.isnan(wide_l)))
+    assert c.differing == int(changed.sum()) == 300 + 5 + 2
+    assert c.beyond_tolerance == 5 + 2 and c.beyond_share == pytest.approx(7 / 1000)
+    assert (c.nan_mismatches, c.inf_mismatches) == (1, 1)
+    assert c.status == DIVERGED and c.first_index == (0,)
+    far_err = np.abs(wide_l[far] - wide_r[far])
+    assert c.beyond_max_abs == pytest.approx(far_err.max()) and c.beyond_max_rel == pytest.approx((far_err / wide_r[far]).max())
+    finite = changed & np.isfinite(wide_l)
+    assert c.max_abs == pytest.approx(np.abs(wide_l - wide_r)[finite].max())
+    if dtype == "float32":
+        assert c.max_ulp == int(_ulps32(recorded[finite], live[finite]).max())
+        assert c.beyond_max_ulp == int(_ulps32(recorded[far], live[far]).max())
+    within = compare("r", recorded[10:].tobytes(), live[10:].tobytes(), dtype=dtype, tolerance=Tolerance(ulp=4))
+    assert (within.status, within.differing, within.beyond_tolerance) == (WITHIN, 300, 0)
+    assert within.beyond_max_abs == 0.0 and within.max_ulp == 3
+
+
+def test_beyond_tolerance_for_bfloat16_and_int8() -> None:
+    recorded, live = bf16([1.0, 2.0, -0.0, 4.0]), bf16([1.0, 2.015625, 0.0, 8.0])  # 1 ULP, -0 == +0, far
+    c = compare("r", recorded.tobytes(), live.tobytes(), dtype="bfloat16", tolerance=Tolerance(ulp=1))
+    assert (c.differing, c.beyond_tolerance, c.first_index, c.beyond_max_abs) == (2, 1, (3,), 4.0)
+    a, z = np.array([0, 5, -7, 100], np.int8), np.array([1, 5, -9, 90], np.int8)
+    exact = compare("r", a.tobytes(), z.tobytes(), dtype="int8")
+    assert (exact.differing, exact.beyond_tolerance, exact.first_index) == (3, 3, (0,))
+    loose = compare("r", a.tobytes(), z.tobytes(), dtype="int8", tolerance=Tolerance(atol=2))
+    assert (loose.differing, loose.beyond_tolerance, loose.first_index, loose.beyond_max_abs) == (3, 1, (3,), 10.0)
+    assert loose.as_dict()["beyond_tolerance"] == 1 and loose.as_dict()["beyond_share"] == 0.25

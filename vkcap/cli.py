@@ -242,16 +242,14 @@ def _cmd_devices(args: argparse.Namespace) -> int:
         print(json.dumps([{**d.fingerprint(), "index": d.index, "tensors": d.tensors, "graphs": d.graphs,
                            "optical_flow": d.optical_flow} for d in devices], indent=2))
         return 0
-    from rich.console import Console
-    from rich.table import Table
+    from replay.report import report_console, report_table
 
-    table = Table(title="Vulkan devices")
-    for col in ("#", "name", "type", "driver", "driver version", "API", "tensors", "graphs", "optical flow"):
-        table.add_column(col)
+    table = report_table("Vulkan devices", ("#", "name", "type", "driver", "driver version", "API", "tensors", "graphs",
+                                            "optical flow"))
     for d in devices:
         table.add_row(str(d.index), d.name, d.type, d.driver_name, d.driver_version, d.api_version, d.tensors, d.graphs,
                       d.optical_flow)
-    Console().print(table)
+    report_console().print(table)
     return 0
 
 

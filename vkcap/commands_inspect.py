@@ -110,10 +110,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    from rich.console import Console
-    from rich.table import Table
+    from replay.report import report_console, report_table
 
-    console = Console()
+    console = report_console()
     fp = summary["fingerprint"]
     console.print(f"[bold]{summary['trace']}[/bold]  ({size_text(summary['file_bytes'])})")
     console.print(f"scenario   {summary['scenario']}, recorded {summary['recorded']} on {summary['host']} (vkcap {summary['vkcap_version']})")
@@ -137,12 +136,10 @@ def cmd_info(args: argparse.Namespace) -> int:
         console.print(f"[yellow]status[/yellow]     {status}{': ' + summary['error'] if summary['error'] else ''}")
     for c in summary["corrupt_records"]:
         console.print(f"[red]corrupt record[/red] at offset {c['offset']} (type {c['type']})")
-    table = Table(title="snapshots by resource (shared blobs count for each)")
     dispatch_level = summary["dispatch_level"]
     columns = ("resource", "snapshots", *(("after dispatches",) if dispatch_level else ()), "unique", "raw", "stored",
                "ratio")
-    for col in columns:
-        table.add_column(col, justify="right" if col != "resource" else "left")
+    table = report_table("snapshots by resource (shared blobs count for each)", columns, right=columns[1:])
     for uid, e in summary["resources"].items():
         after = (str(e["dispatch_snapshots"]),) if dispatch_level else ()
         ratio = f"{e['ratio']:.1f}x" if e["ratio"] else "-"

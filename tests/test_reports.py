@@ -1,0 +1,75 @@
+"""Reports a team acts on: counts that respect the tolerance in the text, the table, the JSON and the
+JUnit report, and tables printed whole when stdout is not a terminal (every CI log)."""
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+
+from tests.builders import ScenarioBuilder, vkcap
+
+N = 4096
+SCALE = """#version 450
+layout(local_size_x = 64) in;
+layout(set = 0, binding = 0) readonly buffer A { float a[]; };
+layout(set = 0, binding = 1) buffer C { float c[]; };
+void main() { uint i = gl_GlobalInvocationID.x; c[i] = a[i] * 1.5 EXTRA; }
+"""
+# Every 8th element one ULP up (within --ulp 4); elements 1000 and 3000 far off.
+NUDGED = "+ ((i % 8u == 0u) ? a[i] * 1.5 * 1.2e-7 : 0.0) + ((i == 1000u || i == 3000u) ? 0.123456789 : 0.0)"
+
+
+def recorded_trace(builder: ScenarioBuilder, tmp_path: Path) -> tuple[Path, Path, np.ndarray]:
+    a = (np.random.default_rng(7).random(N) + 1).astype(np.float32)
+    builder.shader("scale", SCALE.replace("EXTRA", ""))
+    builder.buffer("a", N * 4, a, shader_access="readonly").buffer("c", N * 4)
+    builder.dispatch("scale", [(0, 0, "a"), (0, 1, "c")], [N // 64, 1, 1]).boundary(["c"], 0)
+    trace = tmp_path / "t.vkt"
+    proc = vkcap("record", builder.save(), "-o", trace, "--output", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    changed = builder.file("nudged.comp", SCALE.replace("EXTRA", NUDGED))
+    return trace, changed, a
+
+
+def test_counts_beyond_the_tolerance_everywhere(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """Under --ulp 4 the JSON, the text, the table and JUnit say how many elements differ at all and how
+    many are beyond the tolerance, as numpy counts them; the first index is the first one beyond it."""
+    trace, changed, a = recorded_trace(builder, tmp_path)
+    proc = vkcap("replay", trace, "--replace-shader", f"scale={changed}", "--ulp", "4", "--dtype", "c=float32",
+                 "--json", tmp_path / "r.json", "--junit", tmp_path / "r.xml")
+    assert proc.returncode == 1, proc.stderr
+    c = json.loads((tmp_path / "r.json").read_text())["frames"][0]["resources"][0]
+    recorded = a * np.float32(1.5)
+    moved = (np.arange(N) % 8 == 0)
+    live = np.where(moved, recorded + recorded * np.float32(1.2e-7), recorded).astype(np.float32)
+    live[[1000, 3000]] += np.float32(0.123456789)
+    differing = int((live != recorded).sum())
+    assert (c["differing"], c["beyond_tolerance"], c["count"]) == (differing, 2, N)
+    assert c["beyond_share"] == 2 / N and c["first_index"] == [1000] and c["status"] == "DIVERGED"
+    assert c["beyond_max_abs"] == float(np.abs(live[[1000, 3000]].astype(np.float64) - recorded[[1000, 3000]]).max())
+    assert f"{differing}/{N} float32 elements differ ({differing / N:.2%}), 2 beyond the tolerance (0.05%)" in proc.stderr
+    assert re.search(rf"│ c\s+│ DIVERGED\s+│ {differing}/{N}\s+│ 2/{N}\s+│", proc.stdout), proc.stdout
+    failure = ET.parse(tmp_path / "r.xml").getroot().find(".//failure")
+    assert failure is not None and "2 beyond the tolerance" in failure.get("message", "")
+    assert json.loads(failure.text or "{}")["beyond_tolerance"] == 2
+
+
+def test_tables_are_whole_when_stdout_is_a_pipe(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """Off a terminal nothing is cut: every column of the replay table, in full, and no ellipsis, however
+    wide (the first-difference cell alone is longer than 80 columns here)."""
+    trace, changed, _ = recorded_trace(builder, tmp_path)
+    proc = vkcap("replay", trace, "--replace-shader", f"scale={changed}", "--dtype", "c=float32",
+                 "--json", tmp_path / "r.json")
+    assert proc.returncode == 1, proc.stderr
+    c = json.loads((tmp_path / "r.json").read_text())["frames"][0]["resources"][0]
+    assert "…" not in proc.stdout
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("│ 0 "))
+    cells = [cell.strip() for cell in row.strip("│").split("│")]
+    assert cells[:5] == ["0", "c", "DIVERGED", f"{c['differing']}/{N}", f"{c['beyond_tolerance']}/{N}"]
+    assert cells[5] == f"{c['max_abs']:.3g}" and cells[7] == str(c["max_ulp"])
+    assert cells[8] == f"[0] {c['first_recorded']!r} -> {c['first_live']!r}"
+    devices = vkcap("devices")
+    assert devices.returncode == 0 and "…" not in devices.stdout and "optical flow" in devices.stdout
