@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from capture.trace import Trace
 from vkcore.errors import TraceError
 
-from .compare import compare
-from .results import FrameResult
-from .tolerances import TolerancePolicy
+from .compare import compare, identical
+from .results import Comparison, FrameResult
+from .tolerances import TolerancePolicy, resource_shape
 
 # Fields of a resource that may differ between two recordings of the same scenario.
 CONTENT_FIELDS = {"src"}
@@ -72,8 +72,21 @@ def check_same_scenario(a: Trace, b: Trace) -> None:
         )
 
 
-def diff_traces(a: Trace, b: Trace, policy: TolerancePolicy) -> DiffReport:
+def diff_traces(a: Trace, b: Trace, policy: TolerancePolicy,
+                shapes: Iterable[tuple[str, tuple[int, ...]]] = ()) -> DiffReport:
+    """Compare every snapshot the two traces share: at each frame boundary and, where both were
+    recorded at dispatch level, after each dispatch (or graph segment). Indices are reported in the
+    resources' shapes (``shapes``: ``--shape`` for raw buffers), as replay reports them."""
     check_same_scenario(a, b)
+    shapes = tuple(shapes)
+
+    def compare_keys(uid: str, key_a: str, key_b: str, what: str) -> Comparison:
+        dtype = policy.dtypes.get(uid) or _format_dtype(a, uid) or policy.default_dtype
+        if key_a == key_b:  # equal content keys: equal bytes, nothing to read
+            return identical(uid, a.reader.blob_info(key_a).raw_len, dtype)
+        return compare(uid, a.blob(key_a, what=what), b.blob(key_b, what=what), dtype=dtype,
+                       tolerance=policy.for_resource(uid, dtype), shape=resource_shape(a, uid, shapes))
+
     report = DiffReport()
     for key in sorted(set(a.fingerprint) | set(b.fingerprint)):
         if a.fingerprint.get(key) != b.fingerprint.get(key):
@@ -90,17 +103,18 @@ def diff_traces(a: Trace, b: Trace, policy: TolerancePolicy) -> DiffReport:
         fa, fb = frames_a[seq], frames_b[seq]
         result = FrameResult(seq, fa.frame_id, [])
         for uid in fa.snapshots:
-            if uid not in fb.snapshots:
+            if uid in fb.snapshots:
+                result.comparisons.append(compare_keys(uid, fa.snapshots[uid], fb.snapshots[uid],
+                                                       f"frame {seq}, resource '{uid}'"))
+        in_b = {(d.command, d.segment, d.uid): d for d in fb.dispatches}
+        for d in fa.dispatches:
+            other = in_b.get((d.command, d.segment, d.uid))
+            if other is None:
                 continue
-            dtype = policy.dtypes.get(uid) or _format_dtype(a, uid) or policy.default_dtype
-            if fa.snapshots[uid] == fb.snapshots[uid]:
-                size = a.reader.blob_info(fa.snapshots[uid]).raw_len
-                result.comparisons.append(compare(uid, b"", b"", dtype=dtype))
-                result.comparisons[-1].count = size // max(1, _itemsize(dtype))
-                continue
-            ra = a.snapshot(seq, uid)
-            rb = b.snapshot(seq, uid)
-            result.comparisons.append(compare(uid, ra, rb, dtype=dtype, tolerance=policy.for_resource(uid, dtype)))
+            c = compare_keys(d.uid, d.blob, other.blob, f"frame {seq}, command {d.command}, resource '{d.uid}'")
+            if d.segment is not None:
+                c.extras.update(segment=d.segment, module=d.module)
+            result.dispatches.append((d.command, c))
         report.frames.append(result)
     return report
 
@@ -116,10 +130,3 @@ def _format_dtype(trace: Trace, uid: str) -> str | None:
     except KeyError:
         return None
 
-
-def _itemsize(dtype: str) -> int:
-    import numpy as np
-
-    from .compare import DTYPES
-
-    return np.dtype(DTYPES[dtype][0]).itemsize

@@ -287,24 +287,9 @@ class Comparer:
         return resource_dtype(self.trace, uid, self.options)
 
     def shape_of(self, uid: str) -> tuple[int, ...] | None:
-        """The shape indices are reported in: ``--shape``, a tensor's dims, an image's level 0 as
-        (height, width, components) (later mip levels follow it in the snapshot)."""
-        shapes = dict(self.options.shapes)
-        if uid in shapes:
-            return shapes[uid]
-        meta = self.trace.resources.get(uid, {})
-        dims = meta.get("dims")
-        if not (isinstance(dims, list) and dims):
-            return None
-        if meta.get("kind") == "image" and len(dims) == 4:
-            from vkcore.resources.formats import format_info
+        from .tolerances import resource_shape
 
-            try:
-                components = format_info(str(meta.get("format"))).components
-            except KeyError:
-                return None
-            return (int(dims[2]), int(dims[1]), components)
-        return tuple(int(d) for d in dims)
+        return resource_shape(self.trace, uid, self.options.shapes)
 
     def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str, command: int | None = None) -> Comparison:
         """Compare ``live`` with the recorded blob; ``what`` labels it in messages, ``command`` is set for

@@ -16,7 +16,7 @@ import math
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from vkcore.errors import UsageError
 
@@ -173,3 +173,25 @@ def load_tolerance_file(path: Path, resources: Resources | None = None) -> Toler
     if unknown:
         raise UsageError(f"{path}: unknown table(s): {', '.join(sorted(unknown))} (expected [default] and [resources.<uid>])")
     return TolerancePolicy(default, per, dtypes, default_dtype)
+
+
+def resource_shape(trace: Any, uid: str, shapes: Iterable[tuple[str, tuple[int, ...]]] = ()) -> tuple[int, ...] | None:
+    """The shape indices are reported in, the same in replay, diff and bisect: ``--shape``, a tensor's
+    dims, an image's level 0 as (height, width, components) (later mip levels follow it in the
+    snapshot); ``None`` for raw buffers without ``--shape``."""
+    given = dict(shapes)
+    if uid in given:
+        return given[uid]
+    meta = trace.resources.get(uid, {})
+    dims = meta.get("dims")
+    if not (isinstance(dims, list) and dims):
+        return None
+    if meta.get("kind") == "image" and len(dims) == 4:
+        from vkcore.resources.formats import format_info
+
+        try:
+            components = format_info(str(meta.get("format"))).components
+        except KeyError:
+            return None
+        return (int(dims[2]), int(dims[1]), components)
+    return tuple(int(d) for d in dims)

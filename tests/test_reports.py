@@ -73,3 +73,30 @@ def test_tables_are_whole_when_stdout_is_a_pipe(builder: ScenarioBuilder, tmp_pa
     assert cells[8] == f"[0] {c['first_recorded']!r} -> {c['first_live']!r}"
     devices = vkcap("devices")
     assert devices.returncode == 0 and "…" not in devices.stdout and "optical flow" in devices.stdout
+
+
+def test_diff_reports_dispatches_and_indices_as_replay_does(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """Two dispatch-level recordings (the second with the nudged shader): diff fills ``dispatches`` and
+    gives the first index in the resource's shape (``--shape``), exactly as replay of the first with the
+    nudged shader does."""
+    a = (np.random.default_rng(7).random(N) + 1).astype(np.float32)
+    builder.shader("scale", SCALE.replace("EXTRA", ""))
+    builder.buffer("a", N * 4, a, shader_access="readonly").buffer("c", N * 4)
+    builder.dispatch("scale", [(0, 0, "a"), (0, 1, "c")], [N // 64, 1, 1]).boundary(["c"], 0)
+    scenario = builder.save()
+    first, second = tmp_path / "a.vkt", tmp_path / "b.vkt"
+    assert vkcap("record", scenario, "-o", first, "--output", tmp_path / "o1", "--dispatch-level").returncode == 0
+    builder.file("scale.comp", SCALE.replace("EXTRA", NUDGED))
+    assert vkcap("record", scenario, "-o", second, "--output", tmp_path / "o2", "--dispatch-level").returncode == 0
+    flags = ["--ulp", "4", "--dtype", "c=float32", "--shape", "c=64x64"]
+    diff = vkcap("diff", first, second, *flags, "--json", tmp_path / "d.json")
+    assert diff.returncode == 1, diff.stderr
+    replay = vkcap("replay", first, "--replace-shader", f"scale={builder.root / 'scale.comp'}", *flags,
+                   "--json", tmp_path / "r.json")
+    assert replay.returncode == 1, replay.stderr
+    d = json.loads((tmp_path / "d.json").read_text())["frames"][0]
+    r = json.loads((tmp_path / "r.json").read_text())["frames"][0]
+    keys = ("uid", "status", "differing", "beyond_tolerance", "first_index", "max_abs", "max_ulp")
+    for got, want in ((d["resources"], r["resources"]), (d["dispatches"], r["dispatches"])):
+        assert [{k: c[k] for k in keys} for c in got] == [{k: c[k] for k in keys} for c in want]
+    assert d["dispatches"][0]["command"] == 0 and d["dispatches"][0]["first_index"] == [1000 // 64, 1000 % 64]

@@ -183,8 +183,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     check_compare_flags(args, [args.trace, args.other])
     with Trace.open(args.trace) as a, Trace.open(args.other) as b:
         policy = tolerance_policy(args, a.resources)
-        shapes(args, a.resources, policy)  # checked only: diff reports flat indices
-        report = diff_traces(a, b, policy)
+        report = diff_traces(a, b, policy, shapes(args, a.resources, policy))
     for key, (va, vb) in report.fingerprint_changes.items():
         log.info("fingerprint %s: %s -> %s", key, va, vb)
     for name in report.file_changes:
