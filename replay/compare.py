@@ -15,6 +15,57 @@ import numpy as np
 from .results import DIVERGED, DTYPES, IDENTICAL, WITHIN, Comparison, Tolerance
 
 ULP_CEILING = 2**64 - 1  # the largest ULP distance (a uint64): a tolerance is clamped to it
+# The ULP histogram's buckets: (label, lowest distance), each up to the next one's lowest.
+ULP_BUCKETS = (("0", 0), ("1", 1), ("2-3", 2), ("4-15", 4), ("16-255", 16), ("256+", 256))
+TOP = 5  # offending indices listed by default (--top)
+
+
+def _error_summary(errors: np.ndarray, count: int) -> dict[str, float]:
+    """max/mean/median/p99 of ``errors`` padded with zeros to ``count`` elements (the elements equal on
+    both sides have no error; they are not materialised)."""
+    if count == 0:
+        return {"max": 0.0, "mean": 0.0, "median": 0.0, "p99": 0.0}
+    ordered = np.sort(errors.astype(np.float64))
+    zeros = count - ordered.size
+
+    def quantile(q: float) -> float:
+        k = min(count - 1, int(math.ceil(q * count)) - 1) if q < 1 else count - 1
+        k = max(k, 0)
+        return 0.0 if k < zeros else float(ordered[k - zeros])
+
+    return {"max": float(ordered[-1]) if ordered.size else 0.0, "mean": float(ordered.sum() / count),
+            "median": quantile(0.5), "p99": quantile(0.99)}
+
+
+def _ulp_histogram(ulps: np.ndarray, count: int) -> dict[str, int]:
+    """Counts per :data:`ULP_BUCKETS` of ``ulps`` padded with zeros to ``count`` elements."""
+    edges = [low for _, low in ULP_BUCKETS[1:]]
+    counts = np.bincount(np.searchsorted(np.asarray(edges, np.uint64), ulps.astype(np.uint64), side="right"),
+                         minlength=len(ULP_BUCKETS))
+    counts[0] += count - ulps.size
+    return {label: int(n) for (label, _), n in zip(ULP_BUCKETS, counts)}
+
+
+def _values(x: np.ndarray) -> dict[str, float]:
+    """min/max/mean of the finite values of ``x`` (0 for none)."""
+    finite = x[np.isfinite(x)] if x.dtype.kind == "f" else x
+    if finite.size == 0:
+        return {"min": 0.0, "max": 0.0, "mean": 0.0}
+    with np.errstate(over="ignore"):  # a mean of huge values may be inf; it is reported as such
+        mean = float(finite.astype(np.float64).mean())
+    return {"min": float(finite.min()), "max": float(finite.max()), "mean": mean}
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float | None:
+    """The cosine similarity of the finite pairs; None where one side is all zeros."""
+    ok = np.isfinite(a) & np.isfinite(b)
+    fa, fb = a[ok].astype(np.float64), b[ok].astype(np.float64)
+    scale = max(float(np.abs(fa).max(initial=0.0)), float(np.abs(fb).max(initial=0.0)))
+    if scale == 0.0:
+        return None
+    fa, fb = fa / scale, fb / scale  # no overflow in the dot products, whatever the magnitudes
+    na, nb = float(np.sqrt(np.dot(fa, fa))), float(np.sqrt(np.dot(fb, fb)))
+    return float(np.clip(np.dot(fa, fb) / (na * nb), -1.0, 1.0)) if na and nb else None
 
 
 def _as_array(data: bytes | memoryview, dtype: str) -> np.ndarray:
@@ -64,8 +115,13 @@ def identical(uid: str, nbytes: int, dtype: str = "bytes") -> Comparison:
 
 
 def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *, dtype: str = "bytes",
-            tolerance: Tolerance = Tolerance(), shape: tuple[int, ...] | None = None) -> Comparison:
-    """Compare ``live`` against ``recorded`` read as ``dtype`` (optionally shaped ``shape`` for indices)."""
+            tolerance: Tolerance = Tolerance(), shape: tuple[int, ...] | None = None, top: int = TOP) -> Comparison:
+    """Compare ``live`` against ``recorded`` read as ``dtype`` (optionally shaped ``shape`` for indices).
+
+    Besides the verdict and the counts: ``statistics`` over all elements and over those beyond the
+    tolerance (max/mean/median/p99 absolute error, max/mean relative error; for floats the max ULP and
+    a ULP histogram), min/max/mean of both sides, the cosine similarity of float data; ``top``, the
+    first ``top`` offending indices (beyond the tolerance, else differing) with both values."""
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
     a = _as_array(recorded, dtype)
@@ -113,6 +169,18 @@ def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *,
         result.beyond_max_rel = float(rel_err[failing].max(initial=0.0))
         result.beyond_max_ulp = int(ulp[failing].max(initial=0))
         differing_at, failing_at = where[differs], where[failing]
+        with np.errstate(over="ignore", invalid="ignore"):  # sums of huge errors are inf: reported so
+            wa, wb = _widen(a, dtype), _widen(b, dtype)
+            finite_rel = np.where(np.isfinite(rel_err), rel_err, 0.0)
+            result.statistics = {
+                "all": {"abs": _error_summary(abs_err[differs], a.size), "max_rel": result.max_rel,
+                        "mean_rel": float(finite_rel[differs].sum() / a.size) if a.size else 0.0,
+                        "max_ulp": result.max_ulp, "ulp_histogram": _ulp_histogram(ulp[differs], a.size)},
+                "beyond": {"abs": _error_summary(abs_err[failing], int(failing.sum())), "max_rel": result.beyond_max_rel,
+                           "mean_rel": float(finite_rel[failing].mean()) if failing.any() else 0.0,
+                           "max_ulp": result.beyond_max_ulp, "ulp_histogram": _ulp_histogram(ulp[failing], int(failing.sum()))},
+                "recorded": _values(wa), "live": _values(wb), "cosine_similarity": _cosine(wa, wb),
+            }
     else:
         differs = a != b  # exact, in the native type (no float64 rounding of 64-bit values)
         idx = np.flatnonzero(differs)
@@ -134,13 +202,25 @@ def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *,
         result.max_rel = float(max(rels, default=0.0))
         result.beyond_max_abs = float(max((g for g, b in zip(gap.tolist(), beyond) if b), default=0))
         result.beyond_max_rel = float(max((r for r, b in zip(rels, beyond) if b), default=0.0))
+        gaps = np.asarray([float(g) for g in gap.tolist()], np.float64)
+        rel_finite = np.asarray([r if math.isfinite(r) else 0.0 for r in rels], np.float64)
+        result.statistics = {
+            "all": {"abs": _error_summary(gaps, a.size), "max_rel": result.max_rel,
+                    "mean_rel": float(rel_finite.sum() / a.size) if a.size else 0.0},
+            "beyond": {"abs": _error_summary(gaps[beyond], int(beyond.sum())), "max_rel": result.beyond_max_rel,
+                       "mean_rel": float(rel_finite[beyond].mean()) if beyond.any() else 0.0},
+            "recorded": _values(a), "live": _values(b),
+        }
     result.differing = int(differing_at.size)
     result.beyond_tolerance = int(failing_at.size)
     if result.differing:
-        flat = int(failing_at[0]) if failing_at.size else int(differing_at[0])
-        in_shape = shape is not None and flat < int(np.prod(shape)) <= a.size  # e.g. level 0 of a mipmapped image
-        result.first_index = tuple(int(i) for i in np.unravel_index(flat, cast(tuple[int, ...], shape))) if in_shape else (flat,)
-        result.first_recorded = _widen(a[flat : flat + 1], dtype)[0].item()
-        result.first_live = _widen(b[flat : flat + 1], dtype)[0].item()
+        offending = failing_at if failing_at.size else differing_at
+        entries = []
+        for flat in (int(i) for i in offending[: max(top, 1)]):
+            in_shape = shape is not None and flat < int(np.prod(shape)) <= a.size  # e.g. level 0 of a mipmapped image
+            index = tuple(int(i) for i in np.unravel_index(flat, cast(tuple[int, ...], shape))) if in_shape else (flat,)
+            entries.append((index, _widen(a[flat: flat + 1], dtype)[0].item(), _widen(b[flat: flat + 1], dtype)[0].item()))
+        result.first_index, result.first_recorded, result.first_live = entries[0]
+        result.top = [{"index": list(i), "recorded": r, "live": v} for i, r, v in entries[:top]]
     result.status = DIVERGED if failing_at.size else WITHIN
     return result

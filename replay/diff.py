@@ -85,7 +85,7 @@ def diff_traces(a: Trace, b: Trace, policy: TolerancePolicy,
         if key_a == key_b:  # equal content keys: equal bytes, nothing to read
             return identical(uid, a.reader.blob_info(key_a).raw_len, dtype)
         return compare(uid, a.blob(key_a, what=what), b.blob(key_b, what=what), dtype=dtype,
-                       tolerance=policy.for_resource(uid, dtype), shape=resource_shape(a, uid, shapes))
+                       tolerance=policy.for_resource(uid, dtype), shape=resource_shape(a, uid, shapes), top=policy.top)
 
     report = DiffReport()
     for key in sorted(set(a.fingerprint) | set(b.fingerprint)):

@@ -301,7 +301,9 @@ class Comparer:
             return identical(uid, len(live), dtype)
         recorded = self.trace.blob(recorded_key, what=what)
         shape = self.shape_of(uid)
-        result = compare(uid, recorded, live, dtype=dtype, tolerance=self.options.tolerances.for_resource(uid, dtype), shape=shape)
+        policy = self.options.tolerances
+        result = compare(uid, recorded, live, dtype=dtype, tolerance=policy.for_resource(uid, dtype), shape=shape,
+                         top=policy.top)
         if result.diverged and self.options.heatmap_dir is not None and shape and len(shape) >= 2 and not result.size_mismatch:
             from .heatmap import error_map, heatmap_name, write_heatmap
 

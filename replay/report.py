@@ -40,6 +40,10 @@ def comparison_line(c: Comparison, sides: tuple[str, str] = REPLAY_SIDES) -> str
     if c.first_index is not None:
         idx = ", ".join(map(str, c.first_index))
         parts.append(f"first at [{idx}]: {sides[0]} {c.first_recorded!r}, {sides[1]} {c.first_live!r}")
+    if len(c.top) > 1:
+        which = "beyond the tolerance" if c.beyond_tolerance else "differing"
+        listed = ", ".join(f"[{', '.join(map(str, t['index']))}]" for t in c.top)
+        parts.append(f"first {len(c.top)} {which}: {listed}")
     if c.extras.get("heatmap"):
         parts.append(f"heatmap {c.extras['heatmap']}")
     return "; ".join(parts)

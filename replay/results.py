@@ -95,6 +95,8 @@ class Comparison:
     beyond_max_rel: float = 0.0
     beyond_max_ulp: int = 0
     size_mismatch: str = ""
+    statistics: dict[str, Any] = field(default_factory=dict)  # see replay.compare.compare
+    top: list[dict[str, Any]] = field(default_factory=list)  # the first offending elements: index, recorded, live
     extras: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -42,6 +42,7 @@ class TolerancePolicy:
     per_resource: dict[str, Tolerance | dict[str, Any]] = field(default_factory=dict)
     dtypes: dict[str, str] = field(default_factory=dict)
     default_dtype: str = "bytes"
+    top: int = 5  # offending elements listed per comparison (--top)
 
     def for_resource(self, uid: str, dtype: str) -> Tolerance:
         own = self.per_resource.get(uid)

@@ -622,3 +622,54 @@ def test_beyond_tolerance_for_bfloat16_and_int8() -> None:
     loose = compare("r", a.tobytes(), z.tobytes(), dtype="int8", tolerance=Tolerance(atol=2))
     assert (loose.differing, loose.beyond_tolerance, loose.first_index, loose.beyond_max_abs) == (3, 1, (3,), 10.0)
     assert loose.as_dict()["beyond_tolerance"] == 1 and loose.as_dict()["beyond_share"] == 0.25
+
+
+def test_statistics_against_numpy() -> None:
+    """Over all elements (equal ones have no error) and over those beyond the tolerance: max, mean,
+    median and p99 of the absolute error, the mean relative error, the ULP histogram, both sides' value
+    ranges, the cosine similarity, and the first offending elements (``top``)."""
+    rng = np.random.default_rng(11)
+    recorded = (rng.random(2000) * 4 - 2).astype(np.float32)
+    recorded[recorded == 0] = 1
+    live = recorded.copy()
+    bits = live.view(np.uint32)
+    moved = rng.choice(2000, 700, replace=False)
+    steps = rng.integers(1, 300, 700).astype(np.uint32)
+    bits[moved] += steps
+    c = compare("r", recorded.tobytes(), live.tobytes(), dtype="float32", tolerance=Tolerance(ulp=15), top=3)
+    wr, wl = recorded.astype(np.float64), live.astype(np.float64)
+    err = np.abs(wl - wr)
+    ulps = _ulps32(recorded, live)
+    beyond = ulps > 15
+    s = c.statistics
+    assert s["all"]["abs"]["max"] == pytest.approx(err.max())
+    assert s["all"]["abs"]["mean"] == pytest.approx(err.mean())
+    assert s["all"]["abs"]["median"] == pytest.approx(np.quantile(err, 0.5, method="inverted_cdf"))
+    assert s["all"]["abs"]["p99"] == pytest.approx(np.quantile(err, 0.99, method="inverted_cdf"))
+    assert s["all"]["mean_rel"] == pytest.approx((err / np.abs(wr)).mean())
+    assert s["beyond"]["abs"]["mean"] == pytest.approx(err[beyond].mean())
+    assert s["beyond"]["abs"]["p99"] == pytest.approx(np.quantile(err[beyond], 0.99, method="inverted_cdf"))
+    assert s["beyond"]["mean_rel"] == pytest.approx((err / np.abs(wr))[beyond].mean())
+    edges = [0, 1, 2, 4, 16, 256, np.inf]
+    expected = {label: int(((ulps >= lo) & (ulps < hi)).sum())
+                for label, lo, hi in zip(("0", "1", "2-3", "4-15", "16-255", "256+"), edges, edges[1:])}
+    assert s["all"]["ulp_histogram"] == expected and sum(expected.values()) == 2000
+    assert s["beyond"]["ulp_histogram"] == {**{k: 0 for k in ("0", "1", "2-3", "4-15")},
+                                            "16-255": expected["16-255"], "256+": expected["256+"]}
+    assert s["recorded"] == pytest.approx({"min": wr.min(), "max": wr.max(), "mean": wr.mean()})
+    assert s["live"] == pytest.approx({"min": wl.min(), "max": wl.max(), "mean": wl.mean()})
+    assert s["cosine_similarity"] == pytest.approx(wr @ wl / np.linalg.norm(wr) / np.linalg.norm(wl))
+    first = np.flatnonzero(beyond)[:3]
+    assert c.top == [{"index": [int(i)], "recorded": float(recorded[i]), "live": float(live[i])} for i in first]
+    assert c.beyond_tolerance == int(beyond.sum()) and c.first_index == (int(first[0]),)
+
+
+def test_integer_statistics_stay_exact() -> None:
+    a = np.array([0, 5, -7, 100, 3], np.int8)
+    z = np.array([1, 5, -9, 90, 3], np.int8)
+    c = compare("r", a.tobytes(), z.tobytes(), dtype="int8", tolerance=Tolerance(atol=2), top=5)
+    assert c.statistics["all"]["abs"] == {"max": 10.0, "mean": 13 / 5, "median": 1.0, "p99": 10.0}
+    assert c.statistics["beyond"]["abs"] == {"max": 10.0, "mean": 10.0, "median": 10.0, "p99": 10.0}
+    assert c.statistics["recorded"] == {"min": -7.0, "max": 100.0, "mean": 101 / 5}
+    assert "ulp_histogram" not in c.statistics["all"] and "cosine_similarity" not in c.statistics
+    assert c.top == [{"index": [3], "recorded": 100, "live": 90}]

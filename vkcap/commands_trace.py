@@ -103,6 +103,8 @@ def add_compare_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tolerance", metavar="FILE.toml|auto", help="per-resource tolerances (TOML), or 'auto'")
     p.add_argument("--dtype", action="append", default=[], metavar="UID=TYPE", help="read a buffer as TYPE (e.g. float32)")
     p.add_argument("--shape", action="append", default=[], metavar="UID=HxW", help="the shape of a raw buffer (for indices and heatmaps)")
+    p.add_argument("--top", type=int, default=5, metavar="N",
+                   help="list the first N offending elements of each comparison (default 5)")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     p.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
 

@@ -142,7 +142,10 @@ def tolerance_policy(args: argparse.Namespace, resources: "Resources | None" = N
         dtypes[uid] = dtype
     from dataclasses import replace
 
-    return replace(policy, dtypes=dtypes)
+    top = getattr(args, "top", 5)
+    if top < 1:
+        raise UsageError(f"--top {top}: must be at least 1")
+    return replace(policy, dtypes=dtypes, top=top)
 
 
 def replay_options(args: argparse.Namespace, opened: "Trace | None" = None, **extra: Any):  # -> ReplayOptions
