@@ -1,6 +1,6 @@
 """Numeric comparison of two snapshots of one resource: identical, within tolerance, or diverged.
 
-Floats (float16, bfloat16, float32, float64) are compared by value with absolute, relative and ULP
+Floats (float16, bfloat16, float32, float64, float8 E4M3 and E5M2) are compared by value with absolute, relative and ULP
 tolerances; NaN and Inf mismatches are counted apart and never pass a tolerance. -0.0 and +0.0 are
 0 ULP apart. Integers compare exactly unless an absolute tolerance is given. Raw bytes (buffers
 without a declared type) compare byte by byte.
@@ -75,9 +75,35 @@ def _as_array(data: bytes | memoryview, dtype: str) -> np.ndarray:
     return np.frombuffer(data, dtype=storage, count=usable // itemsize)
 
 
+def _float8_table(exponent_bits: int, mantissa_bits: int, ieee_specials: bool) -> np.ndarray:
+    """The float32 value of every 8-bit pattern of an FP8 format (OCP OFP8: E4M3 has no Inf and one NaN
+    mantissa, S.1111.111; E5M2 follows IEEE: exponent all ones is Inf with a zero mantissa, else NaN)."""
+    bias = (1 << (exponent_bits - 1)) - 1
+    top = (1 << exponent_bits) - 1
+    values = np.empty(256, np.float32)
+    for code in range(256):
+        sign = -1.0 if code & 0x80 else 1.0
+        e = (code >> mantissa_bits) & top
+        m = code & ((1 << mantissa_bits) - 1)
+        if ieee_specials and e == top:
+            values[code] = sign * np.inf if m == 0 else np.nan
+        elif not ieee_specials and e == top and m == (1 << mantissa_bits) - 1:
+            values[code] = np.nan
+        elif e == 0:
+            values[code] = sign * 2.0 ** (1 - bias) * (m / (1 << mantissa_bits))
+        else:
+            values[code] = sign * 2.0 ** (e - bias) * (1 + m / (1 << mantissa_bits))
+    return values
+
+
+FLOAT8 = {"float8e4m3": _float8_table(4, 3, False), "float8e5m2": _float8_table(5, 2, True)}
+
+
 def _widen(a: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "bfloat16":
         return (a.astype(np.uint32) << 16).view(np.float32)
+    if dtype in FLOAT8:
+        return FLOAT8[dtype][a]
     return a
 
 
@@ -105,6 +131,8 @@ def ulp_distance(a_bits: np.ndarray, b_bits: np.ndarray) -> np.ndarray:
 def _bits(a: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "bfloat16":
         return a.view(np.uint16)
+    if dtype in FLOAT8:
+        return a.view(np.uint8)
     return a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
 
 

@@ -27,6 +27,8 @@ DTYPES: dict[str, tuple[str, bool]] = {
     "uint64": ("<u8", False),
     "float16": ("<f2", True),
     "bfloat16": ("<u2", True),  # stored as its 16 bits; widened to float32 for arithmetic
+    "float8e4m3": ("u1", True),  # OCP FP8 E4M3 (no Inf; S.1111.111 is NaN), decoded through a table
+    "float8e5m2": ("u1", True),  # OCP FP8 E5M2 (IEEE-like: Inf and NaN at exponent 31)
     "float32": ("<f4", True),
     "float64": ("<f8", True),
     "bool": ("u1", False),

@@ -9,6 +9,14 @@ The TOML file holds an optional ``[default]`` table and one table per resource u
     [resources.output]
     atol = 1e-5
     dtype = "float32"
+
+A top-level ``preset = "NAME"`` (or ``--tolerance preset:NAME``) gives per-dtype defaults under everything
+else (a resource's table, then the command line's ``--atol``/``--rtol``/``--ulp``, then ``[default]``):
+
+- ``torch``: the rtol and atol of ``torch.testing.assert_close`` for each dtype (float16 1e-3/1e-5,
+  bfloat16 1.6e-2/1e-5, float32 1.3e-6/1e-5, float64 1e-7/1e-7); every other dtype exact, as there
+  (float8 types included: torch gives them no default either);
+- ``strict``: every dtype exact.
 """
 from __future__ import annotations
 
@@ -23,6 +31,12 @@ from vkcore.errors import UsageError
 from .results import DTYPES, Tolerance, itemsize
 
 KEYS = {"atol": float, "rtol": float, "ulp": int}
+#: Per-dtype default tolerances by preset name (a dtype not listed is compared exactly).
+PRESETS: dict[str, dict[str, Tolerance]] = {
+    "torch": {"float16": Tolerance(atol=1e-5, rtol=1e-3), "bfloat16": Tolerance(atol=1e-5, rtol=1.6e-2),
+              "float32": Tolerance(atol=1e-5, rtol=1.3e-6), "float64": Tolerance(atol=1e-7, rtol=1e-7)},
+    "strict": {},
+}
 
 #: ULP distances are unsigned 64-bit integers; a tolerance in ULP must be below this (a signed 64-bit
 #: integer, which every consumer can hold).
@@ -43,14 +57,17 @@ class TolerancePolicy:
     dtypes: dict[str, str] = field(default_factory=dict)
     default_dtype: str = "bytes"
     top: int = 5  # offending elements listed per comparison (--top)
+    preset: str = ""  # a key of PRESETS: per-dtype defaults under the keys set explicitly
+    default_keys: dict[str, Any] = field(default_factory=dict)  # the keys [default] and the flags set
 
     def for_resource(self, uid: str, dtype: str) -> Tolerance:
+        base = replace(PRESETS[self.preset].get(dtype, Tolerance()), **self.default_keys) if self.preset else self.default
         own = self.per_resource.get(uid)
         if own is None:
-            return self.default
+            return base
         if isinstance(own, Tolerance):  # a learned tolerance (--tolerance auto): complete
             return own
-        return replace(self.default, **own)
+        return replace(base, **own)
 
     def dtype_of(self, uid: str) -> str:
         return self.dtypes.get(uid, self.default_dtype)
@@ -72,7 +89,14 @@ class TolerancePolicy:
 
     def with_defaults(self, atol: float | None, rtol: float | None, ulp: int | None) -> "TolerancePolicy":
         changes: dict[str, Any] = {k: v for k, v in (("atol", atol), ("rtol", rtol), ("ulp", ulp)) if v is not None}
-        return replace(self, default=replace(self.default, **changes))
+        return replace(self, default=replace(self.default, **changes), default_keys={**self.default_keys, **changes})
+
+
+def preset_policy(name: str, where: str) -> TolerancePolicy:
+    """A policy of preset ``name``; :class:`UsageError` naming ``where`` for an unknown one."""
+    if name not in PRESETS:
+        raise UsageError(f"{where}: unknown tolerance preset {name!r} (known: {', '.join(PRESETS)})")
+    return TolerancePolicy(preset=name)
 
 
 def _values(table: Any, place: str, path: Path) -> dict[str, Any]:
@@ -153,8 +177,12 @@ def load_tolerance_file(path: Path, resources: Resources | None = None) -> Toler
         raise UsageError(f"{path}: cannot read the tolerance file: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: invalid TOML: {exc}") from None
+    preset = data.get("preset", "")
+    if not isinstance(preset, str) or (preset and preset not in PRESETS):
+        raise UsageError(f"{path}: preset: unknown tolerance preset {preset!r} (known: {', '.join(PRESETS)})")
     default_table = data.get("default", {})
-    default = Tolerance(**_values(default_table, "default", path))
+    default_keys = _values(default_table, "default", path)
+    default = Tolerance(**default_keys)
     default_dtype = _dtype(default_table, "default", path) or "bytes"
     per: dict[str, Tolerance | dict[str, float]] = {}
     dtypes: dict[str, str] = {}
@@ -170,10 +198,11 @@ def load_tolerance_file(path: Path, resources: Resources | None = None) -> Toler
             dtypes[uid] = dtype
             if resources is not None:
                 check_dtype(uid, dtype, resources, f"{path}: resources.{uid}.dtype")
-    unknown = set(data) - {"default", "resources"}
+    unknown = set(data) - {"default", "resources", "preset"}
     if unknown:
-        raise UsageError(f"{path}: unknown table(s): {', '.join(sorted(unknown))} (expected [default] and [resources.<uid>])")
-    return TolerancePolicy(default, per, dtypes, default_dtype)
+        raise UsageError(f"{path}: unknown table(s): {', '.join(sorted(unknown))} (expected preset, [default] and "
+                         "[resources.<uid>])")
+    return TolerancePolicy(default, per, dtypes, default_dtype, preset=preset, default_keys=default_keys)
 
 
 def resource_shape(trace: Any, uid: str, shapes: Iterable[tuple[str, tuple[int, ...]]] = ()) -> tuple[int, ...] | None:

@@ -673,3 +673,41 @@ def test_integer_statistics_stay_exact() -> None:
     assert c.statistics["recorded"] == {"min": -7.0, "max": 100.0, "mean": 101 / 5}
     assert "ulp_histogram" not in c.statistics["all"] and "cosine_similarity" not in c.statistics
     assert c.top == [{"index": [3], "recorded": 100, "live": 90}]
+
+
+def test_float8_values_and_ulps() -> None:
+    """E4M3: 448 is the largest value, S.1111.111 NaN, no Inf; E5M2: 57344 the largest, exponent 31 Inf
+    or NaN. Adjacent codes are 1 ULP apart, across zero too (-0 equals +0)."""
+    e4 = np.array([0x38, 0x7E, 0x01, 0x80, 0x7F], np.uint8)  # 1.0, 448, smallest subnormal, -0.0, NaN
+    c = compare("r", e4.tobytes(), np.array([0x39, 0x7E, 0x02, 0x00, 0x7F], np.uint8).tobytes(), dtype="float8e4m3",
+                tolerance=Tolerance(ulp=1))
+    assert (c.status, c.differing, c.max_ulp, c.nan_mismatches) == (WITHIN, 2, 1, 0)
+    assert c.statistics["recorded"] == {"min": 0.0, "max": 448.0, "mean": pytest.approx((1 + 448 + 2**-9) / 4)}
+    assert c.max_abs == pytest.approx(0.125)  # 1.0 -> 1.125
+    e5 = np.array([0x3C, 0x7B, 0x7C], np.uint8)  # 1.0, 57344, +Inf
+    d = compare("r", e5.tobytes(), np.array([0x3C, 0x7B, 0x7D], np.uint8).tobytes(), dtype="float8e5m2")
+    assert (d.status, d.nan_mismatches, d.inf_mismatches, d.first_index) == (DIVERGED, 1, 0, (2,))
+    assert compare("r", e5.tobytes(), np.array([0x3C, 0x7A, 0x7C], np.uint8).tobytes(), dtype="float8e5m2").max_ulp == 1
+
+
+def test_tolerance_presets(tmp_path: Path) -> None:
+    from replay.tolerances import preset_policy
+
+    torch = preset_policy("torch", "--tolerance preset:torch")
+    assert torch.for_resource("x", "float16") == Tolerance(atol=1e-5, rtol=1e-3)
+    assert torch.for_resource("x", "bfloat16") == Tolerance(atol=1e-5, rtol=1.6e-2)
+    assert torch.for_resource("x", "float32") == Tolerance(atol=1e-5, rtol=1.3e-6)
+    assert torch.for_resource("x", "int8") == Tolerance() and torch.for_resource("x", "float8e4m3") == Tolerance()
+    assert preset_policy("strict", "x").for_resource("x", "float32") == Tolerance()
+    assert torch.with_defaults(None, None, 3).for_resource("x", "float32") == Tolerance(atol=1e-5, rtol=1.3e-6, ulp=3)
+    with pytest.raises(UsageError, match=r"--tolerance preset:numpy: unknown tolerance preset 'numpy' \(known: torch, strict\)"):
+        preset_policy("numpy", "--tolerance preset:numpy")
+    f = tmp_path / "t.toml"
+    f.write_text('preset = "torch"\n[default]\nulp = 2\n[resources.out]\natol = 0.5\n')
+    policy = load_tolerance_file(f)
+    assert policy.for_resource("out", "float32") == Tolerance(atol=0.5, rtol=1.3e-6, ulp=2)
+    assert policy.for_resource("other", "float16") == Tolerance(atol=1e-5, rtol=1e-3, ulp=2)
+    assert policy.for_resource("other", "uint8") == Tolerance(ulp=2)
+    f.write_text('preset = "loose"\n')
+    with pytest.raises(UsageError, match="preset: unknown tolerance preset 'loose'"):
+        load_tolerance_file(f)

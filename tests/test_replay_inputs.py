@@ -163,7 +163,7 @@ def test_bad_report_paths_and_numbers_are_refused_before_any_replay_work(setup: 
              "dtype": "[resources.dst]\ndtype = [1]\n"}
     for name, text in tomls.items():
         (tmp_path / f"{name}.toml").write_text(text)
-    known = "bytes, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, bfloat16, float32, float64, bool"
+    known = "bytes, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, bfloat16, float8e4m3, float8e5m2, float32, float64, bool"
     cases = [
         (("replay", trace, "--heatmap", afile), f"{afile}: --heatmap: is a file, not a folder"),
         (("replay", trace, "--heatmap", afile / "sub"), f"{afile / 'sub'}: --heatmap: {afile} is a file, not a folder"),

@@ -100,7 +100,8 @@ def add_compare_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--atol", type=float, help="absolute tolerance")
     p.add_argument("--rtol", type=float, help="relative tolerance")
     p.add_argument("--ulp", type=int, help="tolerance in units in the last place (floats)")
-    p.add_argument("--tolerance", metavar="FILE.toml|auto", help="per-resource tolerances (TOML), or 'auto'")
+    p.add_argument("--tolerance", metavar="FILE.toml|auto|preset:NAME",
+                   help="per-resource tolerances (TOML), 'auto', or per-dtype defaults: preset:torch, preset:strict")
     p.add_argument("--dtype", action="append", default=[], metavar="UID=TYPE", help="read a buffer as TYPE (e.g. float32)")
     p.add_argument("--shape", action="append", default=[], metavar="UID=HxW", help="the shape of a raw buffer (for indices and heatmaps)")
     p.add_argument("--top", type=int, default=5, metavar="N",

@@ -50,7 +50,7 @@ def check_compare_flags(args: argparse.Namespace, inputs: list[Path]) -> None:
     import math
 
     from replay.report import check_output
-    from replay.tolerances import MAX_ULP, load_tolerance_file
+    from replay.tolerances import MAX_ULP, load_tolerance_file, preset_policy
     from vkcore.device.driver import check_manifest
 
     for name, value in (("--atol", args.atol), ("--rtol", args.rtol), ("--ulp", args.ulp)):
@@ -60,7 +60,9 @@ def check_compare_flags(args: argparse.Namespace, inputs: list[Path]) -> None:
             raise UsageError(f"{name} must be 0 or more, got {value}")
     if args.ulp is not None and args.ulp >= MAX_ULP:
         raise UsageError(f"--ulp must be less than 2**63, got {args.ulp}")
-    if args.tolerance and args.tolerance != "auto":
+    if args.tolerance and args.tolerance.startswith("preset:"):
+        preset_policy(args.tolerance.removeprefix("preset:"), f"--tolerance {args.tolerance}")
+    elif args.tolerance and args.tolerance != "auto":
         load_tolerance_file(Path(args.tolerance))  # the file itself; its uids are checked against the trace later
     timeout = getattr(args, "timeout", None)
     if timeout is not None and not 0 < timeout <= MAX_TIMEOUT_S:  # NaN fails every comparison
@@ -127,10 +129,12 @@ def tolerance_policy(args: argparse.Namespace, resources: "Resources | None" = N
     With ``resources`` (the trace's), every uid named must be one of them and every dtype must divide
     its size: :class:`UsageError` naming the flag or the file's table otherwise."""
     from replay.results import DTYPES
-    from replay.tolerances import TolerancePolicy, check_dtype, load_tolerance_file
+    from replay.tolerances import TolerancePolicy, check_dtype, load_tolerance_file, preset_policy
 
     policy = TolerancePolicy()
-    if args.tolerance and args.tolerance != "auto":
+    if args.tolerance and args.tolerance.startswith("preset:"):
+        policy = preset_policy(args.tolerance.removeprefix("preset:"), f"--tolerance {args.tolerance}")
+    elif args.tolerance and args.tolerance != "auto":
         policy = load_tolerance_file(Path(args.tolerance), resources)
     policy = policy.with_defaults(args.atol, args.rtol, args.ulp)
     dtypes = dict(policy.dtypes)

@@ -175,10 +175,10 @@ _ROWS: dict[str, tuple] = {
     "R64_SINT":                 (111, 8, 1, "<i8", None, 0, 0, 0, "int64", 8, 0, 1, 1),
     "R16_SFLOAT":               (76, 2, 1, "<f2", DXGI["R16_FLOAT"], 0, 0, 0, "float16", 2, 1, 1, 1),
     # tensors only; numpy has no such floats: .npy files hold the payload bytes, with the dtype the
-    # reference runner writes (measured: <V2, <V1 and, for E5M2, |u1); compared bit for bit
-    "R16_SFLOAT_FPENCODING_BFLOAT16_ARM":  (1000460001, 2, 1, "<V2", None, 0, 0, 0, "uint16", 2, 0, 0, 1),
-    "R8_SFLOAT_FPENCODING_FLOAT8E4M3_ARM": (1000460002, 1, 1, "<V1", None, 0, 0, 0, "uint8", 1, 0, 0, 1),
-    "R8_SFLOAT_FPENCODING_FLOAT8E5M2_ARM": (1000460003, 1, 1, "|u1", None, 0, 0, 0, "uint8", 1, 0, 0, 1),
+    # reference runner writes (measured: <V2, <V1 and, for E5M2, |u1); replay compares them as floats
+    "R16_SFLOAT_FPENCODING_BFLOAT16_ARM":  (1000460001, 2, 1, "<V2", None, 0, 0, 0, "bfloat16", 2, 0, 0, 1),
+    "R8_SFLOAT_FPENCODING_FLOAT8E4M3_ARM": (1000460002, 1, 1, "<V1", None, 0, 0, 0, "float8e4m3", 1, 0, 0, 1),
+    "R8_SFLOAT_FPENCODING_FLOAT8E5M2_ARM": (1000460003, 1, 1, "|u1", None, 0, 0, 0, "float8e5m2", 1, 0, 0, 1),
 }
 # Formats whose .npy files hold raw payload bytes: any dtype of the element's size loads (as the reference).
 PAYLOAD_FORMATS = frozenset("VK_FORMAT_" + s for s in ("R16_SFLOAT_FPENCODING_BFLOAT16_ARM",
