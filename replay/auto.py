@@ -27,7 +27,8 @@ class _Collector(Comparer):
     baseline: dict[str, bytes] = {}
     spreads: dict[str, Comparison] = {}
 
-    def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str, command: int | None = None) -> Comparison:
+    def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str, command: int | None = None,
+                    seq: int = 0) -> Comparison:
         key = what  # names the frame, the command (dispatch level) and the resource
         dtype = self.dtype_for(uid)
         if key not in self.baseline:

@@ -6,6 +6,8 @@ coloured with a perceptually ordered map, and drawn with a colour bar labelled w
 """
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +41,37 @@ def error_map(recorded: bytes | memoryview, live: bytes, dtype: str, shape: tupl
     return np.nanmax(err.reshape(-1, shape[-2], shape[-1]), axis=0)
 
 
+def value_map(data: bytes | memoryview, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The values reduced to 2-d (rows, columns) as float64: the mean over batch and channels."""
+    storage = DTYPES[dtype][0]
+    values = _widen(np.frombuffer(data, storage), dtype).astype(np.float64)[: int(np.prod(shape))].reshape(shape)
+    with np.errstate(invalid="ignore"):
+        if values.ndim == 4:  # NHWC
+            return np.nanmean(values, axis=(0, 3))
+        if values.ndim == 3:  # HWC
+            return np.nanmean(values, axis=2)
+        return values if values.ndim == 2 else np.nanmean(values.reshape(-1, shape[-2], shape[-1]), axis=0)
+
+
+def write_value_maps(paths: tuple[Path, Path], maps: tuple[np.ndarray, np.ndarray]) -> tuple[Path, Path]:
+    """Both sides' values as PNGs on one scale (their common finite min..max), at the heatmaps' size."""
+    from PIL import Image
+
+    finite = np.concatenate([m[np.isfinite(m)] for m in maps])
+    low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    span = high - low if high > low else 1.0
+    for path, values in zip(paths, maps):
+        image = Image.fromarray(colourise((values - low) / span), "RGB")
+        factor = max(1, MIN_SIDE // max(1, min(values.shape)))
+        if factor > 1:
+            image = image.resize((values.shape[1] * factor, values.shape[0] * factor), Image.Resampling.NEAREST)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        image.save(tmp, format="PNG")
+        tmp.replace(path)
+    return paths
+
+
 def colourise(values: np.ndarray) -> np.ndarray:
     """RGB uint8 image of ``values`` in [0, 1] (inf and nan shown at the top of the scale)."""
     v = np.clip(np.nan_to_num(values, nan=1.0, posinf=1.0), 0.0, 1.0)
@@ -70,7 +103,7 @@ def write_heatmap(path: Path, err: np.ndarray, title: str) -> Path:
     draw.text((width + BAR_WIDTH + 14, 30), f"{top:.3g}", fill=(0, 0, 0))
     draw.text((width + BAR_WIDTH + 14, 30 + max(height, 160) - 12), "0", fill=(0, 0, 0))
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     canvas.save(tmp, format="PNG")
     tmp.replace(path)
     return path

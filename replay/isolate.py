@@ -136,7 +136,7 @@ def describe_exit(code: int) -> str:
     return ABORT_CODES.get(code, f"exit {code}")
 
 
-PARENT_DESTS = frozenset({"isolate", "json", "junit", "progress_file", "serve_probes", "probe_fd"})  # the parent's business
+PARENT_DESTS = frozenset({"isolate", "json", "junit", "html", "progress_file", "serve_probes", "probe_fd"})  # the parent's business
 
 
 def child_arguments(args: argparse.Namespace, replay_parser: argparse.ArgumentParser) -> list[str]:

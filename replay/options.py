@@ -22,5 +22,6 @@ class ReplayOptions:
     dispatch_level: bool = True  # compare dispatch-level snapshots when the trace has them
     shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # uid -> shape, for raw buffers
     heatmap_dir: Path | None = None
+    value_maps: bool = False  # with heatmaps, both sides' values too (for --html)
     progress_file: Path | None = None  # an isolated child names each frame here as it starts
     stop_at_first_divergence: bool = False

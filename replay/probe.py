@@ -35,7 +35,8 @@ class _Capturer(Comparer):
 
     captured: Captures
 
-    def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str, command: int | None = None) -> Comparison:
+    def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str, command: int | None = None,
+                    seq: int = 0) -> Comparison:
         self.captured[(-1 if command is None else command, uid)] = bytes(live)
         return Comparison(uid, "bytes", IDENTICAL, len(live))
 

@@ -291,9 +291,11 @@ class Comparer:
 
         return resource_shape(self.trace, uid, self.options.shapes)
 
-    def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str, command: int | None = None) -> Comparison:
+    def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str, command: int | None = None,
+                    seq: int = 0) -> Comparison:
         """Compare ``live`` with the recorded blob; ``what`` labels it in messages, ``command`` is set for
-        a snapshot taken right after that command (dispatch level)."""
+        a snapshot taken right after that command (dispatch level); ``seq`` is the frame's (frames are
+        compared concurrently: nothing here may depend on which frame was seen last)."""
         dtype = self.dtype_for(uid)
         if records.content_key(live).hex() == recorded_key:
             # The key is the recorded bytes' xxh3-128: equal keys, equal bytes (what deduplication
@@ -307,26 +309,32 @@ class Comparer:
         if result.diverged and self.options.heatmap_dir is not None and shape and len(shape) >= 2 and not result.size_mismatch:
             from .heatmap import error_map, heatmap_name, write_heatmap
 
-            name = heatmap_name(self._seq, uid if command is None else f"{uid}-{command}")
+            name = heatmap_name(seq, uid if command is None else f"{uid}-{command}")
             path = write_heatmap(self.options.heatmap_dir / name, error_map(recorded, bytes(live), dtype, shape), what)
             result.extras["heatmap"] = str(path)
+            if self.options.value_maps:  # for --html: both sides beside the error
+                from .heatmap import value_map, write_value_maps
+
+                sides = (path.with_name(path.stem + "-recorded.png"), path.with_name(path.stem + "-live.png"))
+                write_value_maps(sides, (value_map(recorded, dtype, shape), value_map(bytes(live), dtype, shape)))
+                result.extras["recorded_map"], result.extras["live_map"] = str(sides[0]), str(sides[1])
         return result
 
     def _compare_frame(self, snapshot: FrameSnapshot) -> FrameResult:
         record = self.targets[snapshot.seq]
-        self._seq = snapshot.seq
         by_dispatch = {(d.command, d.segment, d.uid): d for d in record.dispatches}
         result = FrameResult(snapshot.seq, record.frame_id, [])
         for item in snapshot.layout.items:
             live = snapshot.slot.view(item)
             if item.after_command is None:
                 what = f"frame {snapshot.seq}, resource '{item.uid}'"
-                result.comparisons.append(self.compare_one(item.uid, record.snapshots[item.uid], live, what))
+                result.comparisons.append(self.compare_one(item.uid, record.snapshots[item.uid], live, what,
+                                                           seq=snapshot.seq))
             else:
                 shot = by_dispatch[(item.after_command, item.segment, item.uid)]
                 where = f"command {item.after_command}" + (f", segment {item.segment}" if item.segment is not None else "")
                 what = f"frame {snapshot.seq}, {where}, resource '{item.uid}'"
-                comparison = self.compare_one(item.uid, shot.blob, live, what, item.after_command)
+                comparison = self.compare_one(item.uid, shot.blob, live, what, item.after_command, seq=snapshot.seq)
                 if item.segment is not None:
                     comparison.extras.update(segment=item.segment, module=shot.module)
                 result.dispatches.append((item.after_command, comparison))

@@ -92,6 +92,18 @@ class TolerancePolicy:
         return replace(self, default=replace(self.default, **changes), default_keys={**self.default_keys, **changes})
 
 
+def describe_tolerance(policy: TolerancePolicy) -> str:
+    """One line: the preset, the defaults and each resource's own values (for report headers)."""
+    def text(t: Tolerance | dict[str, Any]) -> str:
+        items = t.items() if isinstance(t, dict) else (("atol", t.atol), ("rtol", t.rtol), ("ulp", t.ulp))
+        return ", ".join(f"{k}={v:g}" for k, v in items if v) or "exact"
+
+    parts = [f"preset {policy.preset}"] if policy.preset else []
+    parts.append(f"default {text(policy.default_keys if policy.preset else policy.default)}")
+    parts += [f"{uid}: {text(t)}" for uid, t in sorted(policy.per_resource.items())]
+    return "; ".join(parts)
+
+
 def preset_policy(name: str, where: str) -> TolerancePolicy:
     """A policy of preset ``name``; :class:`UsageError` naming ``where`` for an unknown one."""
     if name not in PRESETS:

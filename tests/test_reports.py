@@ -3,11 +3,16 @@ JUnit report, and tables printed whole when stdout is not a terminal (every CI l
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
 import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.builders import ScenarioBuilder, vkcap
 
@@ -100,3 +105,90 @@ def test_diff_reports_dispatches_and_indices_as_replay_does(builder: ScenarioBui
     for got, want in ((d["resources"], r["resources"]), (d["dispatches"], r["dispatches"])):
         assert [{k: c[k] for k in keys} for c in got] == [{k: c[k] for k in keys} for c in want]
     assert d["dispatches"][0]["command"] == 0 and d["dispatches"][0]["first_index"] == [1000 // 64, 1000 % 64]
+
+
+class Dom(HTMLParser):
+    """What the tests read of a page as the browser serialised it: links, table rows, images, SVGs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[tuple[str, str]] = []
+        self.rows: list[list[str]] = []
+        self.images: list[tuple[str, str]] = []
+        self.svgs = 0
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "a":
+            self.links.append((a.get("href", ""), a.get("class", "")))
+        elif tag == "tr":
+            self.rows.append([])
+        elif tag == "td":
+            self._cell = []
+        elif tag == "img":
+            self.images.append((a.get("data-kind", ""), a.get("src", "")))
+        elif tag == "svg":
+            self.svgs += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "td" and self._cell is not None:
+            self.rows[-1].append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def chromium(*args: str) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("chromium")
+    if exe is None:
+        pytest.fail("chromium is not installed (make setup installs it)")
+    return subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
+                           *args], capture_output=True, text=True, timeout=120)
+
+
+def test_html_report_in_a_real_browser(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """``--html``: one self-contained page, rendered by headless Chromium with no console message; its DOM
+    holds the timeline, the statistics row of the diverged buffer (shaped 64x64) and its recorded, live
+    and difference images and ULP histogram; the screenshot is not blank and shows the heatmap's colours.
+    With VKCAP_UPDATE_DOCS=1 the screenshot becomes docs/html-report.png (the README shows it)."""
+    a = (np.random.default_rng(7).random(N) + 1).astype(np.float32)
+    builder.shader("scale", SCALE.replace("EXTRA", ""))
+    builder.buffer("a", N * 4, a, shader_access="readonly").buffer("c", N * 4)
+    for k in range(3):
+        builder.dispatch("scale", [(0, 0, "a"), (0, 1, "c")], [N // 64, 1, 1]).boundary(["c"], k)
+    trace = tmp_path / "t.vkt"
+    assert vkcap("record", builder.save(), "-o", trace, "--output", tmp_path / "out").returncode == 0
+    changed = builder.file("nudged.comp", SCALE.replace("EXTRA", NUDGED))
+    page = tmp_path / "report.html"
+    proc = vkcap("replay", trace, "--replace-shader", f"scale={changed}", "--ulp", "4", "--dtype", "c=float32",
+                 "--shape", "c=64x64", "--html", page)
+    assert proc.returncode == 1, proc.stderr
+    text = page.read_text()
+    assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "") and "https://" not in text
+    assert "<script" not in text and page.stat().st_size < 10 * 2**20
+    dom = chromium("--dump-dom", page.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert not [line for line in dom.stderr.splitlines() if ":CONSOLE" in line], dom.stderr
+    found = Dom()
+    found.feed(dom.stdout)
+    assert [cls for href, cls in found.links if href.startswith("#frame-")] == ["diverged"] * 3
+    frame_rows = [r for r in found.rows if r and r[0] == "c"]
+    assert len(frame_rows) == 3 and all(r[2] == f"512/{N}" and r[3] == f"2/{N}" for r in frame_rows)
+    assert all(r[9].startswith("[15, 40] ") for r in frame_rows)  # element 1000 of 64x64
+    assert [kind for kind, _ in found.images] == ["recorded", "live", "|difference|"] * 3
+    assert all(src.startswith("data:image/png;base64,") for _, src in found.images)
+    assert found.svgs == 3
+    shot = tmp_path / "shot.png"
+    proc = chromium(f"--screenshot={shot}", "--window-size=1280,1400", page.as_uri())
+    assert proc.returncode == 0 and shot.is_file(), proc.stderr[-2000:]
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(shot).convert("RGB")).astype(np.int32)
+    assert pixels.std() > 20  # not blank
+    yellow = (np.abs(pixels - np.array([253, 231, 37])).sum(axis=2) < 30).sum()  # the top of the heatmap's ramp
+    assert yellow > 20, yellow
+    if os.environ.get("VKCAP_UPDATE_DOCS") == "1":
+        shutil.copyfile(shot, Path(__file__).resolve().parent.parent / "docs" / "html-report.png")

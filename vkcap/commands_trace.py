@@ -60,6 +60,7 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
                      help="replay with another shader (.spv as SPIR-V, else GLSL); repeatable")
     rep.add_argument("--timeout", type=float, metavar="SECONDS", help="give up on a frame that runs longer than this")
     rep.add_argument("--heatmap", type=Path, metavar="DIR", help="write a PNG of |error| for each diverged 2-d+ resource")
+    rep.add_argument("--value-maps", action="store_true", help=argparse.SUPPRESS)  # with heatmaps, both sides (--html)
     rep.add_argument("--isolate", action="store_true",
                      help="run the device work in a child process: a driver crash is reported (frame, signal) as a divergence")
     rep.add_argument("--progress-file", type=Path, help=argparse.SUPPRESS)  # written by an isolated child
@@ -107,21 +108,44 @@ def add_compare_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=int, default=5, metavar="N",
                    help="list the first N offending elements of each comparison (default 5)")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
+    p.add_argument("--html", type=Path, metavar="FILE",
+                   help="write one self-contained HTML page of the results (no network, no JavaScript)")
     p.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
 
 
 
 
 def report_outputs(args: argparse.Namespace, kind: str, document: dict[str, Any], frames: list[Any],
-                   crash: tuple[int | None, str] | None = None, sides: tuple[str, str] | None = None) -> None:
-    """Write every report asked for (``--json``, ``--junit``); a ``crash`` (frame, line) is a JUnit failure;
-    ``sides`` names what was compared in JUnit messages (default: recorded and live)."""
+                   crash: tuple[int | None, str] | None = None, sides: tuple[str, str] | None = None,
+                   fingerprints: list[tuple[str, dict[str, Any]]] | None = None,
+                   bisect: dict[str, Any] | None = None) -> None:
+    """Write every report asked for (``--json``, ``--junit``, ``--html``); a ``crash`` (frame, line) is a
+    JUnit failure and a crashed frame on the page; ``sides`` names what was compared in JUnit messages
+    (default: recorded and live); ``fingerprints`` head the page, ``bisect`` adds its probes."""
     from replay.report import REPLAY_SIDES, write_json, write_junit
 
     if args.json:
         write_json(args.json, document)
     if args.junit:
         write_junit(args.junit, f"vkcap.{kind}", frames, crash=crash, sides=sides or REPLAY_SIDES)
+    if getattr(args, "html", None):
+        from replay.html import write_html
+        from replay.tolerances import describe_tolerance
+
+        write_html(args.html, title=f"vkcap {kind}: {args.trace}", fingerprints=fingerprints or [],
+                   tolerance=describe_tolerance(tolerance_policy(args)), frames=frames,
+                   crashed=None if crash is None else crash[0], bisect=bisect)
+
+
+def prepare_html(args: argparse.Namespace) -> None:
+    """``--html``: the replay draws both sides and the error of each diverged 2-d+ resource (into
+    ``--heatmap`` or a temporary folder) for the page to show."""
+    if getattr(args, "html", None):
+        args.value_maps = True
+        if args.heatmap is None:
+            import tempfile
+
+            args.heatmap = Path(tempfile.mkdtemp(prefix="vkcap-html-"))
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -133,6 +157,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     check_compare_flags(args, [args.trace])  # before Vulkan starts, and before an isolated child does
     from replay.isolate import in_isolated_child
 
+    prepare_html(args)
     if args.isolate and not args.serve_probes and not in_isolated_child():  # a child never isolates again
         return replay_isolated(args, log)
     start_vulkan_early(args.icd, args.device)  # the replay runs in this process (perhaps the probes' child)
@@ -161,7 +186,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         "diverged": report.diverged,
         "frames": frames_document(report.frames),
     }
-    report_outputs(args, "replay", document, report.frames)
+    report_outputs(args, "replay", document, report.frames,
+                   fingerprints=[("recorded", report.recorded_device), ("live", report.device)])
     first = report.first_divergence
     compared = len(report.frames)
     if first is None:
@@ -198,7 +224,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
         "file_changes": report.file_changes, "only_in_a": report.only_in_a, "only_in_b": report.only_in_b,
         "frames": frames_document(report.frames),
     }
-    report_outputs(args, "diff", document, report.frames, sides=DIFF_SIDES)
+    report_outputs(args, "diff", document, report.frames, sides=DIFF_SIDES,
+                   fingerprints=[("A", a.fingerprint), ("B", b.fingerprint)])
     if report.only_in_a or report.only_in_b:
         log.warning("frames only in A: %s; only in B: %s", report.only_in_a or "none", report.only_in_b or "none")
     first = next((f for f in report.frames if f.diverged), None)
@@ -325,7 +352,9 @@ def replay_isolated(args: argparse.Namespace, log: Any) -> int:
 
     outcome = run_child(child_arguments(args))
     if outcome.report is not None:
-        report_outputs(args, "replay", outcome.report, frames_from_document(outcome.report["frames"]))
+        report_outputs(args, "replay", outcome.report, frames_from_document(outcome.report["frames"]),
+                       fingerprints=[("recorded", outcome.report.get("recorded_device") or {}),
+                                     ("live", outcome.report.get("device") or {})])
         return outcome.returncode
     line = outcome.crash_line()
     log.error("%s", line)

@@ -68,7 +68,8 @@ def check_compare_flags(args: argparse.Namespace, inputs: list[Path]) -> None:
     if timeout is not None and not 0 < timeout <= MAX_TIMEOUT_S:  # NaN fails every comparison
         raise UsageError(f"must be a positive number of seconds (finite, at most {MAX_TIMEOUT_S:g}), got {timeout}",
                          place="--timeout")
-    reports = (("--json", args.json, False), ("--junit", args.junit, False), ("--heatmap", getattr(args, "heatmap", None), True))
+    reports = (("--json", args.json, False), ("--junit", args.junit, False), ("--html", getattr(args, "html", None), False),
+               ("--heatmap", getattr(args, "heatmap", None), True))
     for flag, path, folder in reports:
         check_output(flag, path, inputs, folder=folder)
     if args.json is not None and args.junit is not None and os.path.realpath(args.json) == os.path.realpath(args.junit):
@@ -177,6 +178,7 @@ def replay_options(args: argparse.Namespace, opened: "Trace | None" = None, **ex
         frame_timeout_s=getattr(args, "timeout", None),
         shapes=tuple(shape_list),
         heatmap_dir=getattr(args, "heatmap", None),
+        value_maps=getattr(args, "value_maps", False),
         progress_file=getattr(args, "progress_file", None),
         stop_at_first_divergence=getattr(args, "stop_at_first_divergence", False),
         **extra,
