@@ -139,8 +139,8 @@ def write_html(path: Path, *, title: str, fingerprints: Iterable[tuple[str, dict
         if probes:
             body.append("<table><tr><th>probe</th><th>frames</th><th>diverged</th></tr>")
             for i, p in enumerate(probes):
-                body.append(f"<tr><td>{i}</td><td>{_e(p.get('frames', p.get('first', '')))}</td>"
-                            f"<td>{_e(p.get('diverged', ''))}</td></tr>")
+                frames_text = "-".join(map(str, p.get("frames") or []))
+                body.append(f"<tr><td>{i}</td><td>{_e(frames_text)}</td><td>{_e(p.get('diverged', ''))}</td></tr>")
             body.append("</table>")
     header = ("<tr><th>resource</th><th>status</th><th>differ</th><th>beyond tol.</th><th>max abs</th>"
               "<th>mean abs (beyond)</th><th>p99 abs (beyond)</th><th>max ULP</th><th>cosine</th><th>first difference</th></tr>")

@@ -192,3 +192,33 @@ def test_html_report_in_a_real_browser(builder: ScenarioBuilder, tmp_path: Path)
     assert yellow > 20, yellow
     if os.environ.get("VKCAP_UPDATE_DOCS") == "1":
         shutil.copyfile(shot, Path(__file__).resolve().parent.parent / "docs" / "html-report.png")
+
+
+def test_bisect_and_diff_pages(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """bisect's page names the first divergent frame and command and lists its probes; diff's page has
+    both traces' fingerprints and its frames; both render in Chromium without a console message."""
+    a = (np.random.default_rng(7).random(N) + 1).astype(np.float32)
+    builder.shader("scale", SCALE.replace("EXTRA", ""))
+    builder.buffer("a", N * 4, a, shader_access="readonly").buffer("c", N * 4)
+    for k in range(4):
+        builder.dispatch("scale", [(0, 0, "a"), (0, 1, "c")], [N // 64, 1, 1]).boundary(["c"], k)
+    scenario = builder.save()
+    first, second = tmp_path / "a.vkt", tmp_path / "b.vkt"
+    assert vkcap("record", scenario, "-o", first, "--output", tmp_path / "o1", "--dispatch-level").returncode == 0
+    builder.file("scale.comp", SCALE.replace("EXTRA", NUDGED))
+    assert vkcap("record", scenario, "-o", second, "--output", tmp_path / "o2", "--dispatch-level").returncode == 0
+    pages = {"bisect": tmp_path / "bisect.html", "diff": tmp_path / "diff.html"}
+    assert vkcap("bisect", first, "--replace-shader", f"scale={builder.root / 'scale.comp'}",
+                 "--html", pages["bisect"]).returncode == 1
+    assert vkcap("diff", first, second, "--dtype", "c=float32", "--html", pages["diff"]).returncode == 1
+    for kind, page in pages.items():
+        dom = chromium("--dump-dom", page.as_uri())
+        assert dom.returncode == 0 and not [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
+        found = Dom()
+        found.feed(dom.stdout)
+        if kind == "bisect":
+            assert ["0"] in found.rows and ["0 scale"] in found.rows  # first divergent frame, command 0 (shader)
+            assert ["0", "0-3", "True"] in found.rows  # one probe: frames 0-3, diverged
+        else:
+            assert [cls for href, cls in found.links if href.startswith("#frame-")] == ["diverged"] * 4
+            assert sum(1 for r in found.rows if r and r[0] in ("c", "c after command 0")) == 8

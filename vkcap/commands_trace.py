@@ -291,14 +291,15 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
         }
         if result.crash:
             document.update({"diverged": True, "crashed": True, "frame": result.crash_frame, "crash": result.crash})
-            report_outputs(args, "bisect", document, [], crash=(result.crash_frame, result.crash))
+            report_outputs(args, "bisect", document, [], crash=(result.crash_frame, result.crash),
+                           fingerprints=[("recorded", trace.fingerprint)], bisect=document)
             print(f"first divergence: {result.crash}")
             print(f"search: {search_size(result)} in {result.child_processes} child process(es), a new one after a crash")
             return 1
         if result.frame is None:
             log.info("no divergence found in %s", search_size(result))
             document["diverged"] = False
-            report_outputs(args, "bisect", document, [])
+            report_outputs(args, "bisect", document, [], fingerprints=[("recorded", trace.fingerprint)], bisect=document)
             return 0
         name = dispatch_name(_json.loads(trace.portable_json), result.command) if result.command is not None else None
     extras = result.dispatch_comparison.extras if result.dispatch_comparison is not None else {}
@@ -307,7 +308,8 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
         "command": result.command, "dispatch": name, "segment": extras.get("segment"), "module": extras.get("module"),
         "resource": result.resource.as_dict() if result.resource else None,
     })
-    report_outputs(args, "bisect", document, [result.frame])
+    report_outputs(args, "bisect", document, [result.frame], fingerprints=[("recorded", trace.fingerprint)],
+                   bisect={**document, "command_name": name or ""})
     print(f"first divergent frame: {result.frame.seq} (frame_id {result.frame.frame_id})")
     if result.command is not None:
         via = " (found by running the frame on both drivers)" if result.side_by_side else ""
