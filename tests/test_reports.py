@@ -221,4 +221,4 @@ def test_bisect_and_diff_pages(builder: ScenarioBuilder, tmp_path: Path) -> None
             assert ["0", "0-3", "True"] in found.rows  # one probe: frames 0-3, diverged
         else:
             assert [cls for href, cls in found.links if href.startswith("#frame-")] == ["diverged"] * 4
-            assert sum(1 for r in found.rows if r and r[0] in ("c", "c after command 0")) == 8
+            assert sum(1 for r in found.rows if r and (r[0] == "c" or r[0].startswith("c after command "))) == 8
