@@ -7,8 +7,9 @@ linking to the frame's section; per frame, a table of every comparison (counts, 
 elements beyond the tolerance, the first offending index), for resources of two or more dimensions the
 recorded, live and |difference| images side by side (with ``value_maps``/heatmaps: written by the
 replay), and each comparison's ULP histogram as an SVG bar chart; for bisect, its probes and the first
-divergent dispatch. Images are at most :data:`MAX_IMAGE_SIDE` pixels a side, so a 100-frame trace of
-4 MiB resources stays far below 10 MB.
+divergent dispatch. Images are at most :data:`MAX_IMAGE_SIDE` pixels a side and drawn for the first
+:data:`MAX_FIGURES` comparisons that are not identical (the rest keep their table rows), so the page of
+a 100-frame trace of 4 MiB resources stays far below 10 MB.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from vkcore.outputs import write_atomic
 from .results import DIVERGED, IDENTICAL, WITHIN, Comparison
 
 MAX_IMAGE_SIDE = 256
+MAX_FIGURES = 12  # comparisons shown with images (the first ones): the page stays small for long traces
 STATUS_CLASS = {IDENTICAL: "identical", WITHIN: "within", DIVERGED: "diverged"}
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#1d1d1d}
@@ -144,12 +146,16 @@ def write_html(path: Path, *, title: str, fingerprints: Iterable[tuple[str, dict
             body.append("</table>")
     header = ("<tr><th>resource</th><th>status</th><th>differ</th><th>beyond tol.</th><th>max abs</th>"
               "<th>mean abs (beyond)</th><th>p99 abs (beyond)</th><th>max ULP</th><th>cosine</th><th>first difference</th></tr>")
+    figures = 0
     for f in frames:
         body.append(f'<section id="frame-{f.seq}"><h2>frame {f.seq} (id {f.frame_id})</h2><table>{header}')
         rows = [(c.uid, c) for c in f.comparisons] + [(f"{c.uid} after command {cmd}", c) for cmd, c in f.dispatches]
         body.extend(_comparison_rows(f.seq, label, c) for label, c in rows)
         body.append("</table>")
-        body.extend(_figures(f.seq, label, c) for label, c in rows if c.status != IDENTICAL)
+        for label, c in rows:
+            if c.status != IDENTICAL and figures < MAX_FIGURES:
+                figures += 1
+                body.append(_figures(f.seq, label, c))
         body.append("</section>")
     if crashed is not None:
         body.append(f'<section id="crash"><h2>frame {crashed}: the driver crashed</h2></section>')
