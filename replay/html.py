@@ -134,9 +134,11 @@ def write_html(path: Path, *, title: str, fingerprints: Iterable[tuple[str, dict
         body.append(f'<a href="#crash" class="crashed" title="frame {crashed}: crashed"></a>')
     body.append("</div>")
     if bisect:
+        segment = (f", segment {bisect['segment']} (module {bisect.get('module', '')})"
+                   if bisect.get("segment") is not None else "")
         body.append("<h2>bisect</h2><table><tr><th>first divergent frame</th><td>"
                     f"{_e(bisect.get('frame'))}</td></tr><tr><th>command</th><td>{_e(bisect.get('command'))} "
-                    f"{_e(bisect.get('command_name', ''))}</td></tr></table>")
+                    f"{_e(bisect.get('command_name', ''))}{_e(segment)}</td></tr></table>")
         probes = bisect.get("probes") or []
         if probes:
             body.append("<table><tr><th>probe</th><th>frames</th><th>diverged</th></tr>")
