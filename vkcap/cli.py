@@ -124,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import commands_vgf
 
     commands_vgf.register(sub, _add_common)
+    from . import commands_suite
+
+    commands_suite.add_suite_parser(sub, _add_device)
     return parser
 
 

@@ -1,0 +1,281 @@
+"""``vkcap suite run``: many traces replayed by a few long-lived worker processes, each outcome judged
+against the expectation of the device it ran on.
+
+A suite is folders of ``.vkt`` files (each expected to replay within tolerance) and/or manifests
+(``suite.toml``)::
+
+    [[traces]]
+    path = "traces/*.vkt"          # a path or a glob, relative to the manifest
+
+    [[traces.expect]]
+    device = "llvmpipe*"           # fnmatch on the device name
+    status = "diverged"            # pass | diverged | flaky | skip | crash
+    reason = "lavapipe rounds sin() differently"
+    link = "https://example.com/issue/1"
+
+Workers (``-j N``) are child processes that replay trace after trace through the same replay path as
+``vkcap replay`` (:func:`replay.replayer.replay`), one JSON line per trace. A worker that dies (a driver
+crash) is replaced, and the trace it was replaying is reported as ``crash``. With ``--retries K`` a trace
+that fails is replayed again: passing on a retry makes it ``flaky``.
+
+Outcomes, judged against the expectation (default ``pass``): ``pass``; ``expected`` (it diverged, or
+crashed, as expected); ``fixed`` (expected to diverge, it now passes: the label can go); ``flaky``;
+``fail`` (it diverged or crashed, unexpectedly); ``skip``.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from vkcore.errors import UsageError
+
+STATUSES = ("pass", "diverged", "flaky", "skip", "crash")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    device: str  # an fnmatch pattern of device names
+    status: str
+    reason: str = ""
+    link: str = ""
+
+
+@dataclass(frozen=True)
+class SuiteTrace:
+    path: Path
+    expectations: tuple[Expectation, ...] = ()
+
+    def expected_on(self, device: str) -> Expectation:
+        for e in self.expectations:
+            if fnmatch.fnmatch(device, e.device):
+                return e
+        return Expectation("*", "pass")
+
+
+@dataclass
+class TraceResult:
+    trace: str
+    device: str
+    status: str  # pass | expected | fixed | flaky | fail | skip
+    outcome: str  # what the replay found: identical | within | diverged | crash | error | skipped
+    expected: str
+    frames: int = 0
+    seconds: float = 0.0
+    attempts: int = 1
+    first_divergence: int | None = None
+    detail: str = ""
+    reason: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _expectations(table: Any, where: str) -> tuple[Expectation, ...]:
+    out = []
+    for i, e in enumerate(table or ()):
+        place = f"{where}.expect[{i}]"
+        if not isinstance(e, dict) or not isinstance(e.get("device"), str) or e.get("status") not in STATUSES:
+            raise UsageError(f"{place}: needs device (a pattern) and status (one of: {', '.join(STATUSES)})")
+        out.append(Expectation(e["device"], e["status"], str(e.get("reason", "")), str(e.get("link", ""))))
+    return tuple(out)
+
+
+def load_suite(paths: list[Path]) -> list[SuiteTrace]:
+    """The traces of folders and manifests, in a stable order (sorted paths), each once."""
+    import tomllib
+
+    found: dict[Path, SuiteTrace] = {}
+    for path in paths:
+        if path.is_dir():
+            for trace in sorted(path.glob("*.vkt")):
+                found.setdefault(trace.resolve(), SuiteTrace(trace))
+            continue
+        if not path.is_file():
+            raise UsageError(f"{path}: no such suite folder or manifest")
+        try:
+            doc = tomllib.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise UsageError(f"{path}: not a suite manifest: {exc}") from None
+        for i, entry in enumerate(doc.get("traces", ())):
+            where = f"{path}: traces[{i}]"
+            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+                raise UsageError(f"{where}.path: a trace path or glob is required")
+            matches = sorted(path.parent.glob(entry["path"])) if any(c in entry["path"] for c in "*?[") \
+                else [path.parent / entry["path"]]
+            if not matches or not all(m.is_file() for m in matches):
+                raise UsageError(f"{where}.path: no trace matches {entry['path']!r}")
+            expectations = _expectations(entry.get("expect"), where)
+            for trace in matches:
+                found[trace.resolve()] = SuiteTrace(trace, expectations)
+    return sorted(found.values(), key=lambda t: str(t.path))
+
+
+def shard(traces: list[SuiteTrace], index: int, count: int) -> list[SuiteTrace]:
+    """Shard ``index`` (1-based) of ``count``: traces dealt largest first to the lightest shard, so shards
+    are balanced by bytes, deterministic, disjoint and together complete."""
+    loads = [0] * count
+    owner: dict[Path, int] = {}
+    for t in sorted(traces, key=lambda t: (-t.path.stat().st_size, str(t.path))):
+        k = min(range(count), key=lambda i: (loads[i], i))
+        owner[t.path] = k
+        loads[k] += t.path.stat().st_size
+    return [t for t in traces if owner[t.path] == index - 1]
+
+
+def judge(outcome: str, expected: Expectation) -> str:
+    if expected.status == "skip":
+        return "skip"
+    bad = outcome in ("diverged", "crash", "error")
+    if expected.status in ("diverged", "crash"):
+        return "expected" if outcome == expected.status else ("fixed" if not bad else "fail")
+    return "fail" if bad else "pass"
+
+
+class Worker:
+    """One child process replaying traces sent to it, one JSON line back per trace."""
+
+    def __init__(self, flags: list[str], env: dict[str, str] | None) -> None:
+        import tempfile
+
+        self.flags, self.env = flags, env
+        self.process: subprocess.Popen[str] | None = None
+        self.device = ""  # the device the worker replays on, as it says when it starts
+        self.progress = Path(tempfile.mkdtemp(prefix="vkcap-suite-")) / "progress"  # frames as the worker runs them
+
+    def _start(self) -> subprocess.Popen[str]:
+        if self.process is None or self.process.poll() is not None:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "vkcap", "suite", "worker", f"--replay-flags={json.dumps(self.flags)}"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1, env=self.env)
+            assert self.process.stdout is not None
+            hello = self.process.stdout.readline()
+            self.device = json.loads(hello).get("device", "") if hello else ""
+        return self.process
+
+    def replay(self, trace: Path) -> dict[str, Any]:
+        """The worker's report of one replay; ``{"outcome": "crash", ...}`` when it died doing it."""
+        process = self._start()
+        assert process.stdin is not None and process.stdout is not None
+        self.progress.unlink(missing_ok=True)
+        try:
+            process.stdin.write(json.dumps({"trace": str(trace), "progress": str(self.progress)}) + "\n")
+            process.stdin.flush()
+            line = process.stdout.readline()
+        except (BrokenPipeError, OSError):
+            line = ""
+        if line:
+            return {"device": self.device, **json.loads(line)}
+        from .isolate import describe_exit, frame_running
+
+        code = process.wait()
+        self.process = None
+        frame = frame_running(self.progress)
+        where = "during set-up" if frame is None else f"in frame {frame}"
+        return {"outcome": "crash", "device": self.device, "first_divergence": frame,
+                "detail": f"the replay died {where}: {describe_exit(code)}"}
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            self.process.wait(timeout=60)
+
+
+def run_suite(traces: list[SuiteTrace], *, jobs: int = 1, retries: int = 0, flags: list[str] | None = None,
+              env: dict[str, str] | None = None,
+              on_result: Callable[[TraceResult], None] | None = None) -> list[TraceResult]:
+    """Replay every trace on ``jobs`` workers (each given ``flags``: tolerances, ``--device``...); the
+    results in the traces' order."""
+    todo: queue.Queue[int] = queue.Queue()
+    for i in range(len(traces)):
+        todo.put(i)
+    results: dict[int, TraceResult] = {}
+    lock = threading.Lock()
+
+    def work() -> None:
+        worker = Worker(list(flags or []), env)
+        try:
+            while True:
+                try:
+                    i = todo.get_nowait()
+                except queue.Empty:
+                    return
+                result = _replay_one(worker, traces[i], retries)
+                with lock:
+                    results[i] = result
+                    if on_result is not None:
+                        on_result(result)
+        finally:
+            worker.close()
+
+    threads = [threading.Thread(target=work, name=f"vkcap-suite-{k}") for k in range(max(1, jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [results[i] for i in range(len(traces))]
+
+
+def _replay_one(worker: Worker, trace: SuiteTrace, retries: int) -> TraceResult:
+    start = time.perf_counter()
+    report = worker.replay(trace.path)
+    device = report.get("device", "")
+    expected = trace.expected_on(device)
+    if expected.status == "skip":
+        return TraceResult(str(trace.path), device, "skip", "skipped", "skip", reason=expected.reason)
+    attempts, outcomes = 1, [report.get("outcome", "error")]
+    while outcomes[-1] in ("diverged", "crash", "error") and attempts <= retries and expected.status == "pass":
+        report = worker.replay(trace.path)
+        attempts += 1
+        outcomes.append(report.get("outcome", "error"))
+    status = judge(outcomes[-1], expected)
+    if attempts > 1 and status == "pass":
+        status = "flaky"
+    if expected.status == "flaky":
+        status = "flaky" if outcomes[-1] in ("diverged", "crash") else "pass"
+    return TraceResult(str(trace.path), device or report.get("device", ""), status, outcomes[-1], expected.status,
+                       int(report.get("frames", 0)), round(time.perf_counter() - start, 3), attempts,
+                       report.get("first_divergence"), str(report.get("detail", "")), expected.reason)
+
+
+def write_results(folder: Path, results: list[TraceResult]) -> None:
+    """One JSON file per trace (what ``suite merge`` will combine)."""
+    from vkcore.outputs import write_atomic
+
+    for r in results:
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(r.trace).name) + ".json"
+        write_atomic(folder / name, [json.dumps(r.as_dict(), indent=1).encode()])
+
+
+def write_junit(path: Path, results: list[TraceResult]) -> None:
+    """One test case per trace x device; a ``fail`` is a failure, a ``skip`` skipped."""
+    import xml.etree.ElementTree as ET
+
+    from vkcore.outputs import write_atomic
+
+    root = ET.Element("testsuites")
+    suite = ET.SubElement(root, "testsuite", name="vkcap.suite", tests=str(len(results)),
+                          failures=str(sum(r.status == "fail" for r in results)),
+                          skipped=str(sum(r.status == "skip" for r in results)))
+    for r in results:
+        case = ET.SubElement(suite, "testcase", classname=f"vkcap.suite.{r.device or 'unknown'}", name=Path(r.trace).name,
+                             time=str(r.seconds))
+        if r.status == "fail":
+            ET.SubElement(case, "failure", message=f"{r.outcome} (expected {r.expected}) {r.detail}".strip())
+        elif r.status == "skip":
+            ET.SubElement(case, "skipped", message=r.reason)
+    write_atomic(path, [ET.tostring(root, encoding="utf-8", xml_declaration=True)])
+
+
+def environment() -> dict[str, str]:
+    return {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -1,0 +1,152 @@
+"""``vkcap suite run``: traces of folders and manifests replayed by long-lived workers, each outcome
+judged against the expectation for the device; a crashing replay kills only its worker (fault
+injection: ``VKCAP_TEST_CRASH_AT_FRAME``, the real fatal signal a driver crash delivers)."""
+from __future__ import annotations
+
+import json
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from replay.suite import SuiteTrace, load_suite, shard
+from tests.builders import ADD_FLOAT, ScenarioBuilder, vkcap
+from vkcore.errors import UsageError
+
+
+def record(builder: ScenarioBuilder, tmp_path: Path, frames: int, name: str) -> Path:
+    b = ScenarioBuilder(builder.root.parent / f"scenario-{name}")
+    b.shader("add", ADD_FLOAT)
+    b.buffer("a", 64, np.arange(16, dtype=np.float32), shader_access="readonly")
+    b.buffer("b", 64, np.ones(16, np.float32), shader_access="readonly").buffer("c", 64)
+    for k in range(frames):
+        b.dispatch("add", [(0, 0, "a"), (0, 1, "b"), (0, 2, "c")], [16, 1, 1]).boundary(["c"], k)
+    trace = tmp_path / "traces" / f"{name}.vkt"
+    trace.parent.mkdir(exist_ok=True)
+    proc = vkcap("record", b.save(), "-o", trace, "--output", tmp_path / "out" / name)
+    assert proc.returncode == 0, proc.stderr
+    return trace
+
+
+def test_a_suite_with_expectations_and_a_crash(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """Six traces on two workers, the replay of every 4-frame trace killed at frame 2: a crash expected
+    on this device is ``expected``, one expected nowhere ``fail``; a trace expected to diverge that
+    passes is ``fixed``; one skipped here is ``skip``; the rest pass. Every trace is reported, in order,
+    in the table, the JSON, the JUnit and one result file each."""
+    short = [record(builder, tmp_path, 2, name) for name in ("p1", "p2", "fixed", "skipped")]
+    long = [record(builder, tmp_path, 4, name) for name in ("crash_expected", "crash_unexpected")]
+    manifest = tmp_path / "traces" / "suite.toml"
+    manifest.write_text('''
+[[traces]]
+path = "p*.vkt"
+
+[[traces]]
+path = "fixed.vkt"
+[[traces.expect]]
+device = "llvmpipe*"
+status = "diverged"
+reason = "a driver bug"
+
+[[traces]]
+path = "skipped.vkt"
+[[traces.expect]]
+device = "*"
+status = "skip"
+reason = "too slow on CPUs"
+
+[[traces]]
+path = "crash_expected.vkt"
+[[traces.expect]]
+device = "NVIDIA*"
+status = "pass"
+[[traces.expect]]
+device = "llvmpipe*"
+status = "crash"
+reason = "lavapipe dies in frame 2"
+
+[[traces]]
+path = "crash_unexpected.vkt"
+''')
+    report, junit, results = tmp_path / "suite.json", tmp_path / "suite.xml", tmp_path / "results"
+    proc = vkcap("suite", "run", manifest, "-j", "2", "--json", report, "--junit", junit, "--results", results,
+                 env={"VKCAP_TEST_CRASH_AT_FRAME": "2"})
+    assert proc.returncode == 1, proc.stderr
+    rows = {Path(r["trace"]).name: r for r in json.loads(report.read_text())["results"]}
+    assert list(rows) == sorted(p.name for p in short + long)
+    assert {name: (r["status"], r["outcome"], r["expected"]) for name, r in rows.items()} == {
+        "crash_expected.vkt": ("expected", "crash", "crash"),
+        "crash_unexpected.vkt": ("fail", "crash", "pass"),
+        "fixed.vkt": ("fixed", "identical", "diverged"),
+        "p1.vkt": ("pass", "identical", "pass"),
+        "p2.vkt": ("pass", "identical", "pass"),
+        "skipped.vkt": ("skip", "skipped", "skip"),
+    }
+    assert rows["crash_unexpected.vkt"]["detail"] == "the replay died in frame 2: SIGSEGV"
+    assert rows["crash_unexpected.vkt"]["first_divergence"] == 2 and rows["p1.vkt"]["frames"] == 2
+    assert all(r["device"].startswith("llvmpipe") for n, r in rows.items() if n != "skipped.vkt")
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("6", "1", "1")
+    assert sorted(p.name for p in results.iterdir()) == sorted(f"{n}.json" for n in rows)
+    assert "suite: 2 pass, 1 expected, 1 fixed, 1 fail, 1 skip" in proc.stderr
+
+
+def test_a_folder_of_traces_all_pass_in_one_worker(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    traces = [record(builder, tmp_path, 3, f"t{k}") for k in range(3)]
+    proc = vkcap("suite", "run", traces[0].parent, "--json", tmp_path / "r.json")
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert [(Path(r["trace"]).name, r["status"], r["frames"]) for r in results] == [
+        ("t0.vkt", "pass", 3), ("t1.vkt", "pass", 3), ("t2.vkt", "pass", 3)]
+
+
+def test_shards_are_balanced_disjoint_and_complete(tmp_path: Path) -> None:
+    sizes = [5000, 4000, 3000, 2000, 1000, 900, 800, 100]
+    for k, size in enumerate(sizes):
+        (tmp_path / f"t{k}.vkt").write_bytes(b"x" * size)
+    traces = load_suite([tmp_path])
+    parts = [shard(traces, i, 3) for i in (1, 2, 3)]
+    names = [[t.path.name for t in part] for part in parts]
+    assert sorted(sum(names, [])) == sorted(t.path.name for t in traces)  # nothing lost, nothing twice
+    loads = [sum(t.path.stat().st_size for t in part) for part in parts]
+    assert loads == [5900, 5800, 5100]  # largest first, each to the lightest shard
+    assert [[t.path.name for t in shard(traces, i, 3)] for i in (1, 2, 3)] == names  # deterministic
+
+
+def test_bad_manifests_are_one_line(tmp_path: Path) -> None:
+    manifest = tmp_path / "suite.toml"
+    manifest.write_text('[[traces]]\npath = "none*.vkt"\n')
+    with pytest.raises(UsageError, match=r"suite.toml: traces\[0\].path: no trace matches 'none\*.vkt'"):
+        load_suite([manifest])
+    (tmp_path / "a.vkt").write_bytes(b"")
+    manifest.write_text('[[traces]]\npath = "a.vkt"\n[[traces.expect]]\ndevice = "*"\nstatus = "broken"\n')
+    with pytest.raises(UsageError, match=r"traces\[0\].expect\[0\]: needs device .* and status"):
+        load_suite([manifest])
+    proc = vkcap("suite", "run", tmp_path / "missing")
+    assert (proc.returncode, proc.stderr.strip()) == (2, f"vkcap: error: {tmp_path / 'missing'}: no such suite folder or manifest")
+    assert SuiteTrace(tmp_path / "a.vkt").expected_on("any").status == "pass"
+
+
+
+def test_retries_make_a_passing_retry_flaky(tmp_path: Path) -> None:
+    """The judging of retries (no device here: a worker that answers from a list)."""
+    from replay.suite import _replay_one, judge
+
+    class Scripted:
+        def __init__(self, outcomes: list[str]) -> None:
+            self.outcomes = outcomes
+
+        def replay(self, trace: Path) -> dict[str, object]:
+            return {"outcome": self.outcomes.pop(0), "device": "llvmpipe", "frames": 3}
+
+    trace = SuiteTrace(tmp_path / "t.vkt")
+    assert _replay_one(Scripted(["diverged", "identical"]), trace, 2).status == "flaky"  # type: ignore[arg-type]
+    failed = _replay_one(Scripted(["diverged", "crash", "diverged"]), trace, 2)  # type: ignore[arg-type]
+    assert (failed.status, failed.attempts, failed.outcome) == ("fail", 3, "diverged")
+    assert _replay_one(Scripted(["diverged"]), trace, 0).status == "fail"  # type: ignore[arg-type]
+    from replay.suite import Expectation
+
+    assert judge("diverged", Expectation("*", "diverged")) == "expected"
+    assert judge("identical", Expectation("*", "diverged")) == "fixed"
+    assert judge("crash", Expectation("*", "diverged")) == "fail"

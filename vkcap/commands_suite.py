@@ -1,0 +1,131 @@
+"""``vkcap suite run``: regression suites of traces (see :mod:`replay.suite`); ``vkcap suite worker`` is
+the child each worker runs (not for direct use)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from vkcore.errors import UsageError, VkcapError
+
+# Flags handed on to every worker's replays (their values are checked here first).
+FORWARDED = ("atol", "rtol", "ulp", "tolerance", "device")
+
+
+def add_suite_parser(sub: Any, add_device: Any) -> None:
+    suite = sub.add_parser("suite", help="replay a regression suite of traces")
+    actions = suite.add_subparsers(dest="suite_command", required=True)
+    run = actions.add_parser("run", help="replay every trace of folders and suite.toml manifests")
+    run.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="a folder of .vkt files or a suite.toml")
+    run.add_argument("-j", "--jobs", type=int, default=1, help="worker processes (default 1)")
+    run.add_argument("--retries", type=int, default=0, help="replay a failing trace up to K more times (flaky)")
+    run.add_argument("--shard", metavar="I/N", help="run shard I of N (balanced by trace size)")
+    run.add_argument("--atol", type=float)
+    run.add_argument("--rtol", type=float)
+    run.add_argument("--ulp", type=int)
+    run.add_argument("--tolerance", metavar="preset:NAME", help="per-dtype defaults (preset:torch, preset:strict)")
+    run.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
+    run.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
+    run.add_argument("--results", type=Path, metavar="DIR", help="write one result file per trace into DIR")
+    add_device(run)
+    run.set_defaults(handler=cmd_suite_run)
+    worker = actions.add_parser("worker", help=argparse.SUPPRESS)
+    worker.add_argument("--replay-flags", default="[]", help=argparse.SUPPRESS)  # a JSON list
+    worker.set_defaults(handler=cmd_suite_worker)
+
+
+def _shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    parts = text.split("/")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts) or not 1 <= int(parts[0]) <= int(parts[1]):
+        raise UsageError(f"--shard {text}: expected I/N with 1 <= I <= N")
+    return int(parts[0]), int(parts[1])
+
+
+def cmd_suite_run(args: argparse.Namespace) -> int:
+    import logging
+
+    from replay.report import report_console, report_table
+    from replay.suite import load_suite, run_suite, shard, write_junit, write_results
+
+    log = logging.getLogger("vkcap")
+    if args.jobs < 1 or args.retries < 0:
+        raise UsageError("-j must be at least 1 and --retries at least 0")
+    if args.tolerance and not args.tolerance.startswith("preset:"):
+        raise UsageError(f"--tolerance {args.tolerance}: a suite takes preset:NAME (per-trace files: in the manifest, later)")
+    traces = load_suite(args.paths)
+    which = _shard(args.shard)
+    if which is not None:
+        traces = shard(traces, *which)
+    flags: list[str] = []
+    for name in FORWARDED:
+        value = getattr(args, name, None)
+        if value is not None:
+            flags += [f"--{name}", str(value)]
+
+    def progress(r: Any) -> None:
+        log.info("%s: %s (%s%s, %d frame(s), %.2f s)", Path(r.trace).name, r.status, r.outcome,
+                 f", expected {r.expected}" if r.expected != "pass" else "", r.frames, r.seconds)
+
+    results = run_suite(traces, jobs=args.jobs, retries=args.retries, flags=flags, on_result=progress)
+    table = report_table("suite", ("trace", "device", "status", "outcome", "expected", "frames", "seconds", "reason"))
+    for r in results:
+        table.add_row(Path(r.trace).name, r.device, r.status, r.outcome, r.expected, str(r.frames), f"{r.seconds:.2f}",
+                      r.reason or r.detail)
+    report_console().print(table)
+    document = {"results": [r.as_dict() for r in results]}
+    if args.json:
+        from replay.report import write_json
+
+        write_json(args.json, document)
+    if args.junit:
+        write_junit(args.junit, results)
+    if args.results:
+        write_results(args.results, results)
+    failed = [r for r in results if r.status == "fail"]
+    counts = {s: sum(r.status == s for r in results) for s in ("pass", "expected", "fixed", "flaky", "fail", "skip")}
+    log.info("suite: %s", ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no traces")
+    return 1 if failed else 0
+
+
+def cmd_suite_worker(args: argparse.Namespace) -> int:
+    """Replay the trace of each JSON line on stdin; answer one JSON line each on stdout (the replay's
+    logging goes to stderr). A crash kills this process: the parent reports it."""
+    from replay.replayer import replay
+    from replay.results import WITHIN
+
+    from .cli import build_parser
+    from .compare_flags import replay_options
+
+    from vkcore.device.context import choose_device, list_devices
+
+    parser = build_parser()
+    flags = json.loads(args.replay_flags)
+    selector = flags[flags.index("--device") + 1] if "--device" in flags else None
+    try:  # first, the device the replays will run on: expectations are judged by it, crashes included
+        hello: dict[str, Any] = {"device": choose_device(list_devices(), selector).name}
+    except VkcapError as exc:
+        hello = {"device": "", "error": str(exc)}
+    sys.stdout.write(json.dumps(hello) + "\n")
+    sys.stdout.flush()
+    for line in sys.stdin:
+        request = json.loads(line)
+        answer: dict[str, Any]
+        try:
+            replay_args = parser.parse_args(["replay", request["trace"], *flags,
+                                             "--progress-file", request["progress"]])
+            options = replay_options(replay_args)
+            report = replay(options)
+            statuses = {c.status for f in report.frames for c in [*f.comparisons, *(c for _, c in f.dispatches)]}
+            outcome = ("diverged" if report.diverged else "within" if WITHIN in statuses else "identical")
+            first = report.first_divergence
+            answer = {"outcome": outcome, "device": report.device.get("device_name", ""), "frames": len(report.frames),
+                      "first_divergence": None if first is None else first.seq}
+        except VkcapError as exc:
+            answer = {"outcome": "error", "detail": str(exc)}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+    return 0
