@@ -53,6 +53,7 @@ class Expectation:
 class SuiteTrace:
     path: Path
     expectations: tuple[Expectation, ...] = ()
+    flags: tuple[str, ...] = ()  # the trace's own tolerance flags (--ulp 4, --tolerance preset:torch, ...)
 
     def expected_on(self, device: str) -> Expectation:
         for e in self.expectations:
@@ -89,6 +90,25 @@ def _expectations(table: Any, where: str) -> tuple[Expectation, ...]:
     return tuple(out)
 
 
+def _tolerance_flags(value: Any, where: str) -> tuple[str, ...]:
+    """A manifest entry's ``tolerance``: a table of atol/rtol/ulp, or a preset name (``"torch"``)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        from .tolerances import preset_policy
+
+        preset_policy(value, where)
+        return ("--tolerance", f"preset:{value}")
+    if not isinstance(value, dict) or not value or set(value) - {"atol", "rtol", "ulp"}:
+        raise UsageError(f"{where}: a preset name or a table of atol, rtol and ulp")
+    out: list[str] = []
+    for key, number in sorted(value.items()):
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or number < 0 or (key == "ulp" and not isinstance(number, int)):
+            raise UsageError(f"{where}.{key}: must be a number >= 0{' (whole)' if key == 'ulp' else ''}, got {number!r}")
+        out += [f"--{key}", str(number)]
+    return tuple(out)
+
+
 def load_suite(paths: list[Path]) -> list[SuiteTrace]:
     """The traces of folders and manifests, in a stable order (sorted paths), each once."""
     import tomllib
@@ -114,8 +134,9 @@ def load_suite(paths: list[Path]) -> list[SuiteTrace]:
             if not matches or not all(m.is_file() for m in matches):
                 raise UsageError(f"{where}.path: no trace matches {entry['path']!r}")
             expectations = _expectations(entry.get("expect"), where)
+            flags = _tolerance_flags(entry.get("tolerance"), f"{where}.tolerance")
             for trace in matches:
-                found[trace.resolve()] = SuiteTrace(trace, expectations)
+                found[trace.resolve()] = SuiteTrace(trace, expectations, flags)
     return sorted(found.values(), key=lambda t: str(t.path))
 
 
@@ -162,13 +183,15 @@ class Worker:
             self.device = json.loads(hello).get("device", "") if hello else ""
         return self.process
 
-    def replay(self, trace: Path) -> dict[str, Any]:
-        """The worker's report of one replay; ``{"outcome": "crash", ...}`` when it died doing it."""
+    def replay(self, trace: Path, flags: tuple[str, ...] = ()) -> dict[str, Any]:
+        """The worker's report of one replay (with the trace's own ``flags``); ``{"outcome": "crash", ...}``
+        when it died doing it."""
         process = self._start()
         assert process.stdin is not None and process.stdout is not None
         self.progress.unlink(missing_ok=True)
         try:
-            process.stdin.write(json.dumps({"trace": str(trace), "progress": str(self.progress)}) + "\n")
+            request = {"trace": str(trace), "progress": str(self.progress), "flags": list(flags)}
+            process.stdin.write(json.dumps(request) + "\n")
             process.stdin.flush()
             line = process.stdout.readline()
         except (BrokenPipeError, OSError):
@@ -192,50 +215,75 @@ class Worker:
 
 
 def run_suite(traces: list[SuiteTrace], *, jobs: int = 1, retries: int = 0, flags: list[str] | None = None,
-              env: dict[str, str] | None = None,
+              devices: list[str | None] | None = None, env: dict[str, str] | None = None,
               on_result: Callable[[TraceResult], None] | None = None) -> list[TraceResult]:
-    """Replay every trace on ``jobs`` workers (each given ``flags``: tolerances, ``--device``...); the
-    results in the traces' order."""
-    todo: queue.Queue[int] = queue.Queue()
-    for i in range(len(traces)):
-        todo.put(i)
-    results: dict[int, TraceResult] = {}
+    """Replay every trace on every device of ``devices`` (``--device`` selectors; default: the default
+    device), ``jobs`` workers per device, each given ``flags`` (tolerances); the results by trace, then
+    device, in the order given."""
+    selectors = devices or [None]
+    todo: list[queue.Queue[int]] = [queue.Queue() for _ in selectors]
+    for q in todo:
+        for i in range(len(traces)):
+            q.put(i)
+    results: dict[tuple[int, int], TraceResult] = {}
     lock = threading.Lock()
 
-    def work() -> None:
-        worker = Worker(list(flags or []), env)
+    def work(d: int) -> None:
+        selector = selectors[d]
+        worker = Worker(list(flags or []) + (["--device", selector] if selector is not None else []), env)
         try:
             while True:
                 try:
-                    i = todo.get_nowait()
+                    i = todo[d].get_nowait()
                 except queue.Empty:
                     return
                 result = _replay_one(worker, traces[i], retries)
                 with lock:
-                    results[i] = result
+                    results[(i, d)] = result
                     if on_result is not None:
                         on_result(result)
         finally:
             worker.close()
 
-    threads = [threading.Thread(target=work, name=f"vkcap-suite-{k}") for k in range(max(1, jobs))]
+    threads = [threading.Thread(target=work, args=(d,), name=f"vkcap-suite-{d}-{k}")
+               for d in range(len(selectors)) for k in range(max(1, jobs))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return [results[i] for i in range(len(traces))]
+    return [results[(i, d)] for i in range(len(traces)) for d in range(len(selectors))]
+
+
+def read_results(folders: list[Path]) -> list[TraceResult]:
+    """The result files of ``--results`` folders (shards, devices), one per trace x device (a later
+    folder's wins), sorted by trace then device."""
+    from dataclasses import fields
+
+    names = {f.name for f in fields(TraceResult)}
+    merged: dict[tuple[str, str], TraceResult] = {}
+    for folder in folders:
+        if not folder.is_dir():
+            raise UsageError(f"{folder}: no such results folder")
+        for path in sorted(folder.glob("*.json")):
+            try:
+                data = json.loads(path.read_text())
+                result = TraceResult(**{k: v for k, v in data.items() if k in names})
+            except (OSError, ValueError, TypeError) as exc:
+                raise UsageError(f"{path}: not a suite result file ({exc})") from None
+            merged[(result.trace, result.device)] = result
+    return [merged[k] for k in sorted(merged)]
 
 
 def _replay_one(worker: Worker, trace: SuiteTrace, retries: int) -> TraceResult:
     start = time.perf_counter()
-    report = worker.replay(trace.path)
+    report = worker.replay(trace.path, trace.flags)
     device = report.get("device", "")
     expected = trace.expected_on(device)
     if expected.status == "skip":
         return TraceResult(str(trace.path), device, "skip", "skipped", "skip", reason=expected.reason)
     attempts, outcomes = 1, [report.get("outcome", "error")]
     while outcomes[-1] in ("diverged", "crash", "error") and attempts <= retries and expected.status == "pass":
-        report = worker.replay(trace.path)
+        report = worker.replay(trace.path, trace.flags)
         attempts += 1
         outcomes.append(report.get("outcome", "error"))
     status = judge(outcomes[-1], expected)
@@ -253,7 +301,10 @@ def write_results(folder: Path, results: list[TraceResult]) -> None:
     from vkcore.outputs import write_atomic
 
     for r in results:
-        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(r.trace).name) + ".json"
+        import hashlib
+
+        tag = hashlib.sha256(f"{r.trace}\0{r.device}".encode()).hexdigest()[:8]  # one file per trace x device
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(r.trace).name) + f".{tag}.json"
         write_atomic(folder / name, [json.dumps(r.as_dict(), indent=1).encode()])
 
 

@@ -88,7 +88,7 @@ path = "crash_unexpected.vkt"
     assert all(r["device"].startswith("llvmpipe") for n, r in rows.items() if n != "skipped.vkt")
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None and (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("6", "1", "1")
-    assert sorted(p.name for p in results.iterdir()) == sorted(f"{n}.json" for n in rows)
+    assert sorted(p.name.split(".")[0] for p in results.iterdir()) == sorted(n.split(".")[0] for n in rows)
     assert "suite: 2 pass, 1 expected, 1 fixed, 1 fail, 1 skip" in proc.stderr
 
 
@@ -137,7 +137,7 @@ def test_retries_make_a_passing_retry_flaky(tmp_path: Path) -> None:
         def __init__(self, outcomes: list[str]) -> None:
             self.outcomes = outcomes
 
-        def replay(self, trace: Path) -> dict[str, object]:
+        def replay(self, trace: Path, flags: tuple[str, ...] = ()) -> dict[str, object]:
             return {"outcome": self.outcomes.pop(0), "device": "llvmpipe", "frames": 3}
 
     trace = SuiteTrace(tmp_path / "t.vkt")
@@ -150,3 +150,34 @@ def test_retries_make_a_passing_retry_flaky(tmp_path: Path) -> None:
     assert judge("diverged", Expectation("*", "diverged")) == "expected"
     assert judge("identical", Expectation("*", "diverged")) == "fixed"
     assert judge("crash", Expectation("*", "diverged")) == "fail"
+
+
+def test_shards_merge_into_one_report_and_devices_each_get_workers(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """Two shards write their result files; ``suite merge`` combines them into the report one run would
+    give. Two device selectors (the same lavapipe twice here) give every trace a result for each."""
+    for k in range(4):
+        record(builder, tmp_path, 2, f"t{k}")
+    folder = tmp_path / "traces"
+    for i in (1, 2):
+        proc = vkcap("suite", "run", folder, "--shard", f"{i}/2", "--results", tmp_path / f"shard{i}")
+        assert proc.returncode == 0, proc.stderr
+    merged = vkcap("suite", "merge", tmp_path / "shard1", tmp_path / "shard2", "--json", tmp_path / "m.json",
+                   "--junit", tmp_path / "m.xml")
+    assert merged.returncode == 0, merged.stderr
+    rows = json.loads((tmp_path / "m.json").read_text())["results"]
+    assert [(Path(r["trace"]).name, r["status"]) for r in rows] == [(f"t{k}.vkt", "pass") for k in range(4)]
+    both = vkcap("suite", "run", folder, "--device", "0", "--device", "llvmpipe", "--json", tmp_path / "d.json")
+    assert both.returncode == 0, both.stderr
+    rows = json.loads((tmp_path / "d.json").read_text())["results"]
+    assert [Path(r["trace"]).name for r in rows] == [f"t{k}.vkt" for k in range(4) for _ in range(2)]
+
+
+def test_a_manifest_gives_a_trace_its_own_tolerance(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    trace = record(builder, tmp_path, 2, "t")
+    manifest = trace.parent / "suite.toml"
+    manifest.write_text('[[traces]]\npath = "t.vkt"\ntolerance = {ulp = 4, atol = 0.5}\n')
+    assert load_suite([manifest])[0].flags == ("--atol", "0.5", "--ulp", "4")
+    assert vkcap("suite", "run", manifest).returncode == 0
+    manifest.write_text('[[traces]]\npath = "t.vkt"\ntolerance = "numpy"\n')
+    with pytest.raises(UsageError, match=r"traces\[0\].tolerance: unknown tolerance preset 'numpy'"):
+        load_suite([manifest])

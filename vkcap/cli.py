@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands_vgf.register(sub, _add_common)
     from . import commands_suite
 
-    commands_suite.add_suite_parser(sub, _add_device)
+    commands_suite.add_suite_parser(sub)
     return parser
 
 

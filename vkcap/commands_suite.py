@@ -11,10 +11,10 @@ from typing import Any
 from vkcore.errors import UsageError, VkcapError
 
 # Flags handed on to every worker's replays (their values are checked here first).
-FORWARDED = ("atol", "rtol", "ulp", "tolerance", "device")
+FORWARDED = ("atol", "rtol", "ulp", "tolerance")
 
 
-def add_suite_parser(sub: Any, add_device: Any) -> None:
+def add_suite_parser(sub: Any) -> None:
     suite = sub.add_parser("suite", help="replay a regression suite of traces")
     actions = suite.add_subparsers(dest="suite_command", required=True)
     run = actions.add_parser("run", help="replay every trace of folders and suite.toml manifests")
@@ -29,8 +29,14 @@ def add_suite_parser(sub: Any, add_device: Any) -> None:
     run.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     run.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
     run.add_argument("--results", type=Path, metavar="DIR", help="write one result file per trace into DIR")
-    add_device(run)
+    run.add_argument("--device", action="append", default=[], metavar="INDEX|NAME",
+                     help="replay on this device; repeat for several (a worker set each; default: the default device)")
     run.set_defaults(handler=cmd_suite_run)
+    merge = actions.add_parser("merge", help="combine the --results folders of shards and devices into one report")
+    merge.add_argument("folders", nargs="+", type=Path, metavar="DIR")
+    merge.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
+    merge.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
+    merge.set_defaults(handler=cmd_suite_merge)
     worker = actions.add_parser("worker", help=argparse.SUPPRESS)
     worker.add_argument("--replay-flags", default="[]", help=argparse.SUPPRESS)  # a JSON list
     worker.set_defaults(handler=cmd_suite_worker)
@@ -48,8 +54,7 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 def cmd_suite_run(args: argparse.Namespace) -> int:
     import logging
 
-    from replay.report import report_console, report_table
-    from replay.suite import load_suite, run_suite, shard, write_junit, write_results
+    from replay.suite import load_suite, run_suite, shard
 
     log = logging.getLogger("vkcap")
     if args.jobs < 1 or args.retries < 0:
@@ -70,7 +75,25 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
         log.info("%s: %s (%s%s, %d frame(s), %.2f s)", Path(r.trace).name, r.status, r.outcome,
                  f", expected {r.expected}" if r.expected != "pass" else "", r.frames, r.seconds)
 
-    results = run_suite(traces, jobs=args.jobs, retries=args.retries, flags=flags, on_result=progress)
+    results = run_suite(traces, jobs=args.jobs, retries=args.retries, flags=flags, devices=args.device or None,
+                        on_result=progress)
+    return _report(args, results)
+
+
+def cmd_suite_merge(args: argparse.Namespace) -> int:
+    from replay.suite import read_results
+
+    return _report(args, read_results(args.folders))
+
+
+def _report(args: argparse.Namespace, results: list[Any]) -> int:
+    """Print the table and the counts, write the reports asked for; exit 1 when a trace failed."""
+    import logging
+
+    from replay.report import report_console, report_table
+    from replay.suite import write_junit, write_results
+
+    log = logging.getLogger("vkcap")
     table = report_table("suite", ("trace", "device", "status", "outcome", "expected", "frames", "seconds", "reason"))
     for r in results:
         table.add_row(Path(r.trace).name, r.device, r.status, r.outcome, r.expected, str(r.frames), f"{r.seconds:.2f}",
@@ -83,7 +106,7 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
         write_json(args.json, document)
     if args.junit:
         write_junit(args.junit, results)
-    if args.results:
+    if getattr(args, "results", None):
         write_results(args.results, results)
     failed = [r for r in results if r.status == "fail"]
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "expected", "fixed", "flaky", "fail", "skip")}
@@ -115,7 +138,7 @@ def cmd_suite_worker(args: argparse.Namespace) -> int:
         request = json.loads(line)
         answer: dict[str, Any]
         try:
-            replay_args = parser.parse_args(["replay", request["trace"], *flags,
+            replay_args = parser.parse_args(["replay", request["trace"], *flags, *request.get("flags", []),
                                              "--progress-file", request["progress"]])
             options = replay_options(replay_args)
             report = replay(options)
