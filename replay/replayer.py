@@ -397,9 +397,13 @@ class ReplaySession:
     Use as a context manager.
     """
 
-    def __init__(self, trace: Trace, options: ReplayOptions, workdir: Path | None = None) -> None:
+    def __init__(self, trace: Trace, options: ReplayOptions, workdir: Path | None = None,
+                 contexts: dict[Any, VulkanContext] | None = None) -> None:
+        """``contexts``: Vulkan contexts to take one from, and to leave a new one in, instead of opening and
+        closing one (a suite's worker keeps its device across traces); the caller closes them."""
         self.trace = trace
         self.options = options
+        self.pooled = contexts is not None
         self._tmp = tempfile.TemporaryDirectory(prefix="vkcap-replay-")
         self.ctx: VulkanContext | None = None
         self.session: Session | None = None
@@ -410,9 +414,15 @@ class ReplaySession:
             scenario = rebuild_scenario(trace, Path(workdir or self._tmp.name), options.replace_shaders)
             self.plan = make_plan(scenario, capture_all=bool(trace.header.get("capture_all")))
             need_tensors, need_graphs = scenario_needs(scenario)
-            self.ctx = VulkanContext(device=options.device, need_tensors=need_tensors, need_graphs=need_graphs,
-                                     emulation=options.emulation,  # type: ignore[arg-type]
-                                     want_extensions=wanted_extensions(scenario))
+            key = (options.device, need_tensors, need_graphs, options.emulation, wanted_extensions(scenario))
+            ctx = contexts.get(key) if contexts is not None else None
+            if ctx is None:
+                ctx = VulkanContext(device=options.device, need_tensors=need_tensors, need_graphs=need_graphs,
+                                    emulation=options.emulation,  # type: ignore[arg-type]
+                                    want_extensions=wanted_extensions(scenario))
+                if contexts is not None:
+                    contexts[key] = ctx
+            self.ctx = ctx
             try:
                 self.session = Session(self.ctx, self.plan, SessionOptions())
             except (ScenarioError, UnsupportedDeviceFeature) as exc:
@@ -434,7 +444,8 @@ class ReplaySession:
             self.session.close()
             self.session = None
         if self.ctx is not None:
-            self.ctx.close()
+            if not self.pooled:
+                self.ctx.close()
             self.ctx = None
         self._tmp.cleanup()
 
@@ -480,24 +491,26 @@ class ReplaySession:
 
 async def replay_trace(trace: Trace, options: ReplayOptions, *, on_frame: Callable[[FrameResult], None] | None = None,
                        workdir: Path | None = None, comparer_type: type[Comparer] = Comparer,
-                       targets: dict[int, FrameRecord] | None = None) -> ReplayReport:
+                       targets: dict[int, FrameRecord] | None = None,
+                       contexts: dict[Any, VulkanContext] | None = None) -> ReplayReport:
     """Replay ``options.first..last`` of an open trace (or the frames ``targets`` describe: what to
-    capture and compare in each) in a session of its own; see the module docstring."""
+    capture and compare in each) in a session of its own (on a context of ``contexts``, when given: see
+    :class:`ReplaySession`); see the module docstring."""
     targets = targets or target_frames(trace, options.first, options.last)
-    with ReplaySession(trace, options, workdir) as replay_session:
+    with ReplaySession(trace, options, workdir, contexts) as replay_session:
         return await replay_session.run(targets, on_frame=on_frame, comparer_type=comparer_type,
                                         stop_at_first_divergence=options.stop_at_first_divergence)
 
 
 def replay(options: ReplayOptions, on_frame: Callable[[FrameResult], None] | None = None, *,
-           opened: Trace | None = None) -> ReplayReport:
+           opened: Trace | None = None, contexts: dict[Any, VulkanContext] | None = None) -> ReplayReport:
     """Replay ``options.trace`` (``opened``, when the caller has it open already) on the driver
-    ``options.icd`` names; see the module docstring."""
+    ``options.icd`` names (on a context of ``contexts``, when given); see the module docstring."""
     import trio
 
     use_driver(options.icd)
     with Trace.reuse_or_open(options.trace, opened) as trace:
-        return trio.run(lambda: replay_trace(trace, options, on_frame=on_frame))
+        return trio.run(lambda: replay_trace(trace, options, on_frame=on_frame, contexts=contexts))
 
 
 __all__ = ["DIVERGED", "ReplayOptions", "ReplayReport", "FrameResult", "replay", "replay_trace", "rebuild_scenario"]

@@ -116,14 +116,11 @@ def _report(args: argparse.Namespace, results: list[Any]) -> int:
 
 def cmd_suite_worker(args: argparse.Namespace) -> int:
     """Replay the trace of each JSON line on stdin; answer one JSON line each on stdout (the replay's
-    logging goes to stderr). A crash kills this process: the parent reports it."""
-    from replay.replayer import replay
-    from replay.results import WITHIN
+    logging goes to stderr). A crash kills this process: the parent reports it. The Vulkan devices the
+    replays open are kept for the next traces."""
+    from vkcore.device.context import choose_device, list_devices
 
     from .cli import build_parser
-    from .compare_flags import replay_options
-
-    from vkcore.device.context import choose_device, list_devices
 
     parser = build_parser()
     flags = json.loads(args.replay_flags)
@@ -134,6 +131,20 @@ def cmd_suite_worker(args: argparse.Namespace) -> int:
         hello = {"device": "", "error": str(exc)}
     sys.stdout.write(json.dumps(hello) + "\n")
     sys.stdout.flush()
+    contexts: dict[Any, Any] = {}  # the worker's devices, kept across traces
+    try:
+        return _serve(parser, flags, contexts)
+    finally:
+        for ctx in contexts.values():
+            ctx.close()
+
+
+def _serve(parser: argparse.ArgumentParser, flags: list[str], contexts: dict[Any, Any]) -> int:
+    from replay.replayer import replay
+    from replay.results import WITHIN
+
+    from .compare_flags import replay_options
+
     for line in sys.stdin:
         request = json.loads(line)
         answer: dict[str, Any]
@@ -141,7 +152,7 @@ def cmd_suite_worker(args: argparse.Namespace) -> int:
             replay_args = parser.parse_args(["replay", request["trace"], *flags, *request.get("flags", []),
                                              "--progress-file", request["progress"]])
             options = replay_options(replay_args)
-            report = replay(options)
+            report = replay(options, contexts=contexts)
             statuses = {c.status for f in report.frames for c in [*f.comparisons, *(c for _, c in f.dispatches)]}
             outcome = ("diverged" if report.diverged else "within" if WITHIN in statuses else "identical")
             first = report.first_divergence
