@@ -7,9 +7,12 @@ A suite is folders of ``.vkt`` files (each expected to replay within tolerance) 
     [[traces]]
     path = "traces/*.vkt"          # a path or a glob, relative to the manifest
 
+    tolerance = { ulp = 4 }        # optional: the trace's own tolerance (or a preset name: "torch")
+
     [[traces.expect]]
     device = "llvmpipe*"           # fnmatch on the device name
     status = "diverged"            # pass | diverged | flaky | skip | crash
+    frame = 12                     # optional: the first divergent frame it must still be
     reason = "lavapipe rounds sin() differently"
     link = "https://example.com/issue/1"
 
@@ -47,6 +50,7 @@ class Expectation:
     status: str
     reason: str = ""
     link: str = ""
+    frame: int | None = None  # for diverged/crash: the first divergent frame it must still be
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,10 @@ def _expectations(table: Any, where: str) -> tuple[Expectation, ...]:
         place = f"{where}.expect[{i}]"
         if not isinstance(e, dict) or not isinstance(e.get("device"), str) or e.get("status") not in STATUSES:
             raise UsageError(f"{place}: needs device (a pattern) and status (one of: {', '.join(STATUSES)})")
-        out.append(Expectation(e["device"], e["status"], str(e.get("reason", "")), str(e.get("link", ""))))
+        frame = e.get("frame")
+        if frame is not None and (isinstance(frame, bool) or not isinstance(frame, int) or frame < 0):
+            raise UsageError(f"{place}.frame: the first divergent frame (an integer >= 0), got {frame!r}")
+        out.append(Expectation(e["device"], e["status"], str(e.get("reason", "")), str(e.get("link", "")), frame))
     return tuple(out)
 
 
@@ -152,12 +159,16 @@ def shard(traces: list[SuiteTrace], index: int, count: int) -> list[SuiteTrace]:
     return [t for t in traces if owner[t.path] == index - 1]
 
 
-def judge(outcome: str, expected: Expectation) -> str:
+def judge(outcome: str, expected: Expectation, first_divergence: int | None = None) -> str:
+    """The status of an outcome under an expectation; an expected divergence (or crash) that now starts
+    at another frame than the expectation's ``frame`` diverged differently: ``fail``."""
     if expected.status == "skip":
         return "skip"
     bad = outcome in ("diverged", "crash", "error")
     if expected.status in ("diverged", "crash"):
-        return "expected" if outcome == expected.status else ("fixed" if not bad else "fail")
+        if outcome == expected.status:
+            return "expected" if expected.frame is None or expected.frame == first_divergence else "fail"
+        return "fixed" if not bad else "fail"
     return "fail" if bad else "pass"
 
 
@@ -286,7 +297,7 @@ def _replay_one(worker: Worker, trace: SuiteTrace, retries: int) -> TraceResult:
         report = worker.replay(trace.path, trace.flags)
         attempts += 1
         outcomes.append(report.get("outcome", "error"))
-    status = judge(outcomes[-1], expected)
+    status = judge(outcomes[-1], expected, report.get("first_divergence"))
     if attempts > 1 and status == "pass":
         status = "flaky"
     if expected.status == "flaky":
@@ -330,3 +341,59 @@ def write_junit(path: Path, results: list[TraceResult]) -> None:
 
 def environment() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def _toml_string(text: str) -> str:
+    return json.dumps(text)  # a JSON string is a TOML basic string for the text a manifest holds
+
+
+def manifest_text(entries: list[dict[str, Any]]) -> str:
+    """A manifest document (the ``traces`` list as :func:`bless` keeps it) as TOML."""
+    lines: list[str] = []
+    for entry in entries:
+        lines += ["[[traces]]", f"path = {_toml_string(entry['path'])}"]
+        tolerance = entry.get("tolerance")
+        if isinstance(tolerance, str):
+            lines.append(f"tolerance = {_toml_string(tolerance)}")
+        elif isinstance(tolerance, dict):
+            lines.append("tolerance = { " + ", ".join(f"{k} = {v}" for k, v in sorted(tolerance.items())) + " }")
+        for e in entry.get("expect", ()):
+            lines += ["", "[[traces.expect]]", f"device = {_toml_string(e['device'])}", f"status = {_toml_string(e['status'])}"]
+            for key in ("reason", "link"):
+                if e.get(key):
+                    lines.append(f"{key} = {_toml_string(e[key])}")
+            if e.get("frame") is not None:
+                lines.append(f"frame = {int(e['frame'])}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def bless(manifest: Path, results: list[TraceResult]) -> tuple[str, str]:
+    """The manifest before and after taking ``results`` as the new expectations: a trace that failed
+    gets an expectation for its device (its outcome and first divergent frame, an exact device name);
+    one that was ``fixed`` loses the expectation that said it diverges there. Other entries are kept
+    as they are (comments and formatting are not: the manifest is written anew)."""
+    import tomllib
+
+    before = manifest.read_text()
+    doc = tomllib.loads(before)
+    entries = [dict(e) for e in doc.get("traces", ())]
+    root = manifest.parent
+    by_trace = {(Path(r.trace).resolve(), r.device): r for r in results}
+    changed = False
+    for entry in entries:
+        pattern = entry["path"]
+        matches = sorted(root.glob(pattern)) if any(c in pattern for c in "*?[") else [root / pattern]
+        for trace in matches:
+            for (path, device), r in by_trace.items():
+                if path != trace.resolve() or r.status not in ("fail", "fixed"):
+                    continue
+                if len(matches) > 1:  # a glob: the trace gets an entry of its own first
+                    continue
+                expect = [dict(e) for e in entry.get("expect", ()) if not fnmatch.fnmatch(device, e["device"])]
+                if r.status == "fail" and r.outcome in ("diverged", "crash"):
+                    expect.insert(0, {"device": device, "status": r.outcome, "reason": "blessed: " + (r.detail or r.outcome),
+                                      "frame": r.first_divergence})
+                entry["expect"] = expect
+                changed = True
+    return before, manifest_text(entries) if changed else before

@@ -181,3 +181,29 @@ def test_a_manifest_gives_a_trace_its_own_tolerance(builder: ScenarioBuilder, tm
     manifest.write_text('[[traces]]\npath = "t.vkt"\ntolerance = "numpy"\n')
     with pytest.raises(UsageError, match=r"traces\[0\].tolerance: unknown tolerance preset 'numpy'"):
         load_suite([manifest])
+
+
+def test_bless_takes_the_results_as_expectations(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """A crash that failed becomes an expected crash at its frame; a divergence that was fixed loses its
+    label; bless prints the manifest's diff, and the next run passes. A run that agrees changes nothing."""
+    for name, frames in (("long", 4), ("fixed", 2)):
+        record(builder, tmp_path, frames, name)
+    manifest = tmp_path / "traces" / "suite.toml"
+    manifest.write_text('[[traces]]\npath = "long.vkt"\n\n[[traces]]\npath = "fixed.vkt"\n[[traces.expect]]\n'
+                        'device = "*"\nstatus = "diverged"\n')
+    crash = {"VKCAP_TEST_CRASH_AT_FRAME": "2"}
+    first = vkcap("suite", "run", manifest, "--results", tmp_path / "r1", env=crash)
+    assert first.returncode == 1, first.stderr
+    blessed = vkcap("suite", "bless", manifest, "--results", tmp_path / "r1")
+    assert blessed.returncode == 0, blessed.stderr
+    assert '+status = "crash"' in blessed.stdout and "+frame = 2" in blessed.stdout
+    assert '-status = "diverged"' in blessed.stdout
+    second = vkcap("suite", "run", manifest, "--json", tmp_path / "r2.json", "--results", tmp_path / "r2", env=crash)
+    assert second.returncode == 0, second.stderr
+    rows = {Path(r["trace"]).name: r["status"] for r in json.loads((tmp_path / "r2.json").read_text())["results"]}
+    assert rows == {"fixed.vkt": "pass", "long.vkt": "expected"}
+    text = manifest.read_text()
+    again = vkcap("suite", "bless", manifest, "--results", tmp_path / "r2")
+    assert (again.returncode, again.stdout, manifest.read_text()) == (0, "", text)
+    moved = vkcap("suite", "run", manifest, "--json", tmp_path / "r3.json", env={"VKCAP_TEST_CRASH_AT_FRAME": "3"})
+    assert moved.returncode == 1  # it still crashes, but in another frame: not the expected crash

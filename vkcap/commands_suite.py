@@ -37,6 +37,11 @@ def add_suite_parser(sub: Any) -> None:
     merge.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     merge.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
     merge.set_defaults(handler=cmd_suite_merge)
+    bless = actions.add_parser("bless", help="take the latest results as the manifest's expectations, printing the diff")
+    bless.add_argument("manifest", type=Path, metavar="MANIFEST")
+    bless.add_argument("--results", type=Path, action="append", required=True, metavar="DIR",
+                       help="the --results folder(s) of the run to bless")
+    bless.set_defaults(handler=cmd_suite_bless)
     worker = actions.add_parser("worker", help=argparse.SUPPRESS)
     worker.add_argument("--replay-flags", default="[]", help=argparse.SUPPRESS)  # a JSON list
     worker.set_defaults(handler=cmd_suite_worker)
@@ -84,6 +89,25 @@ def cmd_suite_merge(args: argparse.Namespace) -> int:
     from replay.suite import read_results
 
     return _report(args, read_results(args.folders))
+
+
+def cmd_suite_bless(args: argparse.Namespace) -> int:
+    """Rewrite the manifest's expectations from the results; print the unified diff (nothing when they
+    already agree). Exit 0."""
+    import difflib
+
+    from replay.suite import bless, read_results
+    from vkcore.outputs import write_atomic
+
+    if not args.manifest.is_file():
+        raise UsageError(f"{args.manifest}: no such suite manifest")
+    before, after = bless(args.manifest, read_results(args.results))
+    diff = "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), str(args.manifest),
+                                        f"{args.manifest} (blessed)"))
+    if diff and before != after:
+        print(diff, end="")
+        write_atomic(args.manifest, [after.encode()])
+    return 0
 
 
 def _report(args: argparse.Namespace, results: list[Any]) -> int:
