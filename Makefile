@@ -6,7 +6,7 @@ STAMPS := .stamps
 APT_PACKAGES := libvulkan1 mesa-vulkan-drivers glslang-tools spirv-tools zstd vulkan-validationlayers gfxreconstruct renderdoccmd chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test typecheck bench setup clean
+.PHONY: demo test typecheck bench setup clean golden
 
 setup: $(STAMPS)/system $(VENV)/.installed
 	@# Bytecode for our modules even where PYTHONDONTWRITEBYTECODE is set: it halves start-up.
@@ -45,3 +45,6 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) $(STAMPS) build
+
+golden: setup  ## re-record the golden traces in traces/ (on lavapipe, as they were made)
+	$(VENV)/bin/vkcap record examples/add/scenario.json --output build/golden -o traces/add.vkt --device llvmpipe

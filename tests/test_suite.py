@@ -207,3 +207,12 @@ def test_bless_takes_the_results_as_expectations(builder: ScenarioBuilder, tmp_p
     assert (again.returncode, again.stdout, manifest.read_text()) == (0, "", text)
     moved = vkcap("suite", "run", manifest, "--json", tmp_path / "r3.json", env={"VKCAP_TEST_CRASH_AT_FRAME": "3"})
     assert moved.returncode == 1  # it still crashes, but in another frame: not the expected crash
+
+
+def test_the_projects_golden_traces_replay_as_a_suite(tmp_path: Path) -> None:
+    """traces/suite.toml: the examples recorded on lavapipe, replayed here as a suite; all pass."""
+    manifest = Path(__file__).resolve().parent.parent / "traces" / "suite.toml"
+    proc = vkcap("suite", "run", manifest, "--json", tmp_path / "golden.json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads((tmp_path / "golden.json").read_text())["results"]
+    assert [(Path(r["trace"]).name, r["status"], r["frames"]) for r in rows] == [("add.vkt", "pass", 4)]
