@@ -219,3 +219,28 @@ def test_the_projects_golden_traces_replay_as_a_suite(tmp_path: Path) -> None:
     nvidia = rows[0]["device"].startswith("NVIDIA")
     assert [(Path(r["trace"]).name, r["status"], r["frames"]) for r in rows] == [
         ("add.vkt", "expected" if nvidia else "pass", 4)]
+
+
+def test_the_pytest_plugin_runs_a_suite_and_gives_a_fixture(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """pytest itself, in a subprocess (the plugin comes from the ``pytest11`` entry point): each trace of
+    a suite is an item (a failure, an expected divergence, a skip are judged as ``suite run`` judges them),
+    and a project's test uses the ``vkcap_replay`` fixture."""
+    import subprocess
+    import sys
+
+    for name in ("a", "b", "c"):
+        record(builder, tmp_path, 2, name)
+    manifest = tmp_path / "traces" / "suite.toml"
+    manifest.write_text('[[traces]]\npath = "a.vkt"\n\n[[traces]]\npath = "b.vkt"\n[[traces.expect]]\ndevice = "*"\n'
+                        'status = "skip"\nreason = "not here"\n\n[[traces]]\npath = "c.vkt"\n')
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "test_mine.py").write_text(
+        "def test_a(vkcap_replay):\n"
+        f"    report = vkcap_replay({str(tmp_path / 'traces' / 'a.vkt')!r}, ulp=2)\n"
+        "    assert not report.diverged and len(report.frames) == 2\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+                           "--vkcap-suite", str(manifest), "test_mine.py"],
+                          cwd=project, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "3 passed, 1 skipped" in proc.stdout and ": not here" in proc.stdout, proc.stdout
