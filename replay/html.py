@@ -164,3 +164,39 @@ def write_html(path: Path, *, title: str, fingerprints: Iterable[tuple[str, dict
     page = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
             f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>")
     write_atomic(path, [page.encode("utf-8")])
+
+
+def write_suite_html(path: Path, results: list[Any]) -> None:
+    """One page for a suite (:class:`replay.suite.TraceResult` s): a matrix of traces x devices, each cell
+    coloured by status and linking to that result's details below (outcome, expectation, frames, the
+    first divergent frame, the reason or the crash)."""
+    devices = sorted({r.device for r in results})
+    traces = sorted({r.trace for r in results})
+    by_key = {(r.trace, r.device): r for r in results}
+    colour = {"pass": "identical", "expected": "within", "fixed": "within", "flaky": "within", "fail": "diverged",
+              "skip": ""}
+    body = ["<h1>vkcap suite</h1><p>" + ", ".join(
+        f"{sum(r.status == s for r in results)} {s}" for s in ("pass", "expected", "fixed", "flaky", "fail", "skip")) + "</p>",
+        "<table><tr><th>trace</th>" + "".join(f"<th>{_e(d or 'unknown device')}</th>" for d in devices) + "</tr>"]
+    for n, trace in enumerate(traces):
+        cells = []
+        for m, device in enumerate(devices):
+            r = by_key.get((trace, device))
+            cells.append("<td></td>" if r is None else
+                         f'<td class="{colour.get(r.status, "")}"><a href="#r{n}-{m}">{_e(r.status)}</a></td>')
+        body.append(f"<tr><th>{_e(Path(trace).name)}</th>{''.join(cells)}</tr>")
+    body.append("</table>")
+    for n, trace in enumerate(traces):
+        for m, device in enumerate(devices):
+            r = by_key.get((trace, device))
+            if r is None:
+                continue
+            rows = [("trace", r.trace), ("device", r.device), ("status", r.status), ("outcome", r.outcome),
+                    ("expected", r.expected), ("frames", r.frames), ("first divergent frame", r.first_divergence),
+                    ("seconds", r.seconds), ("attempts", r.attempts), ("reason", r.reason), ("detail", r.detail)]
+            body.append(f'<section id="r{n}-{m}"><h2>{_e(Path(trace).name)} on {_e(device or "unknown device")}</h2>'
+                        "<table>" + "".join(f"<tr><th>{k}</th><td>{_e('' if v is None else v)}</td></tr>" for k, v in rows)
+                        + "</table></section>")
+    page = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>vkcap suite</title>'
+            f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>")
+    write_atomic(path, [page.encode("utf-8")])

@@ -162,8 +162,17 @@ def test_shards_merge_into_one_report_and_devices_each_get_workers(builder: Scen
         proc = vkcap("suite", "run", folder, "--shard", f"{i}/2", "--results", tmp_path / f"shard{i}")
         assert proc.returncode == 0, proc.stderr
     merged = vkcap("suite", "merge", tmp_path / "shard1", tmp_path / "shard2", "--json", tmp_path / "m.json",
-                   "--junit", tmp_path / "m.xml")
+                   "--junit", tmp_path / "m.xml", "--html", tmp_path / "m.html")
     assert merged.returncode == 0, merged.stderr
+    from tests.test_reports import Dom, chromium
+
+    dom = chromium("--dump-dom", (tmp_path / "m.html").as_uri())
+    assert dom.returncode == 0 and not [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
+    page = Dom()
+    page.feed(dom.stdout)
+    # one cell per trace x device, linking to its details (whose rows say status and expectation: pass)
+    assert [href for href, _ in page.links] == [f"#r{n}-0" for n in range(4)]
+    assert sum(r == ["pass"] for r in page.rows) == 4 * 3
     rows = json.loads((tmp_path / "m.json").read_text())["results"]
     assert [(Path(r["trace"]).name, r["status"]) for r in rows] == [(f"t{k}.vkt", "pass") for k in range(4)]
     both = vkcap("suite", "run", folder, "--device", "0", "--device", "0", "--json", tmp_path / "d.json")

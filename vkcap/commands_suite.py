@@ -29,6 +29,7 @@ def add_suite_parser(sub: Any) -> None:
     run.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     run.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
     run.add_argument("--results", type=Path, metavar="DIR", help="write one result file per trace into DIR")
+    run.add_argument("--html", type=Path, metavar="FILE", help="write one page: a matrix of traces x devices")
     run.add_argument("--device", action="append", default=[], metavar="INDEX|NAME",
                      help="replay on this device; repeat for several (a worker set each; default: the default device)")
     run.set_defaults(handler=cmd_suite_run)
@@ -36,6 +37,7 @@ def add_suite_parser(sub: Any) -> None:
     merge.add_argument("folders", nargs="+", type=Path, metavar="DIR")
     merge.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     merge.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
+    merge.add_argument("--html", type=Path, metavar="FILE", help="write one page: a matrix of traces x devices")
     merge.set_defaults(handler=cmd_suite_merge)
     bless = actions.add_parser("bless", help="take the latest results as the manifest's expectations, printing the diff")
     bless.add_argument("manifest", type=Path, metavar="MANIFEST")
@@ -132,6 +134,10 @@ def _report(args: argparse.Namespace, results: list[Any]) -> int:
         write_junit(args.junit, results)
     if getattr(args, "results", None):
         write_results(args.results, results)
+    if args.html:
+        from replay.html import write_suite_html
+
+        write_suite_html(args.html, results)
     failed = [r for r in results if r.status == "fail"]
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "expected", "fixed", "flaky", "fail", "skip")}
     log.info("suite: %s", ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no traces")
