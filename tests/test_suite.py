@@ -253,3 +253,34 @@ def test_the_pytest_plugin_runs_a_suite_and_gives_a_fixture(builder: ScenarioBui
                           cwd=project, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "3 passed, 1 skipped" in proc.stdout and ": not here" in proc.stdout, proc.stdout
+
+
+def test_progress_on_a_terminal(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """With stderr a terminal (a pseudo-terminal here) the suite draws rich progress: traces done of all
+    and the failures so far; the run's result is the same."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    for k in range(3):
+        record(builder, tmp_path, 2, f"t{k}")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "vkcap", "suite", "run", str(tmp_path / "traces"),
+                             "--json", str(tmp_path / "r.json")], stderr=slave, stdout=subprocess.DEVNULL,
+                            env={**os.environ, "COLUMNS": "120", "TERM": "xterm"})
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert proc.wait(timeout=120) == 0
+    os.close(master)
+    text = seen.decode("utf-8", "replace")
+    assert "traces" in text and "3/3" in text and "0 failure(s)" in text, text[-2000:]
+    assert [r["status"] for r in json.loads((tmp_path / "r.json").read_text())["results"]] == ["pass"] * 3

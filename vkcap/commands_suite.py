@@ -78,12 +78,11 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
         if value is not None:
             flags += [f"--{name}", str(value)]
 
-    def progress(r: Any) -> None:
-        log.info("%s: %s (%s%s, %d frame(s), %.2f s)", Path(r.trace).name, r.status, r.outcome,
-                 f", expected {r.expected}" if r.expected != "pass" else "", r.frames, r.seconds)
+    from .progress import SuiteProgress
 
-    results = run_suite(traces, jobs=args.jobs, retries=args.retries, flags=flags, devices=args.device or None,
-                        on_result=progress)
+    with SuiteProgress(len(traces) * max(1, len(args.device)), log) as progress:
+        results = run_suite(traces, jobs=args.jobs, retries=args.retries, flags=flags, devices=args.device or None,
+                            on_result=progress.on_result)
     return _report(args, results)
 
 
