@@ -64,3 +64,17 @@ def test_add(tmp_path: Path) -> None:
         expected[:count] = expected[:count] + a[:count] + b[:count] * scale + np.float32(0.25)
     # float32 sums in another order (and perhaps fused) differ in the last bits near zero
     np.testing.assert_allclose(np.load(out / "out.npy").view(np.float32), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_blur(tmp_path: Path) -> None:
+    """Each output pixel is the mean of the 2x2 texels around its corner (UNORM8 to float; the edge
+    clamped), within one step of 8 bits (lavapipe rounds filtered UNORM8 results to 8 bits)."""
+    from vkcore.resources.imageio import read_dds
+
+    out = run("blur", tmp_path)
+    rgba = np.frombuffer(read_dds(EXAMPLES / "blur" / "input.dds").levels[0], np.uint8).reshape(32, 32, 4) / 255.0
+    padded = np.concatenate([rgba, rgba[-1:]], axis=0)
+    padded = np.concatenate([padded, padded[:, -1:]], axis=1)  # clamp to edge
+    expected = (padded[:-1, :-1] + padded[:-1, 1:] + padded[1:, :-1] + padded[1:, 1:]) / 4
+    got = np.load(out / "pixels.npy").view(np.float32).reshape(32, 32, 4)
+    np.testing.assert_allclose(got, expected, atol=1 / 255 + 1e-6)
