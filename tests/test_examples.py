@@ -78,3 +78,11 @@ def test_blur(tmp_path: Path) -> None:
     expected = (padded[:-1, :-1] + padded[:-1, 1:] + padded[1:, :-1] + padded[1:, 1:]) / 4
     got = np.load(out / "pixels.npy").view(np.float32).reshape(32, 32, 4)
     np.testing.assert_allclose(got, expected, atol=1 / 255 + 1e-6)
+
+
+def test_conv2d(tmp_path: Path) -> None:
+    from tests.test_run_graphs import conv2d_reference
+
+    out = run("conv2d", tmp_path)
+    x = np.load(EXAMPLES / "conv2d" / "x.npy")
+    np.testing.assert_allclose(np.load(out / "y.npy"), conv2d_reference(x), rtol=1e-5, atol=1e-5)
