@@ -47,4 +47,6 @@ clean:
 	rm -rf $(VENV) $(STAMPS) build
 
 golden: setup  ## re-record the golden traces in traces/ (on lavapipe, as they were made)
-	$(VENV)/bin/vkcap record examples/add/scenario.json --output build/golden -o traces/add.vkt --device llvmpipe
+	for e in add heat fragment blur conv2d; do \
+	    $(VENV)/bin/vkcap record examples/$$e/scenario.json --output build/golden/$$e -o traces/$$e.vkt --device llvmpipe || exit 1; \
+	done
