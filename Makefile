@@ -47,6 +47,6 @@ clean:
 	rm -rf $(VENV) $(STAMPS) build
 
 golden: setup  ## re-record the golden traces in traces/ (on lavapipe, as they were made)
-	for e in add heat fragment blur conv2d; do \
+	for e in add heat fragment blur conv2d tensor_op graph_custom; do \
 	    $(VENV)/bin/vkcap record examples/$$e/scenario.json --output build/golden/$$e -o traces/$$e.vkt --device llvmpipe || exit 1; \
 	done

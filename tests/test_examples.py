@@ -86,3 +86,32 @@ def test_conv2d(tmp_path: Path) -> None:
     out = run("conv2d", tmp_path)
     x = np.load(EXAMPLES / "conv2d" / "x.npy")
     np.testing.assert_allclose(np.load(out / "y.npy"), conv2d_reference(x), rtol=1e-5, atol=1e-5)
+
+
+def test_tensor_op(tmp_path: Path) -> None:
+    """int8 requantization through VK_ARM_tensors: y = clamp((x * w[column] + 16) >> 5, -128, 127), exact."""
+    out = run("tensor_op", tmp_path)
+    x, w = (np.load(EXAMPLES / "tensor_op" / f"{n}.npy") for n in "xw")
+    assert x.dtype == w.dtype == np.int8 and x.shape == (8, 16) and w.shape == (16,)
+    expected = np.clip((x.astype(np.int32) * w + 16) >> 5, -128, 127).astype(np.int8)
+    got = np.load(out / "y.npy")
+    assert got.dtype == np.int8 and got.shape == (8, 16)
+    np.testing.assert_array_equal(got, expected)
+    assert (got == 127).any() and (got == -128).any()  # it saturates at both ends
+
+
+def test_graph_custom(tmp_path: Path) -> None:
+    """GRAPH (1x1 conv2d + bias) -> COMPUTE (hard-swish, the custom shader) -> GRAPH (2x2 max-pool). The
+    convolution is exact (inputs k/8, weights k/4, bias k/2); the division by 6 rounds."""
+    folder = EXAMPLES / "graph_custom"
+    # the model embeds hardswish.comp as it is (JSON-escaped, then as an MLIR string)
+    assert json.dumps(json.dumps((folder / "hardswish.comp").read_text()))[1:-1] in (folder / "graph_custom.mlir").read_text()
+    out = run("graph_custom", tmp_path)
+    x = np.load(folder / "x.npy").astype(np.float64)
+    w = np.array([[((5 * o + 3 * i) % 17 - 8) / 4 for i in range(4)] for o in range(8)])
+    b = np.arange(8) / 2 - 2
+    z = (np.einsum("nhwi,oi->nhwo", x, w) + b).astype(np.float32)
+    assert (z < -3).any() and ((-3 < z) & (z < 3)).any() and (z > 3).any()  # hard-swish's three pieces
+    act = z * np.clip(z + np.float32(3), 0, 6) / np.float32(6)
+    expected = act.reshape(1, 2, 2, 2, 2, 8).max(axis=(2, 4))
+    np.testing.assert_allclose(np.load(out / "y.npy"), expected, rtol=1e-6, atol=1e-7)
