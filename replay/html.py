@@ -168,8 +168,14 @@ def write_html(path: Path, *, title: str, fingerprints: Iterable[tuple[str, dict
 
 def write_suite_html(path: Path, results: list[Any]) -> None:
     """One page for a suite (:class:`replay.suite.TraceResult` s): a matrix of traces x devices, each cell
-    coloured by status and linking to that result's details below (outcome, expectation, frames, the
-    first divergent frame, the reason or the crash)."""
+    coloured by status and linking to that replay's own page where it wrote one (``r.page``, linked
+    relative to ``path``), else to that result's details below (outcome, expectation, frames, the first
+    divergent frame, the reason or the crash, the attempts of a retried trace)."""
+    import os
+
+    def link(r: Any, n: int, m: int) -> str:
+        return os.path.relpath(r.page, path.parent) if r.page else f"#r{n}-{m}"
+
     devices = sorted({r.device for r in results})
     traces = sorted({r.trace for r in results})
     by_key = {(r.trace, r.device): r for r in results}
@@ -183,7 +189,7 @@ def write_suite_html(path: Path, results: list[Any]) -> None:
         for m, device in enumerate(devices):
             r = by_key.get((trace, device))
             cells.append("<td></td>" if r is None else
-                         f'<td class="{colour.get(r.status, "")}"><a href="#r{n}-{m}">{_e(r.status)}</a></td>')
+                         f'<td class="{colour.get(r.status, "")}"><a href="{_e(link(r, n, m))}">{_e(r.status)}</a></td>')
         body.append(f"<tr><th>{_e(Path(trace).name)}</th>{''.join(cells)}</tr>")
     body.append("</table>")
     for n, trace in enumerate(traces):
@@ -194,9 +200,10 @@ def write_suite_html(path: Path, results: list[Any]) -> None:
             rows = [("trace", r.trace), ("device", r.device), ("status", r.status), ("outcome", r.outcome),
                     ("expected", r.expected), ("frames", r.frames), ("first divergent frame", r.first_divergence),
                     ("seconds", r.seconds), ("attempts", r.attempts), ("reason", r.reason), ("detail", r.detail)]
+            page = f'<p><a href="{_e(link(r, n, m))}">the replay\'s page</a></p>' if r.page else ""
             body.append(f'<section id="r{n}-{m}"><h2>{_e(Path(trace).name)} on {_e(device or "unknown device")}</h2>'
                         "<table>" + "".join(f"<tr><th>{k}</th><td>{_e('' if v is None else v)}</td></tr>" for k, v in rows)
-                        + "</table></section>")
+                        + f"</table>{page}</section>")
     page = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>vkcap suite</title>'
             f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>")
     write_atomic(path, [page.encode("utf-8")])

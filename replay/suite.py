@@ -79,6 +79,8 @@ class TraceResult:
     first_divergence: int | None = None
     detail: str = ""
     reason: str = ""
+    spread: list[dict[str, Any]] = field(default_factory=list)  # with retries: what each attempt saw
+    page: str = ""  # the replay's own HTML page (suite run --html or --results), when it wrote one
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -194,21 +196,28 @@ class Worker:
             self.device = json.loads(hello).get("device", "") if hello else ""
         return self.process
 
-    def replay(self, trace: Path, flags: tuple[str, ...] = ()) -> dict[str, Any]:
+    def start(self) -> str:
+        """The device this worker replays on (starting its process if it is not running)."""
+        self._start()
+        return self.device
+
+    def replay(self, trace: Path, flags: tuple[str, ...] = (), pages: Path | None = None) -> dict[str, Any]:
         """The worker's report of one replay (with the trace's own ``flags``); ``{"outcome": "crash", ...}``
-        when it died doing it."""
+        when it died doing it. With ``pages``, the replay also writes its HTML page there (``"page"``)."""
         process = self._start()
         assert process.stdin is not None and process.stdout is not None
         self.progress.unlink(missing_ok=True)
+        page = "" if pages is None else str(pages / f"{result_stem(str(trace), self.device)}.html")
         try:
-            request = {"trace": str(trace), "progress": str(self.progress), "flags": list(flags)}
+            request = {"trace": str(trace), "progress": str(self.progress), "flags": list(flags), "page": page}
             process.stdin.write(json.dumps(request) + "\n")
             process.stdin.flush()
             line = process.stdout.readline()
         except (BrokenPipeError, OSError):
             line = ""
         if line:
-            return {"device": self.device, **json.loads(line)}
+            answer = {"device": self.device, **json.loads(line)}
+            return {**answer, "page": page} if page and answer.get("outcome") != "error" else answer
         from .isolate import describe_exit, frame_running
 
         code = process.wait()
@@ -227,10 +236,10 @@ class Worker:
 
 def run_suite(traces: list[SuiteTrace], *, jobs: int = 1, retries: int = 0, flags: list[str] | None = None,
               devices: list[str | None] | None = None, env: dict[str, str] | None = None,
-              on_result: Callable[[TraceResult], None] | None = None) -> list[TraceResult]:
+              on_result: Callable[[TraceResult], None] | None = None, pages: Path | None = None) -> list[TraceResult]:
     """Replay every trace on every device of ``devices`` (``--device`` selectors; default: the default
     device), ``jobs`` workers per device, each given ``flags`` (tolerances); the results by trace, then
-    device, in the order given."""
+    device, in the order given. With ``pages``, each replay writes its HTML page into that folder."""
     selectors = devices or [None]
     todo: list[queue.Queue[int]] = [queue.Queue() for _ in selectors]
     for q in todo:
@@ -248,7 +257,7 @@ def run_suite(traces: list[SuiteTrace], *, jobs: int = 1, retries: int = 0, flag
                     i = todo[d].get_nowait()
                 except queue.Empty:
                     return
-                result = _replay_one(worker, traces[i], retries)
+                result = _replay_one(worker, traces[i], retries, pages)
                 with lock:
                     results[(i, d)] = result
                     if on_result is not None:
@@ -281,30 +290,53 @@ def read_results(folders: list[Path]) -> list[TraceResult]:
                 result = TraceResult(**{k: v for k, v in data.items() if k in names})
             except (OSError, ValueError, TypeError) as exc:
                 raise UsageError(f"{path}: not a suite result file ({exc})") from None
+            if result.page and not Path(result.page).is_absolute():
+                result.page = str(folder / result.page)
             merged[(result.trace, result.device)] = result
     return [merged[k] for k in sorted(merged)]
 
 
-def _replay_one(worker: Worker, trace: SuiteTrace, retries: int) -> TraceResult:
+def _attempt(report: dict[str, Any]) -> dict[str, Any]:
+    """What one attempt saw, for a retried trace's spread."""
+    keys = ("outcome", "first_divergence", "beyond_tolerance", "max_ulp", "detail")
+    return {k: report[k] for k in keys if report.get(k) not in (None, "")}
+
+
+def _spread_text(spread: list[dict[str, Any]]) -> str:
+    """``attempt 1: diverged from frame 3 (12 beyond tolerance, 40 ULP); attempt 2: identical``."""
+    def one(a: dict[str, Any]) -> str:
+        text = a.get("outcome", "error")
+        if a.get("first_divergence") is not None:
+            text += f" from frame {a['first_divergence']}"
+        if a.get("beyond_tolerance"):
+            text += f" ({a['beyond_tolerance']} beyond tolerance, up to {a.get('max_ulp', 0)} ULP)"
+        return text
+
+    return "; ".join(f"attempt {n}: {one(a)}" for n, a in enumerate(spread, 1))
+
+
+def _replay_one(worker: Worker, trace: SuiteTrace, retries: int, pages: Path | None = None) -> TraceResult:
     start = time.perf_counter()
-    report = worker.replay(trace.path, trace.flags)
+    expected = trace.expected_on(worker.start())
+    if expected.status == "skip":  # not replayed at all
+        return TraceResult(str(trace.path), worker.device, "skip", "skipped", "skip", reason=expected.reason)
+    report = worker.replay(trace.path, trace.flags, pages)
     device = report.get("device", "")
-    expected = trace.expected_on(device)
-    if expected.status == "skip":
-        return TraceResult(str(trace.path), device, "skip", "skipped", "skip", reason=expected.reason)
-    attempts, outcomes = 1, [report.get("outcome", "error")]
-    while outcomes[-1] in ("diverged", "crash", "error") and attempts <= retries and expected.status == "pass":
-        report = worker.replay(trace.path, trace.flags)
-        attempts += 1
-        outcomes.append(report.get("outcome", "error"))
-    status = judge(outcomes[-1], expected, report.get("first_divergence"))
-    if attempts > 1 and status == "pass":
+    spread = [_attempt(report)]
+    while spread[-1]["outcome"] in ("diverged", "crash", "error") and len(spread) <= retries and expected.status == "pass":
+        report = worker.replay(trace.path, trace.flags, pages)
+        spread.append(_attempt(report))
+    outcome = spread[-1].get("outcome", "error")
+    status = judge(outcome, expected, report.get("first_divergence"))
+    if len(spread) > 1 and status == "pass":
         status = "flaky"
     if expected.status == "flaky":
-        status = "flaky" if outcomes[-1] in ("diverged", "crash") else "pass"
-    return TraceResult(str(trace.path), device or report.get("device", ""), status, outcomes[-1], expected.status,
-                       int(report.get("frames", 0)), round(time.perf_counter() - start, 3), attempts,
-                       report.get("first_divergence"), str(report.get("detail", "")), expected.reason)
+        status = "flaky" if outcome in ("diverged", "crash") else "pass"
+    detail = str(report.get("detail", "")) if len(spread) == 1 else _spread_text(spread)
+    return TraceResult(str(trace.path), device or report.get("device", ""), status, outcome, expected.status,
+                       int(report.get("frames", 0)), round(time.perf_counter() - start, 3), len(spread),
+                       report.get("first_divergence"), detail, expected.reason,
+                       spread if len(spread) > 1 else [], str(report.get("page", "")))
 
 
 def write_results(folder: Path, results: list[TraceResult]) -> None:
@@ -312,11 +344,18 @@ def write_results(folder: Path, results: list[TraceResult]) -> None:
     from vkcore.outputs import write_atomic
 
     for r in results:
-        import hashlib
+        data = r.as_dict()
+        if r.page and Path(r.page).parent.resolve() == folder.resolve():
+            data["page"] = Path(r.page).name  # the results folder travels (a CI artifact) with its pages
+        write_atomic(folder / f"{result_stem(r.trace, r.device)}.json", [json.dumps(data, indent=1).encode()])
 
-        tag = hashlib.sha256(f"{r.trace}\0{r.device}".encode()).hexdigest()[:8]  # one file per trace x device
-        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(r.trace).name) + f".{tag}.json"
-        write_atomic(folder / name, [json.dumps(r.as_dict(), indent=1).encode()])
+
+def result_stem(trace: str, device: str) -> str:
+    """The file name (without suffix) of a trace x device's result and page: the trace's name and a tag."""
+    import hashlib
+
+    tag = hashlib.sha256(f"{trace}\0{device}".encode()).hexdigest()[:8]  # one file per trace x device
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(trace).name) + f".{tag}"
 
 
 def write_junit(path: Path, results: list[TraceResult]) -> None:

@@ -88,7 +88,9 @@ path = "crash_unexpected.vkt"
     assert len({r["device"] for n, r in rows.items() if n != "skipped.vkt"}) == 1
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None and (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("6", "1", "1")
-    assert sorted(p.name.split(".")[0] for p in results.iterdir()) == sorted(n.split(".")[0] for n in rows)
+    assert sorted(p.name.split(".")[0] for p in results.glob("*.json")) == sorted(n.split(".")[0] for n in rows)
+    # beside them, the page of each replay that finished (not the skipped one's, nor the crashes')
+    assert sorted(p.name.split(".")[0] for p in results.glob("*.html")) == ["fixed", "p1", "p2"]
     assert "suite: 2 pass, 1 expected, 1 fixed, 1 fail, 1 skip" in proc.stderr
 
 
@@ -135,13 +137,22 @@ def test_retries_make_a_passing_retry_flaky(tmp_path: Path) -> None:
 
     class Scripted:
         def __init__(self, outcomes: list[str]) -> None:
-            self.outcomes = outcomes
+            self.outcomes, self.device = outcomes, "llvmpipe"
 
-        def replay(self, trace: Path, flags: tuple[str, ...] = ()) -> dict[str, object]:
-            return {"outcome": self.outcomes.pop(0), "device": "llvmpipe", "frames": 3}
+        def start(self) -> str:
+            return self.device
+
+        def replay(self, trace: Path, flags: tuple[str, ...] = (), pages: Path | None = None) -> dict[str, object]:
+            outcome = self.outcomes.pop(0)
+            seen = {"first_divergence": 1, "beyond_tolerance": 12, "max_ulp": 40} if outcome == "diverged" else {}
+            return {"outcome": outcome, "device": "llvmpipe", "frames": 3, **seen}
 
     trace = SuiteTrace(tmp_path / "t.vkt")
-    assert _replay_one(Scripted(["diverged", "identical"]), trace, 2).status == "flaky"  # type: ignore[arg-type]
+    flaky = _replay_one(Scripted(["diverged", "identical"]), trace, 2)  # type: ignore[arg-type]
+    assert (flaky.status, flaky.attempts) == ("flaky", 2)
+    assert flaky.spread == [{"outcome": "diverged", "first_divergence": 1, "beyond_tolerance": 12, "max_ulp": 40},
+                            {"outcome": "identical"}]
+    assert flaky.detail == "attempt 1: diverged from frame 1 (12 beyond tolerance, up to 40 ULP); attempt 2: identical"
     failed = _replay_one(Scripted(["diverged", "crash", "diverged"]), trace, 2)  # type: ignore[arg-type]
     assert (failed.status, failed.attempts, failed.outcome) == ("fail", 3, "diverged")
     assert _replay_one(Scripted(["diverged"]), trace, 0).status == "fail"  # type: ignore[arg-type]
@@ -170,9 +181,15 @@ def test_shards_merge_into_one_report_and_devices_each_get_workers(builder: Scen
     assert dom.returncode == 0 and not [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
     page = Dom()
     page.feed(dom.stdout)
-    # one cell per trace x device, linking to its details (whose rows say status and expectation: pass)
-    assert [href for href, _ in page.links] == [f"#r{n}-0" for n in range(4)]
-    assert sum(r == ["pass"] for r in page.rows) == 4 * 3
+    # one cell per trace x device, linking to the page its replay wrote beside its result file (a link
+    # relative to the report, which still works when the folders move together); the details list them too
+    cells = [href for href, _ in page.links]
+    assert sorted(Path(h).parent.name for h in cells[:4]) == ["shard1", "shard1", "shard2", "shard2"]
+    assert sorted(Path(h).name.split(".vkt.")[0] for h in cells[:4]) == [f"t{k}" for k in range(4)]
+    assert cells[4:] == cells[:4] and sum(r == ["pass"] for r in page.rows) == 4 * 3
+    replay_page = chromium("--dump-dom", (tmp_path / cells[0]).resolve().as_uri())
+    assert replay_page.returncode == 0 and "<title>vkcap replay: " in replay_page.stdout
+    assert str(folder / "t0.vkt") in replay_page.stdout or str(folder / "t1.vkt") in replay_page.stdout
     rows = json.loads((tmp_path / "m.json").read_text())["results"]
     assert [(Path(r["trace"]).name, r["status"]) for r in rows] == [(f"t{k}.vkt", "pass") for k in range(4)]
     both = vkcap("suite", "run", folder, "--device", "0", "--device", "0", "--json", tmp_path / "d.json")
@@ -258,6 +275,15 @@ def test_the_pytest_plugin_runs_a_suite_and_gives_a_fixture(builder: ScenarioBui
                           cwd=project, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "3 passed, 1 skipped" in proc.stdout and ": not here" in proc.stdout, proc.stdout
+    # and under pytest-xdist: the same items, shared out between two worker processes
+    spread = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-rs", "-n", "2",
+                             "--vkcap-suite", str(manifest), "test_mine.py"],
+                            cwd=project, capture_output=True, text=True, timeout=300)
+    assert spread.returncode == 0, spread.stdout[-3000:] + spread.stderr[-2000:]
+    assert "3 passed, 1 skipped" in spread.stdout and ": not here" in spread.stdout, spread.stdout
+    ran = {line.split()[-1].split("::")[-1]: line.split()[0] for line in spread.stdout.splitlines() if line.startswith("[gw")}
+    assert sorted(ran) == ["test_a", "vkcap[a.vkt]", "vkcap[b.vkt]", "vkcap[c.vkt]"], spread.stdout
+    assert set(ran.values()) == {"[gw0]", "[gw1]"}, spread.stdout
 
 
 def test_progress_on_a_terminal(builder: ScenarioBuilder, tmp_path: Path) -> None:

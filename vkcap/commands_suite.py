@@ -28,8 +28,11 @@ def add_suite_parser(sub: Any) -> None:
     run.add_argument("--tolerance", metavar="preset:NAME", help="per-dtype defaults (preset:torch, preset:strict)")
     run.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     run.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
-    run.add_argument("--results", type=Path, metavar="DIR", help="write one result file per trace into DIR")
-    run.add_argument("--html", type=Path, metavar="FILE", help="write one page: a matrix of traces x devices")
+    run.add_argument("--results", type=Path, metavar="DIR",
+                     help="write one result file per trace into DIR (and, with --html, each replay's own page)")
+    run.add_argument("--html", type=Path, metavar="FILE",
+                     help="write one page: a matrix of traces x devices, each cell linking to its replay's page "
+                          "(in --results DIR, else in FILE's folder under <name>-pages)")
     run.add_argument("--device", action="append", default=[], metavar="INDEX|NAME",
                      help="replay on this device; repeat for several (a worker set each; default: the default device)")
     run.set_defaults(handler=cmd_suite_run)
@@ -80,9 +83,12 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
 
     from .progress import SuiteProgress
 
+    pages = args.results if args.results else args.html.parent / f"{args.html.stem}-pages" if args.html else None
+    if pages is not None:
+        pages.mkdir(parents=True, exist_ok=True)
     with SuiteProgress(len(traces) * max(1, len(args.device)), log) as progress:
         results = run_suite(traces, jobs=args.jobs, retries=args.retries, flags=flags, devices=args.device or None,
-                            on_result=progress.on_result)
+                            on_result=progress.on_result, pages=pages)
     return _report(args, results)
 
 
@@ -172,21 +178,30 @@ def _serve(parser: argparse.ArgumentParser, flags: list[str], contexts: dict[Any
     from replay.replayer import replay
     from replay.results import WITHIN
 
+    from .commands_trace import prepare_html, report_outputs
     from .compare_flags import replay_options
 
     for line in sys.stdin:
         request = json.loads(line)
         answer: dict[str, Any]
         try:
+            page = ["--html", request["page"]] if request.get("page") else []
             replay_args = parser.parse_args(["replay", request["trace"], *flags, *request.get("flags", []),
-                                             "--progress-file", request["progress"]])
+                                             "--progress-file", request["progress"], *page])
+            prepare_html(replay_args)
             options = replay_options(replay_args)
             report = replay(options, contexts=contexts)
-            statuses = {c.status for f in report.frames for c in [*f.comparisons, *(c for _, c in f.dispatches)]}
-            outcome = ("diverged" if report.diverged else "within" if WITHIN in statuses else "identical")
+            comparisons = [c for f in report.frames for c in [*f.comparisons, *(c for _, c in f.dispatches)]]
+            outcome = ("diverged" if report.diverged else
+                       "within" if any(c.status == WITHIN for c in comparisons) else "identical")
             first = report.first_divergence
             answer = {"outcome": outcome, "device": report.device.get("device_name", ""), "frames": len(report.frames),
-                      "first_divergence": None if first is None else first.seq}
+                      "first_divergence": None if first is None else first.seq,
+                      "beyond_tolerance": sum(c.beyond_tolerance for c in comparisons),
+                      "max_ulp": max((c.max_ulp for c in comparisons), default=0)}
+            if page:
+                report_outputs(replay_args, "replay", {}, report.frames,
+                               fingerprints=[("recorded", report.recorded_device), ("live", report.device)])
         except VkcapError as exc:
             answer = {"outcome": "error", "detail": str(exc)}
         sys.stdout.write(json.dumps(answer) + "\n")
