@@ -2,7 +2,10 @@
 processes, and the suite's scaling with ``-j``. Prints a table of medians (target: the suite at most 0.25x
 of the separate replays on the 2-core machine).
 
-    python bench/suite_throughput.py [--traces 40] [--runs 3] [--jobs 1 2 4]
+    python bench/suite_throughput.py [--traces 40] [--runs 3] [--jobs 1 2 4] [--example heat]
+
+``--example`` picks the example recorded (default ``add``: 4 small frames, start-up dominates; ``heat``:
+100 frames, enough work per trace for ``-j`` to scale).
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=40)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--example", default="add", help="the example of examples/ to record (default add)")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
     from bench.machine import machine_info  # type: ignore[import-not-found]
@@ -43,7 +47,7 @@ def main() -> None:
         folder = Path(tmp) / "traces"
         folder.mkdir()
         first = folder / "t000.vkt"
-        vkcap("record", REPO / "examples" / "add" / "scenario.json", "-o", first, "--output", Path(tmp) / "out")
+        vkcap("record", REPO / "examples" / args.example / "scenario.json", "-o", first, "--output", Path(tmp) / "out")
         for k in range(1, args.traces):
             shutil.copyfile(first, folder / f"t{k:03d}.vkt")
         traces = sorted(folder.glob("*.vkt"))
@@ -53,7 +57,11 @@ def main() -> None:
     base = statistics.median(separate)
     info = machine_info()
     print(f"machine: {info['cpu']}, {info['cores']} cores, {info['vulkan_device']}, load {info['load_avg_1min_at_start']:.2f}")
-    print(f"{args.traces} traces of examples/add (4 frames each), medians of {args.runs}")
+    import json
+
+    frames = sum(1 for c in json.loads((REPO / "examples" / args.example / "scenario.json").read_text())["commands"]
+                 if "frame_boundary" in c or "mark_boundary" in c)
+    print(f"{args.traces} traces of examples/{args.example} ({frames} frames each), medians of {args.runs}")
     print(f"| how | wall | ratio to separate replays |")
     print(f"| --- | --- | --- |")
     print(f"| {args.traces} x `vkcap replay` | {base:.2f} s | 1.00x |")

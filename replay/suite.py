@@ -309,7 +309,8 @@ def _spread_text(spread: list[dict[str, Any]]) -> str:
         if a.get("first_divergence") is not None:
             text += f" from frame {a['first_divergence']}"
         if a.get("beyond_tolerance"):
-            text += f" ({a['beyond_tolerance']} beyond tolerance, up to {a.get('max_ulp', 0)} ULP)"
+            ulp = f", up to {a['max_ulp']} ULP" if a.get("max_ulp") else ""
+            text += f" ({a['beyond_tolerance']} beyond tolerance{ulp})"
         return text
 
     return "; ".join(f"attempt {n}: {one(a)}" for n, a in enumerate(spread, 1))

@@ -176,6 +176,7 @@ def cmd_suite_worker(args: argparse.Namespace) -> int:
 
 def _serve(parser: argparse.ArgumentParser, flags: list[str], contexts: dict[Any, Any]) -> int:
     from replay.replayer import replay
+    from replay.report import comparison_line
     from replay.results import WITHIN
 
     from .commands_trace import prepare_html, report_outputs
@@ -199,6 +200,9 @@ def _serve(parser: argparse.ArgumentParser, flags: list[str], contexts: dict[Any
                       "first_divergence": None if first is None else first.seq,
                       "beyond_tolerance": sum(c.beyond_tolerance for c in comparisons),
                       "max_ulp": max((c.max_ulp for c in comparisons), default=0)}
+            if first is not None:  # the first diverged resource, as replay prints it
+                bad = next(c for c in [*first.comparisons, *(c for _, c in first.dispatches)] if c.diverged)
+                answer["detail"] = f"frame {first.seq}: {comparison_line(bad)}"
             if page:
                 report_outputs(replay_args, "replay", {}, report.frames,
                                fingerprints=[("recorded", report.recorded_device), ("live", report.device)])
