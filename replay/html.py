@@ -197,7 +197,7 @@ def write_suite_html(path: Path, results: list[Any]) -> None:
             r = by_key.get((trace, device))
             if r is None:
                 continue
-            rows = [("trace", r.trace), ("device", r.device), ("status", r.status), ("outcome", r.outcome),
+            rows = [("trace", r.trace), ("device", r.device), ("driver", r.driver), ("status", r.status), ("outcome", r.outcome),
                     ("expected", r.expected), ("frames", r.frames), ("first divergent frame", r.first_divergence),
                     ("seconds", r.seconds), ("attempts", r.attempts), ("reason", r.reason), ("detail", r.detail)]
             page = f'<p><a href="{_e(link(r, n, m))}">the replay\'s page</a></p>' if r.page else ""

@@ -11,6 +11,7 @@ A suite is folders of ``.vkt`` files (each expected to replay within tolerance) 
 
     [[traces.expect]]
     device = "llvmpipe*"           # fnmatch on the device name
+    driver = ">=22.3, <23"         # optional: a driver-version range (comparisons joined by commas)
     status = "diverged"            # pass | diverged | flaky | skip | crash
     frame = 12                     # optional: the first divergent frame it must still be
     reason = "lavapipe rounds sin() differently"
@@ -51,6 +52,51 @@ class Expectation:
     reason: str = ""
     link: str = ""
     frame: int | None = None  # for diverged/crash: the first divergent frame it must still be
+    driver: str = ""  # a driver-version range: ">=580.100, <590" (every comparison must hold)
+
+    def matches(self, device: str, driver: str) -> bool:
+        return fnmatch.fnmatch(device, self.device) and in_range(driver, self.driver)
+
+
+_COMPARE = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, "==": lambda a, b: a == b,
+            "!=": lambda a, b: a != b, ">": lambda a, b: a > b, "<": lambda a, b: a < b}
+
+
+def version_key(text: str) -> tuple[int, ...]:
+    """``"580.159.04"`` -> (580, 159, 4); ``"Mesa 22.3.6"`` -> (22, 3, 6): the numbers, compared as tuples."""
+    import re
+
+    match = re.search(r"\d+(?:\.\d+)*", text)
+    return tuple(int(p) for p in match.group().split(".")) if match else ()
+
+
+def parse_range(text: str, where: str) -> list[tuple[str, tuple[int, ...]]]:
+    """``">=580.100, <590"`` as (operator, version) pairs; a :class:`UsageError` at ``where`` otherwise."""
+    import re
+
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        op = next((o for o in _COMPARE if part.startswith(o)), None)  # two-character operators first
+        if op is None or not re.fullmatch(r"\s*\d+(\.\d+)*", part[len(op):]):
+            raise UsageError(f"{where}: a driver-version range such as \">=580.100, <590\", got {text!r}")
+        out.append((op, version_key(part[len(op):])))
+    return out
+
+
+def driver_of(device: dict[str, Any]) -> str:
+    """The version a manifest's ``driver`` range is compared with, from a device fingerprint: the driver's
+    own text where it holds a version (NVIDIA: ``580.159.04``; Mesa: ``Mesa 22.3.6``), else the packed
+    ``driverVersion`` (lavapipe's is ``0.0.1``, meaningless)."""
+    info = str(device.get("driver_info", ""))
+    return info if version_key(info) else str(device.get("driver_version", ""))
+
+
+def in_range(driver: str, text: str) -> bool:
+    """Whether the driver version ``driver`` lies in the range ``text`` (empty: any)."""
+    if not text:
+        return True
+    have = version_key(driver)
+    return bool(have) and all(_COMPARE[op](have, v) for op, v in parse_range(text, "driver"))
 
 
 @dataclass(frozen=True)
@@ -59,9 +105,9 @@ class SuiteTrace:
     expectations: tuple[Expectation, ...] = ()
     flags: tuple[str, ...] = ()  # the trace's own tolerance flags (--ulp 4, --tolerance preset:torch, ...)
 
-    def expected_on(self, device: str) -> Expectation:
+    def expected_on(self, device: str, driver: str = "") -> Expectation:
         for e in self.expectations:
-            if fnmatch.fnmatch(device, e.device):
+            if e.matches(device, driver):
                 return e
         return Expectation("*", "pass")
 
@@ -81,6 +127,7 @@ class TraceResult:
     reason: str = ""
     spread: list[dict[str, Any]] = field(default_factory=list)  # with retries: what each attempt saw
     page: str = ""  # the replay's own HTML page (suite run --html or --results), when it wrote one
+    driver: str = ""  # the driver version of the device it ran on
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -95,7 +142,12 @@ def _expectations(table: Any, where: str) -> tuple[Expectation, ...]:
         frame = e.get("frame")
         if frame is not None and (isinstance(frame, bool) or not isinstance(frame, int) or frame < 0):
             raise UsageError(f"{place}.frame: the first divergent frame (an integer >= 0), got {frame!r}")
-        out.append(Expectation(e["device"], e["status"], str(e.get("reason", "")), str(e.get("link", "")), frame))
+        driver = e.get("driver", "")
+        if not isinstance(driver, str):
+            raise UsageError(f"{place}.driver: a driver-version range such as \">=580.100, <590\", got {driver!r}")
+        if driver:
+            parse_range(driver, f"{place}.driver")
+        out.append(Expectation(e["device"], e["status"], str(e.get("reason", "")), str(e.get("link", "")), frame, driver))
     return tuple(out)
 
 
@@ -183,6 +235,7 @@ class Worker:
         self.flags, self.env = flags, env
         self.process: subprocess.Popen[str] | None = None
         self.device = ""  # the device the worker replays on, as it says when it starts
+        self.driver = ""  # and its driver version
         self.progress = Path(tempfile.mkdtemp(prefix="vkcap-suite-")) / "progress"  # frames as the worker runs them
 
     def _start(self) -> subprocess.Popen[str]:
@@ -193,7 +246,8 @@ class Worker:
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1, env=self.env)
             assert self.process.stdout is not None
             hello = self.process.stdout.readline()
-            self.device = json.loads(hello).get("device", "") if hello else ""
+            said = json.loads(hello) if hello else {}
+            self.device, self.driver = said.get("device", ""), said.get("driver", "")
         return self.process
 
     def start(self) -> str:
@@ -318,9 +372,10 @@ def _spread_text(spread: list[dict[str, Any]]) -> str:
 
 def _replay_one(worker: Worker, trace: SuiteTrace, retries: int, pages: Path | None = None) -> TraceResult:
     start = time.perf_counter()
-    expected = trace.expected_on(worker.start())
+    expected = trace.expected_on(worker.start(), worker.driver)
     if expected.status == "skip":  # not replayed at all
-        return TraceResult(str(trace.path), worker.device, "skip", "skipped", "skip", reason=expected.reason)
+        return TraceResult(str(trace.path), worker.device, "skip", "skipped", "skip", reason=expected.reason,
+                           driver=worker.driver)
     report = worker.replay(trace.path, trace.flags, pages)
     device = report.get("device", "")
     spread = [_attempt(report)]
@@ -337,7 +392,7 @@ def _replay_one(worker: Worker, trace: SuiteTrace, retries: int, pages: Path | N
     return TraceResult(str(trace.path), device or report.get("device", ""), status, outcome, expected.status,
                        int(report.get("frames", 0)), round(time.perf_counter() - start, 3), len(spread),
                        report.get("first_divergence"), detail, expected.reason,
-                       spread if len(spread) > 1 else [], str(report.get("page", "")))
+                       spread if len(spread) > 1 else [], str(report.get("page", "")), worker.driver)
 
 
 def write_results(folder: Path, results: list[TraceResult]) -> None:
@@ -399,7 +454,7 @@ def manifest_text(entries: list[dict[str, Any]]) -> str:
             lines.append("tolerance = { " + ", ".join(f"{k} = {v}" for k, v in sorted(tolerance.items())) + " }")
         for e in entry.get("expect", ()):
             lines += ["", "[[traces.expect]]", f"device = {_toml_string(e['device'])}", f"status = {_toml_string(e['status'])}"]
-            for key in ("reason", "link"):
+            for key in ("driver", "reason", "link"):
                 if e.get(key):
                     lines.append(f"{key} = {_toml_string(e[key])}")
             if e.get("frame") is not None:
@@ -411,7 +466,8 @@ def manifest_text(entries: list[dict[str, Any]]) -> str:
 def bless(manifest: Path, results: list[TraceResult]) -> tuple[str, str]:
     """The manifest before and after taking ``results`` as the new expectations: a trace that failed
     gets an expectation for its device (its outcome and first divergent frame, an exact device name);
-    one that was ``fixed`` loses the expectation that said it diverges there. Other entries are kept
+    one that was ``fixed`` loses the expectation that said it diverges there. Expectations for this
+    device whose driver range excludes the result's driver are kept. Other entries are kept
     as they are (comments and formatting are not: the manifest is written anew)."""
     import tomllib
 
@@ -430,7 +486,8 @@ def bless(manifest: Path, results: list[TraceResult]) -> tuple[str, str]:
                     continue
                 if len(matches) > 1:  # a glob: the trace gets an entry of its own first
                     continue
-                expect = [dict(e) for e in entry.get("expect", ()) if not fnmatch.fnmatch(device, e["device"])]
+                expect = [dict(e) for e in entry.get("expect", ())  # the others stay, those of other drivers too
+                          if not (fnmatch.fnmatch(device, e["device"]) and in_range(r.driver, e.get("driver", "")))]
                 if r.status == "fail" and r.outcome in ("diverged", "crash"):
                     expect.insert(0, {"device": device, "status": r.outcome, "reason": "blessed: " + (r.detail or r.outcome),
                                       "frame": r.first_divergence})

@@ -128,6 +128,35 @@ def test_bad_manifests_are_one_line(tmp_path: Path) -> None:
     proc = vkcap("suite", "run", tmp_path / "missing")
     assert (proc.returncode, proc.stderr.strip()) == (2, f"vkcap: error: {tmp_path / 'missing'}: no such suite folder or manifest")
     assert SuiteTrace(tmp_path / "a.vkt").expected_on("any").status == "pass"
+    for bad in ("580", "=>580", ">=580.x", ">=580,", "~580"):
+        manifest.write_text(f'[[traces]]\npath = "a.vkt"\n[[traces.expect]]\ndevice = "*"\nstatus = "skip"\ndriver = "{bad}"\n')
+        proc = vkcap("suite", "run", manifest)
+        assert (proc.returncode, proc.stderr.strip()) == (2, f"vkcap: error: {manifest}: traces[0].expect[0].driver: "
+                                                             f"a driver-version range such as \">=580.100, <590\", got '{bad}'")
+
+
+def test_expectations_by_driver_version(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """An expectation can hold for a range of driver versions only: lavapipe's is Mesa's (22.3.6 here);
+    the first expectation whose device and range match is the one that judges, in the run, the result
+    (its ``driver``) and after a bless, which keeps the range."""
+    from replay.suite import in_range, version_key
+
+    assert version_key("580.159.04") == (580, 159, 4) and version_key("Mesa 22.3.6") == (22, 3, 6)
+    assert in_range("580.159.04", ">=580.100, <590") and not in_range("580.65.06", ">=580.100, <590")
+    assert in_range("580.159.04", "") and not in_range("", ">=1")
+    trace = record(builder, tmp_path, 2, "t")
+    manifest = trace.parent / "suite.toml"
+    manifest.write_text('[[traces]]\npath = "t.vkt"\n'
+                        '[[traces.expect]]\ndevice = "llvmpipe*"\nstatus = "skip"\ndriver = "<22"\n\n'
+                        '[[traces.expect]]\ndevice = "llvmpipe*"\nstatus = "diverged"\ndriver = ">=22.0, <1000"\n'
+                        'reason = "an old bug"\n')
+    proc = vkcap("suite", "run", manifest, "--json", tmp_path / "r.json", "--results", tmp_path / "res")
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert (row["status"], row["expected"], row["reason"]) == ("fixed", "diverged", "an old bug")
+    assert row["driver"].startswith("Mesa ") and in_range(row["driver"], ">=22.0, <1000")
+    assert vkcap("suite", "bless", manifest, "--results", tmp_path / "res").returncode == 0
+    assert 'driver = "<22"' in manifest.read_text() and "an old bug" not in manifest.read_text()
 
 
 
@@ -137,7 +166,7 @@ def test_retries_make_a_passing_retry_flaky(tmp_path: Path) -> None:
 
     class Scripted:
         def __init__(self, outcomes: list[str]) -> None:
-            self.outcomes, self.device = outcomes, "llvmpipe"
+            self.outcomes, self.device, self.driver = outcomes, "llvmpipe", "Mesa 22.3.6"
 
         def start(self) -> str:
             return self.device

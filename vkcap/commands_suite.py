@@ -153,6 +153,7 @@ def cmd_suite_worker(args: argparse.Namespace) -> int:
     """Replay the trace of each JSON line on stdin; answer one JSON line each on stdout (the replay's
     logging goes to stderr). A crash kills this process: the parent reports it. The Vulkan devices the
     replays open are kept for the next traces."""
+    from replay.suite import driver_of
     from vkcore.device.context import choose_device, list_devices
 
     from .cli import build_parser
@@ -161,7 +162,8 @@ def cmd_suite_worker(args: argparse.Namespace) -> int:
     flags = json.loads(args.replay_flags)
     selector = flags[flags.index("--device") + 1] if "--device" in flags else None
     try:  # first, the device the replays will run on: expectations are judged by it, crashes included
-        hello: dict[str, Any] = {"device": choose_device(list_devices(), selector).name}
+        chosen = choose_device(list_devices(), selector)
+        hello: dict[str, Any] = {"device": chosen.name, "driver": driver_of(chosen.fingerprint())}
     except VkcapError as exc:
         hello = {"device": "", "error": str(exc)}
     sys.stdout.write(json.dumps(hello) + "\n")

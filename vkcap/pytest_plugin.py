@@ -61,11 +61,11 @@ class SuiteItem(pytest.Item):
     def runtest(self) -> None:
         from replay.report import comparison_line
         from replay.results import WITHIN
-        from replay.suite import judge
+        from replay.suite import driver_of, judge
 
         report = _replay(self.trace.path, device=self.device, extra_flags=self.trace.flags)
         name = report.device.get("device_name", "")
-        expected = self.trace.expected_on(name)
+        expected = self.trace.expected_on(name, driver_of(report.device))
         if expected.status == "skip":
             pytest.skip(f"{name}: {expected.reason or 'skipped by the suite'}")
         statuses = {c.status for f in report.frames for c in [*f.comparisons, *(c for _, c in f.dispatches)]}
