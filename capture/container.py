@@ -1009,7 +1009,20 @@ class TraceReader:
         TraceCorrupt (naming the record offset and the key) if anything about the record is wrong. Never
         allocates more than ``raw_len`` bytes for the output (plus the stored bytes).
         """
+        return self._read_verified(R.key_bytes(key))[3]
+
+    def read_prepared(self, key: str | bytes) -> PreparedBlob:
+        """Blob ``key`` as it is stored (its codec and stored bytes), ready for another file's
+        :meth:`TraceWriter.write_prepared`: copying blobs between traces this way compresses nothing
+        again. Verified as :meth:`read_blob` verifies it (record header, payload checksum, then decoded
+        and checked against its content key), with the same errors; a damaged blob is never copied."""
         k = R.key_bytes(key)
+        e, stored, payload_checksum, _ = self._read_verified(k)
+        return PreparedBlob(k.hex(), e.raw_len, e.codec, (stored,), payload_checksum)
+
+    def _read_verified(self, k: bytes) -> tuple[BlobEntry, bytes, int, bytes | memoryview]:
+        """(index entry, stored bytes, payload checksum, raw bytes) of blob ``k``: the record checked
+        against the index, its payload checksum verified, decoded and checked against its key."""
         e = self._entry(k)
         if e.raw_len > self.max_blob_bytes:
             raise LimitExceeded(
@@ -1036,7 +1049,7 @@ class TraceReader:
         raw = self._decode(stored, e, k)
         if len(raw) != e.raw_len or R.content_key(raw) != k:
             raise self._corrupt("decoded data does not match its content key", e.offset, k)
-        return raw
+        return e, stored, header.payload_checksum, raw
 
     def _decode(self, stored: bytes, e: BlobEntry, k: bytes) -> bytes | memoryview:
         """Undo the codec with the output bounded by ``e.raw_len``."""

@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import commands_trace
 
     commands_trace.register(sub, _add_common, _add_run_flags, _add_device)
+    from . import commands_trim
+
+    commands_trim.register(sub, _add_common, _add_device)
     from . import commands_vgf
 
     commands_vgf.register(sub, _add_common)

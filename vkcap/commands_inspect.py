@@ -39,7 +39,9 @@ def trace_summary(path: Path) -> dict[str, Any]:
     (the same definition as the rows'); ``dedup_saved_bytes`` = captured - the raw size of those
     distinct blobs. Checkpoint-only state, embedded files and metadata are in ``file_bytes`` only.
     ``checkpoints`` lists the checkpoints after frames; ``initial_state`` says whether checkpoint -1
-    (the state before the first frame) is there."""
+    (the state before the first frame) is there. ``frame_range`` is [first, last] frame number (None
+    without frames); ``trimmed_from`` is what ``vkcap trim`` recorded of a trimmed trace's source (None
+    for a recording)."""
     from capture.trace import Trace
 
     with Trace.open(path) as trace:
@@ -58,6 +60,8 @@ def trace_summary(path: Path) -> dict[str, Any]:
             "fingerprint": trace.fingerprint,
             "frames": len(trace.frames),
             "passes": len({f.pass_index for f in trace.frames}),
+            "frame_range": [trace.frames[0].seq, trace.frames[-1].seq] if trace.frames else None,
+            "trimmed_from": trace.header.get("trimmed_from"),
             "checkpoints": sorted(c for c in trace.checkpoints if c >= 0),
             "initial_state": -1 in trace.checkpoints,
             "checkpoint_every": trace.header.get("checkpoint_every"),
@@ -121,7 +125,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"driver {fp.get('driver_name')} {fp.get('driver_version')} ({fp.get('driver_info')}), Vulkan {fp.get('api_version')}"
     )
     console.print(f"           pipelineCacheUUID {fp.get('pipeline_cache_uuid')}, layers: {', '.join(fp.get('layers') or []) or 'none'}")
-    console.print(f"frames     {summary['frames']} in {summary['passes']} pass(es); checkpoints at {_checkpoints(summary)}; "
+    span = summary["frame_range"]
+    numbered = f" ({span[0]}-{span[1]})" if span and span != [0, summary["frames"] - 1] else ""
+    console.print(f"frames     {summary['frames']}{numbered} in {summary['passes']} pass(es); checkpoints at {_checkpoints(summary)}; "
                   f"dispatch-level snapshots: {'yes' if summary['dispatch_level'] else 'no'}")
     same: dict[str, list[int]] = {}  # one line per distinct layout, with every command that has it
     for p in summary["pipeline_layouts"]:
@@ -136,6 +142,10 @@ def cmd_info(args: argparse.Namespace) -> int:
         console.print(f"[yellow]status[/yellow]     {status}{': ' + summary['error'] if summary['error'] else ''}")
     for c in summary["corrupt_records"]:
         console.print(f"[red]corrupt record[/red] at offset {c['offset']} (type {c['type']})")
+    if summary["trimmed_from"] is not None:
+        from capture.trim import describe_provenance
+
+        console.print(f"trimmed    {describe_provenance(summary['trimmed_from'])}", markup=False, highlight=False)
     dispatch_level = summary["dispatch_level"]
     columns = ("resource", "snapshots", *(("after dispatches",) if dispatch_level else ()), "unique", "raw", "stored",
                "ratio")
