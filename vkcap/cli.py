@@ -124,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import commands_trim
 
     commands_trim.register(sub, _add_common, _add_device)
+    from . import commands_extract
+
+    commands_extract.register(sub, _add_common, _add_device)
     from . import commands_vgf
 
     commands_vgf.register(sub, _add_common)

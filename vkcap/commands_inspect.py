@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from vkcore.errors import TraceError, UsageError
+from vkcore.resources.files import SUFFIXES as EXPORT_SUFFIXES
 
 
 def snapshot_figures(summary: dict[str, Any]) -> str:
@@ -185,8 +186,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     writable; the suffix the resource's kind exports as), ``--resource`` (a resource of the trace) and
     ``--frame`` (a frame of the trace). The output is written atomically."""
     from capture.trace import Trace
-    from vkcore.scenario.npyio import write_flat_int8, write_typed
     from vkcore.outputs import check_output_target
+    from vkcore.resources.files import write_resource_file
 
     check_output_target(args.output, place="-o")
     with Trace.open(args.trace) as trace:
@@ -194,22 +195,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         meta = trace.resources.get(args.resource, {})
         _check_export_suffix(args.output, meta.get("kind", "buffer"))
         data = trace.snapshot(args.frame, args.resource)
-    kind = meta.get("kind", "buffer")
-    suffix = args.output.suffix.lower()
-    if kind == "tensor":
-        if suffix != ".npy":
-            raise UsageError(f"{args.output}: a tensor exports as .npy")
-        from vkcore.resources.formats import tensor_dtype
-
-        write_typed(args.output, _npy_descr(tensor_dtype(meta["format"])), meta["dims"], data)
-    elif kind == "buffer":
-        if suffix != ".npy":
-            raise UsageError(f"{args.output}: a buffer exports as .npy")
-        write_flat_int8(args.output, data)
-    elif kind == "image":
-        export_image(args.output, meta, data)
-    else:
-        raise UsageError(f"exporting a {kind} is not supported yet")
+    write_resource_file(args.output, {"kind": "buffer", **meta}, data)
     return 0
 
 
@@ -228,7 +214,6 @@ def _check_export_request(trace: Any, seq: int, uid: str) -> None:
         raise
 
 
-EXPORT_SUFFIXES = {"buffer": (".npy",), "tensor": (".npy",), "image": (".dds", ".png", ".npy")}
 
 
 def _check_export_suffix(path: Path, kind: str) -> None:
@@ -240,37 +225,3 @@ def _check_export_suffix(path: Path, kind: str) -> None:
         article = "an" if kind[:1] in ("a", "e", "i", "o", "u") else "a"
         choices = f"{', '.join(wanted[:-1])} or {wanted[-1]}" if len(wanted) > 1 else wanted[0]
         raise UsageError(f"{article} {kind} exports as {choices}", file=path, place="-o")
-
-
-def export_image(path: Path, meta: dict[str, Any], data: bytes | memoryview) -> None:
-    """Level 0 of an image snapshot as .dds or .png (like ``dst``); .npy as an NHWC array of all of level 0."""
-    from vkcore.resources.formats import format_info
-    from vkcore.resources.images import write_image_file
-
-    fmt = format_info(meta["format"])
-    dims = meta["dims"]
-    width, height, texel = int(dims[1]), int(dims[2]), int(meta.get("texel_bytes", fmt.block_bytes))
-    level0 = data[: width * height * texel]
-    suffix = path.suffix.lower()
-    if suffix == ".png" and fmt.name != "VK_FORMAT_R8G8B8A8_UNORM":
-        raise UsageError(f"{path}: PNG export supports only VK_FORMAT_R8G8B8A8_UNORM, this image is {fmt.name}")
-    if suffix in (".dds", ".png"):
-        if suffix == ".dds" and fmt.dxgi_format is None:
-            raise UsageError(f"{path}: {fmt.name} has no DDS equivalent; export it as .npy")
-        write_image_file(path, fmt, width, height, texel, level0)
-    elif suffix == ".npy":
-        from vkcore.scenario.npyio import write_typed
-
-        import numpy as np
-
-        components = texel // np.dtype(fmt.dtype).itemsize if not fmt.is_packed else 1
-        write_typed(path, np.dtype(fmt.dtype).str, (1, height, width, components), level0)
-    else:
-        raise UsageError(f"{path}: an image exports as .dds, .png or .npy")
-
-
-def _npy_descr(dtype: str) -> str:
-    """The descr the reference writes: '|b1' for bool, else numpy's spelling of ``dtype``."""
-    import numpy as np
-
-    return np.dtype(dtype).str

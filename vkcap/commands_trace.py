@@ -93,6 +93,8 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     bis.add_argument("--reference-icd", type=Path, metavar="FILE.json",
                      help="a known-good driver: without dispatch-level snapshots, the divergent frame is run "
                           "dispatch by dispatch on both drivers to name the dispatch")
+    bis.add_argument("--extract", type=Path, metavar="DIR",
+                     help="write the first divergent dispatch as a standalone scenario into DIR (see vkcap extract)")
     add_common(bis)
     bis.set_defaults(handler=cmd_bisect)
 
@@ -311,6 +313,7 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     report_outputs(args, "bisect", document, [result.frame], fingerprints=[("recorded", trace.fingerprint)],
                    bisect={**document, "command_name": name or ""})
     print(f"first divergent frame: {result.frame.seq} (frame_id {result.frame.frame_id})")
+    segment = ""
     if result.command is not None:
         via = " (found by running the frame on both drivers)" if result.side_by_side else ""
         segment = f", segment {extras['segment']} (module {extras['module']})" if "segment" in extras else ""
@@ -319,11 +322,34 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
         print("first divergent dispatch: unknown (record with --dispatch-level, or give --reference-icd, to locate it)")
     if result.resource is not None:
         print(comparison_line(result.resource))
+    if args.extract is not None:
+        _extract_divergence(args, result, trace.fingerprint, options.replace_shaders, segment.removeprefix(", "))
     how = ("binary search found nothing; scanned in order" if result.fallback_scan
            else "every earlier segment checked" if result.exhaustive
            else "binary search, assuming the divergence persists; --exhaustive checks every earlier segment")
     print(f"search: {search_size(result)} ({how})")
     return 1
+
+
+def _extract_divergence(args: argparse.Namespace, result: "BisectResult", recorded: dict[str, Any],
+                        replaced: tuple[tuple[str, Path], ...], segment: str) -> None:
+    """``bisect --extract DIR``: the first divergent dispatch as a standalone scenario, its README saying
+    how it diverged; without a dispatch named, nothing is written (and the log says why)."""
+    import logging
+
+    from replay.extract import Divergence, extract
+    from replay.report import comparison_line
+
+    from .commands_extract import extract_options, log_extracted
+
+    if result.command is None or result.frame is None:
+        logging.getLogger("vkcap").warning("--extract %s: no dispatch named, nothing extracted", args.extract)
+        return
+    compared = result.dispatch_comparison or result.resource
+    line = comparison_line(compared) if compared is not None else "diverged"
+    divergence = Divergence(line, recorded, {}, replaced, segment)
+    log_extracted(extract(args.trace, result.frame.seq, result.command, args.extract, extract_options(args),
+                          divergence, argv=getattr(args, "argv", [])))
 
 
 def search_size(result: "BisectResult") -> str:

@@ -8,7 +8,7 @@ import vulkan as vk
 
 from ..device import validation
 from ..scenario.model import Binding, DispatchGraph, Scenario
-from .base import AfterSegment, NoDeviceWork, SnapshotEntry
+from .base import AfterSegment, NoDeviceWork, SnapshotEntry, declared_writes
 
 if TYPE_CHECKING:
     from ..exec.session import Session
@@ -23,6 +23,9 @@ class GraphKind(NoDeviceWork):
 
     def may_write(self, cmd: DispatchGraph, read_only: Mapping[str, set[tuple[int, int]]]) -> set[str]:
         return {b.resource_ref for b in cmd.bindings}
+
+    def declared_writes(self, scenario: Scenario, cmd: DispatchGraph) -> list[str]:
+        return declared_writes(scenario, cmd.bindings)
 
     def dispatch_snapshots(self, scenario: Scenario, cmd: DispatchGraph, session_graphs: Mapping[int, Any],
                            size: Callable[[str], int]) -> list[SnapshotEntry]:

@@ -1,0 +1,411 @@
+"""``extract``: one command of one frame of a trace as a standalone scenario: a bug report's reproducer.
+
+Guarantees of :func:`extract`:
+
+- **Standalone.** The folder holds ``scenario.json`` with exactly one command (the one extracted, its JSON
+  as the trace's scenario has it: push and specialization data included) and exactly the resources it
+  references (``resource_ref``, ``shader_ref``, ``graph_ref``, ``push_data_ref``, attachments: every
+  ``*_ref`` key, followed through the resources they name), with every file they read: each shader as
+  the SPIR-V that ran when the trace was recorded (its source beside it, for reading), graphs and raw
+  data as embedded in the trace. Both ``vkcap run`` and ARM's ``scenario-runner --scenario`` run it.
+- **The inputs are the state just before the command.** Every buffer, image and tensor the command
+  binds starts (``src``) from its content right before the command ran in that frame: the trace is
+  replayed on this device through the replay path (:class:`replay.replayer.ReplaySession`), from the
+  nearest checkpoint up to the command before it in the frame (or to the end of the previous frame),
+  and the resources are read there. Where the trace holds that state itself (the command is its frame's
+  first dispatch and the state after the previous frame is recorded whole) it is taken from the trace
+  with no replay. Each input read from a replay is checked against the recording where the recording
+  holds it too: ``vkcap.json`` says, per input, ``recorded``, ``matches``, ``differs`` or ``unrecorded``.
+- **The outputs.** Every resource the command writes gets a ``dst`` (its uid, with the suffix of its kind),
+  and ``expected/`` holds what the trace recorded after the command, where it recorded it: the
+  command's own dispatch-level snapshot, or the frame's boundary snapshot when no later command of the
+  frame writes that resource. ``vkcap.json`` says which, and which outputs have no recorded value.
+- **Nothing half-written.** The folder is built beside its target and renamed into place; an existing
+  folder is replaced only once the new one is complete.
+- **Refusals** (one line, exit 2, nothing written): a frame the trace does not hold, a command index
+  outside the scenario, a command of another frame (the frame's own are listed), a command that is not a
+  dispatch, a trace without the checkpoint the replay needs (named), an image whose format has no DDS form.
+
+Images are extracted at mip level 0 (the level a ``src`` file holds); graph dispatches are extracted whole
+(the segment bisect named is said in the README).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from capture.trace import DispatchSnapshot, FrameRecord, Trace
+from vkcore.errors import TraceError, UsageError
+
+from .options import ReplayOptions
+from .replayer import Comparer, RESTORED_KINDS, ReplaySession, rebuild_scenario
+from .results import IDENTICAL, Comparison
+
+PLACEHOLDER = "0" * 32
+SCENARIO = "scenario.json"
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """What bisect found at the extracted command, for the README: its line and the two sides."""
+
+    line: str
+    recorded: dict[str, Any]
+    live: dict[str, Any]
+    replaced_shaders: tuple[tuple[str, Path], ...] = ()
+    segment: str = ""
+
+
+@dataclass
+class Extracted:
+    """What :func:`extract` wrote."""
+
+    folder: Path
+    frame: int
+    command: int
+    kind: str  # the command's JSON key: dispatch_compute, dispatch_graph, ...
+    name: str  # its shader, graph or pass
+    resources: list[str] = field(default_factory=list)  # the uids in the scenario, in scenario order
+    inputs: dict[str, str] = field(default_factory=dict)  # uid -> matches | differs | unrecorded
+    expected: dict[str, str] = field(default_factory=dict)  # uid -> where the recorded output comes from ("" none)
+    bytes: int = 0
+
+
+class _Reader(Comparer):
+    """Keeps the live bytes of every snapshot the targets ask for instead of comparing them."""
+
+    captured: dict[tuple[int, int, str], bytes]
+
+    def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str, command: int | None = None,
+                    seq: int = 0) -> Comparison:
+        self.captured[(seq, -1 if command is None else command, uid)] = bytes(live)
+        return Comparison(uid, "bytes", IDENTICAL, len(live))
+
+
+def referenced_uids(command: dict[str, Any], resources: dict[str, dict[str, Any]]) -> list[str]:
+    """The resource uids ``command`` names through ``*_ref`` / ``*_refs`` keys at any depth, and those the
+    named resources name in turn (a graph's shader substitutions, ...), in scenario order."""
+    found: set[str] = set()
+    todo: list[Any] = [command]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                names = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+                if key.endswith(("_ref", "_refs")):
+                    for name in names:
+                        if isinstance(name, str) and name in resources and name not in found:
+                            found.add(name)
+                            todo.append(resources[name])
+                todo.append(value)
+        elif isinstance(node, list):
+            todo.extend(node)
+    return [uid for uid in resources if uid in found]
+
+
+def extract(trace_path: Path, seq: int, index: int, out: Path, options: ReplayOptions,
+            divergence: Divergence | None = None, argv: list[str] | None = None) -> Extracted:
+    """Write command ``index`` of frame ``seq`` of the trace as a standalone scenario into ``out`` (see
+    the module docstring); ``options`` choose the device (no replaced shaders: the inputs are what the
+    trace's own shaders computed)."""
+    with Trace.open(trace_path) as trace:
+        try:
+            record = trace.frame(seq)
+        except TraceError as exc:
+            raise TraceError(exc.message, file=trace.path, place="--frame") from None
+        document = json.loads(trace.portable_json)
+        commands = document.get("commands", [])
+        if not 0 <= index < len(commands):
+            raise UsageError(f"--command {index}: the scenario's commands are commands[0] to commands[{len(commands) - 1}]",
+                             file=trace.path)
+        with tempfile.TemporaryDirectory(prefix="vkcap-extract-") as tmp:
+            from vkcore.commands import kind_of
+            from vkcore.exec.plan import make_plan
+
+            scenario = rebuild_scenario(trace, Path(tmp))
+            plan = make_plan(scenario, capture_all=bool(trace.header.get("capture_all")))
+            frame = plan.frames[record.index]
+            boundary = (frame.boundary,) if frame.boundary is not None else ()
+            cmd = next((c for c in (*frame.commands, *boundary) if c.index == index), None)
+            (kind_name, body), = commands[index].items()
+            if cmd is None:
+                own = [c.index for c in frame.dispatches]
+                listed = ", ".join(f"commands[{i}]" for i in own) or "none"
+                raise UsageError(f"--command {index}: commands[{index}] is not a command of frame {seq} "
+                                 f"(its dispatches: {listed})", file=trace.path)
+            kind = kind_of(cmd)
+            if not kind.dispatch:
+                raise UsageError(f"--command {index}: commands[{index}] is a {kind_name}, not a dispatch: "
+                                 "there is nothing to extract", file=trace.path)
+            resources = {next(iter(r.values()))["uid"]: r for r in document.get("resources", [])}
+            uids = referenced_uids(commands[index], {u: r for u, r in resources.items()})
+            data = [u for u in uids if next(iter(resources[u])) in RESTORED_KINDS]
+            writes = [u for u in kind.declared_writes(scenario, cmd) if u in data]
+            earlier = [c.index for c in frame.dispatches if c.index < index]
+            later_writes = {u for c in frame.dispatches if c.index > index for u in kind_of(c).declared_writes(scenario, c)}
+            name = kind.name(cmd)
+        before = earlier[-1] if earlier else None
+        inputs, verdicts = _state_before(trace, options, record, before, data, index)
+        expected = _recorded_outputs(trace, record, index, writes, later_writes)
+        files = _files(trace, document, resources, uids)
+        meta = {u: {"kind": next(iter(resources[u])), **trace.resources.get(u, {})} for u in data}
+        result = Extracted(out, seq, index, kind_name, name, uids, verdicts,
+                           {u: where for u, (where, _) in expected.items()})
+        fingerprint = dict(trace.fingerprint)
+        provenance = {"trace": str(trace_path), "frame": seq, "frame_id": record.frame_id, "command": index,
+                      "kind": kind_name, "name": name, "recorded_device": fingerprint}
+    scenario_doc = _scenario(commands[index], resources, uids, data, writes, meta)
+    _write_folder(out, scenario_doc, files, inputs, expected, meta, result, provenance, options, divergence, argv)
+    return result
+
+
+def _state_before(trace: Trace, options: ReplayOptions, record: FrameRecord, before: int | None, data: list[str],
+                  index: int) -> tuple[dict[str, bytes], dict[str, str]]:
+    """The bytes of each of ``data`` right before command ``index`` of ``record``'s frame, and per uid where
+    they come from: ``recorded`` (the trace holds that state: the command is its frame's first dispatch
+    and the state after the previous frame is a checkpoint's or a complete boundary's), else read from a
+    replay on this device after command ``before`` of the frame (or at the end of the previous frame) and
+    ``matches`` / ``differs`` from what the recording holds there, or ``unrecorded``."""
+    seq = record.seq
+    if before is None:
+        state = dict(trace.checkpoints.get(-1, {}))
+        state.update(trace.state_after(seq - 1) or {} if seq > 0 else {})
+        if seq == 0 or trace.state_after(seq - 1) is not None:
+            missing = [u for u in data if u not in state]
+            if missing:
+                raise TraceError(f"the state of {', '.join(missing)} before frame {seq} is not in the trace "
+                                 f"(checkpoint {seq - 1 if seq - 1 in trace.checkpoints else -1})", file=trace.path)
+            return ({u: bytes(trace.blob(state[u], what=f"the state of '{u}' before frame {seq}")) for u in data},
+                    {u: "recorded" for u in data})
+    targets: dict[int, FrameRecord] = {}
+    recorded: dict[str, str | None] = {u: None for u in data}
+    if before is not None:
+        targets[seq] = FrameRecord(seq, record.pass_index, record.index, record.frame_id, {},
+                                   tuple(DispatchSnapshot(before, u, PLACEHOLDER) for u in data))
+        recorded.update({d.uid: d.blob for d in record.dispatches
+                         if d.command == before and d.segment is None and d.uid in recorded})
+        at = (seq, before)
+    else:
+        previous = trace.by_seq.get(seq - 1)
+        if previous is None:
+            raise TraceError(f"frame {seq - 1}, whose end is the state before commands[{index}], is not in the trace",
+                             file=trace.path)
+        targets[seq - 1] = FrameRecord(seq - 1, previous.pass_index, previous.index, previous.frame_id,
+                                       {u: PLACEHOLDER for u in data})
+        recorded.update({u: previous.snapshots.get(u) for u in data})
+        at = (seq - 1, -1)
+    captured = _read_live(trace, options, targets)
+    from capture.records import content_key
+
+    inputs = {u: captured[(*at, u)] for u in data}
+    verdicts = {u: ("unrecorded" if recorded[u] is None else
+                    "matches" if content_key(inputs[u]).hex() == recorded[u] else "differs") for u in data}
+    return inputs, verdicts
+
+
+def _read_live(trace: Trace, options: ReplayOptions, targets: dict[int, FrameRecord]) -> dict[tuple[int, int, str], bytes]:
+    """Replay on this device (the trace's own shaders) up to the last target; (frame, command or -1 for
+    the boundary, uid) -> the bytes each target asks for."""
+    import trio
+
+    captured: dict[tuple[int, int, str], bytes] = {}
+
+    class Reader(_Reader):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.captured = captured
+
+    live = replace(options, dispatch_level=True, replace_shaders=(), first=None, last=None)
+
+    async def run() -> None:
+        with ReplaySession(trace, live) as session:
+            await session.run(targets, comparer_type=Reader)
+
+    trio.run(run)
+    return captured
+
+
+def _recorded_outputs(trace: Trace, record: FrameRecord, index: int, writes: list[str],
+                      later_writes: set[str]) -> dict[str, tuple[str, bytes | None]]:
+    """uid -> (where the trace recorded it right after command ``index``, its bytes); ("", None) when it
+    did not (no dispatch-level snapshot, and a later command of the frame writes it too)."""
+    out: dict[str, tuple[str, bytes | None]] = {}
+    for u in writes:
+        shot = next((d for d in record.dispatches if d.command == index and d.segment is None and d.uid == u), None)
+        if shot is not None:
+            out[u] = (f"the dispatch-level snapshot after commands[{index}]", bytes(trace.blob(shot.blob, what=u)))
+        elif u in record.snapshots and u not in later_writes:
+            out[u] = (f"the boundary snapshot of frame {record.seq} (no later command of the frame writes it)",
+                      bytes(trace.blob(record.snapshots[u], what=u)))
+        else:
+            out[u] = ("", None)
+    return out
+
+
+def _files(trace: Trace, document: dict[str, Any], resources: dict[str, dict[str, Any]],
+           uids: list[str]) -> dict[str, bytes]:
+    """Folder-relative name -> bytes of every file the extracted scenario reads, besides the inputs:
+    shaders as the SPIR-V that ran (``shaders/UID.spv``, their source beside it), and the embedded files
+    of graphs and raw data."""
+    files: dict[str, bytes] = {}
+    for uid in uids:
+        (kind, body), = resources[uid].items()
+        src = body.get("src")
+        if kind == "shader" and uid in trace.spirv:
+            files[f"shaders/{uid}.spv"] = bytes(trace.blob(trace.spirv[uid], what=f"SPIR-V of shader '{uid}'"))
+            if isinstance(src, str) and src in trace.files and not src.endswith(".spv"):
+                files[f"shaders/source/{Path(src).name}"] = trace.file_bytes(src)
+        elif kind not in RESTORED_KINDS and isinstance(src, str) and src in trace.files:
+            files[f"files/{Path(src).name}"] = trace.file_bytes(src)
+    return files
+
+
+def _suffix(meta: dict[str, Any]) -> str:
+    from vkcore.resources.files import SUFFIXES
+
+    return SUFFIXES[meta["kind"]][0]
+
+
+def _scenario(command: dict[str, Any], resources: dict[str, dict[str, Any]], uids: list[str], data: list[str],
+              writes: list[str], meta: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The extracted scenario: the resources ``uids`` (files renamed into the folder), the one command."""
+    groups: dict[Any, int] = {}
+    for uid in uids:
+        group = next(iter(resources[uid].values())).get("memory_group")
+        if group is not None:
+            key = json.dumps(group.get("id") if isinstance(group, dict) else group, sort_keys=True)
+            groups[key] = groups.get(key, 0) + 1
+    out = []
+    for uid in uids:
+        (kind, original), = resources[uid].items()
+        body = json.loads(json.dumps(original))
+        group = body.get("memory_group")
+        if group is not None:
+            key = json.dumps(group.get("id") if isinstance(group, dict) else group, sort_keys=True)
+            if groups[key] < 2:  # aliasing nothing here: the resource stands alone
+                del body["memory_group"]
+        if uid in data:
+            body["src"] = f"inputs/{uid}{_suffix(meta[uid])}"
+            body.pop("dst", None)
+            if uid in writes:
+                body["dst"] = f"{uid}{_suffix(meta[uid])}"
+        elif kind == "shader":
+            body["src"], body["type"] = f"shaders/{uid}.spv", "SPIR-V"
+            body.pop("build_options", None)
+            body.pop("include_dirs", None)
+        elif isinstance(body.get("src"), str):
+            body["src"] = f"files/{Path(body['src']).name}"
+        out.append({kind: body})
+    return {"resources": out, "commands": [json.loads(json.dumps(command))]}
+
+
+def _write_folder(out: Path, scenario: dict[str, Any], files: dict[str, bytes], inputs: dict[str, bytes],
+                  expected: dict[str, tuple[str, bytes | None]], meta: dict[str, dict[str, Any]], result: Extracted,
+                  provenance: dict[str, Any], options: ReplayOptions, divergence: Divergence | None,
+                  argv: list[str] | None) -> None:
+    """Build the folder beside ``out``, then put it in place (replacing an older one only then)."""
+    from vkcore.outputs import check_output_folder
+    from vkcore.resources.files import write_resource_file
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out}: exists and is not a folder", place="-o")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    check_output_folder(out.parent, place="-o")
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for name, content in files.items():
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
+            (staging / name).write_bytes(content)
+        (staging / "inputs").mkdir(exist_ok=True)
+        for uid, content in inputs.items():
+            write_resource_file(staging / "inputs" / f"{uid}{_suffix(meta[uid])}", meta[uid], content)
+        for uid, (_, recorded) in expected.items():
+            if recorded is not None:
+                (staging / "expected").mkdir(exist_ok=True)
+                write_resource_file(staging / "expected" / f"{uid}{_suffix(meta[uid])}", meta[uid], recorded)
+        (staging / SCENARIO).write_text(json.dumps(scenario, indent=1) + "\n")
+        live = _live_fingerprint(options)
+        if divergence is not None and not divergence.live:
+            divergence = replace(divergence, live=live)  # bisect's live side is this device
+        document = {**provenance, "extract_device": live, "resources": result.resources, "inputs": result.inputs,
+                    "expected": {u: where or None for u, where in result.expected.items()},
+                    "divergence": None if divergence is None else {
+                        "line": divergence.line, "live": divergence.live, "segment": divergence.segment or None,
+                        "replaced_shaders": {u: str(p) for u, p in divergence.replaced_shaders}},
+                    "vkcap": _version(), "command_line": argv or []}
+        (staging / "vkcap.json").write_text(json.dumps(document, indent=1) + "\n")
+        (staging / "README.md").write_text(readme(document, out))
+        result.bytes = sum(p.stat().st_size for p in staging.rglob("*") if p.is_file())
+        os.chmod(staging, 0o755)
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+            os.rename(out, old / "was")
+            os.rename(staging, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _live_fingerprint(options: ReplayOptions) -> dict[str, Any]:
+    from vkcore.device.context import choose_device, list_devices
+
+    return choose_device(list_devices(), options.device).fingerprint()
+
+
+def _device_words(fp: dict[str, Any]) -> str:
+    return f"{fp.get('device_name', '?')} (driver {fp.get('driver_name', '?')} {fp.get('driver_info') or fp.get('driver_version', '')})"
+
+
+def readme(doc: dict[str, Any], out: Path) -> str:
+    """The extract's README: what it is, where it came from, how to run it, what to expect."""
+    lines = [f"# commands[{doc['command']}] of frame {doc['frame']} of {Path(doc['trace']).name}", "",
+             f"A standalone scenario of one {doc['kind']}" + (f" ({doc['name']})" if doc["name"] else "") +
+             f", extracted by vkcap {doc['vkcap']} from `{doc['trace']}`: frame {doc['frame']} "
+             f"(frame_id {doc['frame_id']}), `commands[{doc['command']}]`.", "",
+             f"- recorded on: {_device_words(doc['recorded_device'])}",
+             f"- inputs read on: {_device_words(doc['extract_device'])}, by replaying the trace up to the command", ""]
+    div = doc.get("divergence")
+    if div:
+        live = _device_words(div["live"])
+        replaced = ", ".join(f"`{u}` replaced by `{p}`" for u, p in div["replaced_shaders"].items())
+        lines += ["## The divergence", "",
+                  f"`vkcap bisect` found this the first divergent dispatch between the recording "
+                  f"({_device_words(doc['recorded_device'])}) and {live}" + (f", with {replaced}" if replaced else "") +
+                  (f", in {div['segment']}" if div.get("segment") else "") + ":", "", f"    {div['line']}", ""]
+    differ = [u for u, v in doc["inputs"].items() if v == "differs"]
+    lines += ["## Run it", "",
+              f"    vkcap run {out}/scenario.json --output OUT",
+              f"    scenario-runner --scenario {out}/scenario.json --output OUT", "",
+              "Then compare `OUT/<uid>` with `expected/<uid>` (what the recording wrote there), e.g. "
+              "`vkcap diff` of two traces recorded with `vkcap record`, or numpy.", "",
+              "## Files", "",
+              "- `scenario.json`: the one command and the resources it binds; shaders as the SPIR-V that ran "
+              "(`shaders/`, sources in `shaders/source/`)",
+              "- `inputs/`: each bound resource as it was right before the command" +
+              (f" (these differ from the recording: {', '.join(differ)})" if differ else ""),
+              "- `expected/`: what the recording holds right after the command: " + (", ".join(
+                  f"`{u}` ({where})" for u, where in doc["expected"].items() if where) or "nothing recorded there"),
+              "- `vkcap.json`: the same, as data"]
+    missing = [u for u, where in doc["expected"].items() if not where]
+    if missing:
+        lines += ["", f"The recording holds no value of {', '.join(missing)} right after the command (record with "
+                  "`--dispatch-level` to have one)."]
+    return "\n".join(lines) + "\n"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("vkcap")
+    except PackageNotFoundError:
+        return "unknown"
