@@ -13,6 +13,11 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 python3 -c "import glob, zipfile; zipfile.ZipFile(glob.glob('.whl/ai_ml_sdk_scenario_runner*.whl')[0]).extractall('/tmp/site')"
 chmod +x /tmp/site/scenario_runner/binaries/bin/* /tmp/site/model_converter/binaries/bin/* /tmp/site/emulation_layer/deploy/lib/*.so 2>/dev/null
 python3 -m compileall -q -j 0 /tmp/site vkcore capture replay vkcap >/dev/null 2>&1  # no per-run recompiles
+# vkcap itself runs from the checkout (PYTHONPATH); its metadata makes its pytest11 entry point (the
+# pytest plugin) visible, as `pip install` would.
+mkdir -p /tmp/site/vkcap-0.1.0.dist-info
+printf 'Metadata-Version: 2.1\nName: vkcap\nVersion: 0.1.0\n' > /tmp/site/vkcap-0.1.0.dist-info/METADATA
+printf '[pytest11]\nvkcap = vkcap.pytest_plugin\n' > /tmp/site/vkcap-0.1.0.dist-info/entry_points.txt
 export PYTHONPATH="/tmp/site:$PWD"
 export PATH="/tmp/site/bin:$PATH"
 if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
