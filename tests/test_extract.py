@@ -235,3 +235,25 @@ def test_an_extract_diverges_where_the_full_replay_does(example: str, dtype: str
         assert len(differing) == c["differing"], c["uid"]
         if len(differing):
             assert np.unravel_index(differing[0], want.shape) == tuple(c["first_index"]) or [differing[0]] == c["first_index"]
+
+
+def test_an_optical_flow_extracts(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """``dispatch_optical_flow`` (ARM's emulation): frame 1 of two, temporal hints off (with them, a
+    frame's flow depends on the frames before it, which an extract of one command does not hold): the
+    search and template images become DDS inputs, the flow comes out as recorded in both runners."""
+    from tests.test_optical_flow import optical_flow, pair
+
+    pair(builder, 64, 64, "VK_FORMAT_R8_UNORM", 1)
+    command = optical_flow(builder, 64, 64, 8, execution_flags=["disable_temporal_hints"])
+    for k in range(2):
+        builder.commands.append(command)
+        builder.boundary(["flow"], k)
+    trace = tmp_path / "flow.vkt"
+    assert vkcap("record", builder.save(), "-o", trace, "--output", tmp_path / "recorded").returncode == 0
+    out = tmp_path / "extract"
+    proc = vkcap("extract", trace, "--frame", "1", "--command", "2", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    meta = json.loads((out / "vkcap.json").read_text())
+    assert (meta["kind"], meta["resources"]) == ("dispatch_optical_flow", ["search", "template", "flow"])
+    assert sorted(p.name for p in (out / "inputs").iterdir()) == ["flow.dds", "search.dds", "template.dds"]
+    assert assert_reproduces(out, tmp_path) == {"flow": "the boundary snapshot of frame 1 (no later command of the frame writes it)"}
