@@ -1,4 +1,5 @@
-"""VK_ARM_data_graph_optical_flow declarations for Python, added to the FFI of :mod:`vkcore.device.arm_ffi`.
+"""VK_ARM_data_graph_optical_flow declarations for Python (``cdefs/arm_optical_flow.h``), compiled into the
+FFI of :mod:`vkcore.device.arm_ffi` by :mod:`vkcore.device.ffi_build`.
 
 The extension builds an optical-flow data graph pipeline from one node (no SPIR-V): a
 ``VkDataGraphPipelineSingleNodeCreateInfoARM`` with its connections (each a descriptor set and binding of
@@ -12,102 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import cffi
-
 from . import arm_ffi, graph_ffi
 from .arm_ffi import ffi
 
-CDEF = """
-typedef VkFlags VkDataGraphOpticalFlowGridSizeFlagsARM;
-typedef VkFlags VkDataGraphOpticalFlowImageUsageFlagsARM;
-typedef VkFlags VkDataGraphOpticalFlowCreateFlagsARM;
-typedef VkFlags VkDataGraphOpticalFlowExecuteFlagsARM;
-typedef int32_t VkDataGraphOpticalFlowPerformanceLevelARM;
-typedef int32_t VkDataGraphPipelineNodeTypeARM;
-typedef int32_t VkDataGraphPipelineNodeConnectionTypeARM;
-typedef int32_t VkImageLayout;
-
-typedef struct VkDataGraphPipelineResourceInfoImageLayoutARM {
-    VkStructureType    sType;
-    const void*        pNext;
-    VkImageLayout      layout;
-} VkDataGraphPipelineResourceInfoImageLayoutARM;
-
-typedef struct VkDataGraphPipelineSingleNodeConnectionARM {
-    VkStructureType                             sType;
-    const void*                                 pNext;
-    uint32_t                                    set;
-    uint32_t                                    binding;
-    VkDataGraphPipelineNodeConnectionTypeARM    connection;
-} VkDataGraphPipelineSingleNodeConnectionARM;
-
-typedef struct VkDataGraphPipelineSingleNodeCreateInfoARM {
-    VkStructureType                                      sType;
-    const void*                                          pNext;
-    VkDataGraphPipelineNodeTypeARM                       nodeType;
-    uint32_t                                             connectionCount;
-    const VkDataGraphPipelineSingleNodeConnectionARM*    pConnections;
-} VkDataGraphPipelineSingleNodeCreateInfoARM;
-
-typedef struct VkDataGraphPipelineOpticalFlowCreateInfoARM {
-    VkStructureType                              sType;
-    void*                                        pNext;
-    uint32_t                                     width;
-    uint32_t                                     height;
-    VkFormat                                     imageFormat;
-    VkFormat                                     flowVectorFormat;
-    VkFormat                                     costFormat;
-    VkDataGraphOpticalFlowGridSizeFlagsARM       outputGridSize;
-    VkDataGraphOpticalFlowGridSizeFlagsARM       hintGridSize;
-    VkDataGraphOpticalFlowPerformanceLevelARM    performanceLevel;
-    VkDataGraphOpticalFlowCreateFlagsARM         flags;
-} VkDataGraphPipelineOpticalFlowCreateInfoARM;
-
-typedef struct VkDataGraphPipelineOpticalFlowDispatchInfoARM {
-    VkStructureType                          sType;
-    void*                                    pNext;
-    VkDataGraphOpticalFlowExecuteFlagsARM    flags;
-    uint32_t                                 meanFlowL1NormHint;
-} VkDataGraphPipelineOpticalFlowDispatchInfoARM;
-
-typedef struct VkQueueFamilyDataGraphOpticalFlowPropertiesARM {
-    VkStructureType                           sType;
-    void*                                     pNext;
-    VkDataGraphOpticalFlowGridSizeFlagsARM    supportedOutputGridSizes;
-    VkDataGraphOpticalFlowGridSizeFlagsARM    supportedHintGridSizes;
-    VkBool32                                  hintSupported;
-    VkBool32                                  costSupported;
-    uint32_t                                  minWidth;
-    uint32_t                                  minHeight;
-    uint32_t                                  maxWidth;
-    uint32_t                                  maxHeight;
-} VkQueueFamilyDataGraphOpticalFlowPropertiesARM;
-
-typedef struct VkDataGraphOpticalFlowImageFormatInfoARM {
-    VkStructureType                             sType;
-    const void*                                 pNext;
-    VkDataGraphOpticalFlowImageUsageFlagsARM    usage;
-} VkDataGraphOpticalFlowImageFormatInfoARM;
-
-typedef struct VkDataGraphOpticalFlowImageFormatPropertiesARM {
-    VkStructureType    sType;
-    void*              pNext;
-    VkFormat           format;
-} VkDataGraphOpticalFlowImageFormatPropertiesARM;
-
-typedef VkResult (*PFN_vkGetPhysicalDeviceQueueFamilyDataGraphOpticalFlowImageFormatsARM)(VkPhysicalDevice physicalDevice, uint32_t queueFamilyIndex, const VkQueueFamilyDataGraphPropertiesARM* pQueueFamilyDataGraphProperties, const VkDataGraphOpticalFlowImageFormatInfoARM* pOpticalFlowImageFormatInfo, uint32_t* pFormatCount, VkDataGraphOpticalFlowImageFormatPropertiesARM* pImageFormatProperties);
-typedef VkResult (*PFN_vkGetPhysicalDeviceQueueFamilyDataGraphEngineOperationPropertiesARM)(VkPhysicalDevice physicalDevice, uint32_t queueFamilyIndex, const VkQueueFamilyDataGraphPropertiesARM* pQueueFamilyDataGraphProperties, void* pProperties);
-"""
-
-
-def _declare() -> None:
-    try:
-        ffi.typeof("VkDataGraphPipelineOpticalFlowCreateInfoARM")
-    except cffi.CDefError:
-        ffi.cdef(CDEF)
-
-
-_declare()
 
 OPERATION_NAME = "OpticalFlow"  # the operation set name a queue family reports for optical flow
 
