@@ -26,8 +26,8 @@ Guarantees of :func:`extract`:
   outside the scenario, a command of another frame (the frame's own are listed), a command that is not a
   dispatch, a trace without the checkpoint the replay needs (named), an image whose format has no DDS form.
 
-Images are extracted at mip level 0 (the level a ``src`` file holds); graph dispatches are extracted whole
-(the segment bisect named is said in the README).
+Images are extracted at mip level 0 (the level a ``src`` file holds); graph dispatches are extracted whole,
+or, given ``segment``, one segment alone (see :mod:`replay.extract_segment`).
 """
 from __future__ import annotations
 
@@ -74,12 +74,19 @@ class Extracted:
     inputs: dict[str, str] = field(default_factory=dict)  # uid -> matches | differs | unrecorded
     expected: dict[str, str] = field(default_factory=dict)  # uid -> where the recorded output comes from ("" none)
     bytes: int = 0
+    segment: int | None = None  # the segment of a graph dispatch extracted alone (see replay.extract_segment)
 
 
 class _Reader(Comparer):
     """Keeps the live bytes of every snapshot the targets ask for instead of comparing them."""
 
     captured: dict[tuple[int, int, str], bytes]
+    sizes: dict[str, int]  # snapshot sizes of what the trace does not describe (a graph's intermediates)
+
+    def _entries(self, record: FrameRecord) -> list[tuple[Any, ...]]:
+        size = lambda uid: self.sizes[uid] if uid in self.sizes else self.trace.resources[uid]["size"]  # noqa: E731
+        return ([(d.uid, size(d.uid), d.command, d.segment) for d in record.dispatches] +
+                [(uid, size(uid), None) for uid in record.snapshots])
 
     def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str, command: int | None = None,
                     seq: int = 0) -> Comparison:
@@ -108,58 +115,104 @@ def referenced_uids(command: dict[str, Any], resources: dict[str, dict[str, Any]
     return [uid for uid in resources if uid in found]
 
 
+@dataclass
+class Located:
+    """Command ``index`` of frame ``seq``, checked to be a dispatch of that frame: what an extract (of the
+    whole command, or of one segment of a graph dispatch) starts from. Valid while the folder the
+    scenario was rebuilt in exists."""
+
+    trace: Trace
+    record: FrameRecord
+    index: int
+    kind_name: str  # the command's JSON key
+    command: dict[str, Any]  # the command's JSON
+    document: dict[str, Any]  # the trace's portable scenario
+    resources: dict[str, dict[str, Any]]  # uid -> the resource's JSON
+    scenario: Any  # the rebuilt :class:`vkcore.scenario.model.Scenario`
+    cmd: Any  # the plan's command
+    kind: Any  # its :class:`vkcore.commands.base.CommandKind`
+    uids: list[str]  # every resource the command references, in scenario order
+    data: list[str]  # those with content (buffers, images, tensors)
+    writes: list[str]  # those the command writes
+    earlier: list[int]  # the frame's dispatches before it
+    later_writes: set[str]  # what the frame's dispatches after it write
+    name: str  # its shader, graph or pass
+
+    @property
+    def before(self) -> int | None:
+        """The frame's dispatch right before the command, ``None`` when it is the frame's first."""
+        return self.earlier[-1] if self.earlier else None
+
+    def provenance(self, trace_path: Path) -> dict[str, Any]:
+        return {"trace": str(trace_path), "frame": self.record.seq, "frame_id": self.record.frame_id,
+                "command": self.index, "kind": self.kind_name, "name": self.name,
+                "recorded_device": dict(self.trace.fingerprint)}
+
+
+def locate(trace: Trace, seq: int, index: int, folder: Path) -> Located:
+    """Command ``index`` of frame ``seq`` (the scenario rebuilt into ``folder``); the refusals of the
+    module docstring as :class:`UsageError` / :class:`TraceError`."""
+    try:
+        record = trace.frame(seq)
+    except TraceError as exc:
+        raise TraceError(exc.message, file=trace.path, place="--frame") from None
+    document = json.loads(trace.portable_json)
+    commands = document.get("commands", [])
+    if not 0 <= index < len(commands):
+        raise UsageError(f"--command {index}: the scenario's commands are commands[0] to commands[{len(commands) - 1}]",
+                         file=trace.path)
+    from vkcore.commands import kind_of
+    from vkcore.exec.plan import make_plan
+
+    scenario = rebuild_scenario(trace, folder)
+    plan = make_plan(scenario, capture_all=bool(trace.header.get("capture_all")))
+    frame = plan.frames[record.index]
+    boundary = (frame.boundary,) if frame.boundary is not None else ()
+    cmd = next((c for c in (*frame.commands, *boundary) if c.index == index), None)
+    (kind_name, _), = commands[index].items()
+    if cmd is None:
+        own = [c.index for c in frame.dispatches]
+        listed = ", ".join(f"commands[{i}]" for i in own) or "none"
+        raise UsageError(f"--command {index}: commands[{index}] is not a command of frame {seq} "
+                         f"(its dispatches: {listed})", file=trace.path)
+    kind = kind_of(cmd)
+    if not kind.dispatch:
+        raise UsageError(f"--command {index}: commands[{index}] is a {kind_name}, not a dispatch: "
+                         "there is nothing to extract", file=trace.path)
+    resources = {next(iter(r.values()))["uid"]: r for r in document.get("resources", [])}
+    uids = referenced_uids(commands[index], resources)
+    data = [u for u in uids if next(iter(resources[u])) in RESTORED_KINDS]
+    writes = [u for u in kind.declared_writes(scenario, cmd) if u in data]
+    earlier = [c.index for c in frame.dispatches if c.index < index]
+    later_writes = {u for c in frame.dispatches if c.index > index for u in kind_of(c).declared_writes(scenario, c)}
+    return Located(trace, record, index, kind_name, commands[index], document, resources, scenario, cmd, kind, uids,
+                   data, writes, earlier, later_writes, kind.name(cmd))
+
+
 def extract(trace_path: Path, seq: int, index: int, out: Path, options: ReplayOptions,
-            divergence: Divergence | None = None, argv: list[str] | None = None) -> Extracted:
+            divergence: Divergence | None = None, argv: list[str] | None = None,
+            segment: int | None = None) -> Extracted:
     """Write command ``index`` of frame ``seq`` of the trace as a standalone scenario into ``out`` (see
     the module docstring); ``options`` choose the device (no replaced shaders: the inputs are what the
-    trace's own shaders computed)."""
+    trace's own shaders computed). ``segment``: only that segment of a graph dispatch (see
+    :mod:`replay.extract_segment`)."""
     with Trace.open(trace_path) as trace:
-        try:
-            record = trace.frame(seq)
-        except TraceError as exc:
-            raise TraceError(exc.message, file=trace.path, place="--frame") from None
-        document = json.loads(trace.portable_json)
-        commands = document.get("commands", [])
-        if not 0 <= index < len(commands):
-            raise UsageError(f"--command {index}: the scenario's commands are commands[0] to commands[{len(commands) - 1}]",
-                             file=trace.path)
         with tempfile.TemporaryDirectory(prefix="vkcap-extract-") as tmp:
-            from vkcore.commands import kind_of
-            from vkcore.exec.plan import make_plan
+            at = locate(trace, seq, index, Path(tmp))
+            if segment is not None:
+                from .extract_segment import extract_segment
 
-            scenario = rebuild_scenario(trace, Path(tmp))
-            plan = make_plan(scenario, capture_all=bool(trace.header.get("capture_all")))
-            frame = plan.frames[record.index]
-            boundary = (frame.boundary,) if frame.boundary is not None else ()
-            cmd = next((c for c in (*frame.commands, *boundary) if c.index == index), None)
-            (kind_name, body), = commands[index].items()
-            if cmd is None:
-                own = [c.index for c in frame.dispatches]
-                listed = ", ".join(f"commands[{i}]" for i in own) or "none"
-                raise UsageError(f"--command {index}: commands[{index}] is not a command of frame {seq} "
-                                 f"(its dispatches: {listed})", file=trace.path)
-            kind = kind_of(cmd)
-            if not kind.dispatch:
-                raise UsageError(f"--command {index}: commands[{index}] is a {kind_name}, not a dispatch: "
-                                 "there is nothing to extract", file=trace.path)
-            resources = {next(iter(r.values()))["uid"]: r for r in document.get("resources", [])}
-            uids = referenced_uids(commands[index], {u: r for u, r in resources.items()})
-            data = [u for u in uids if next(iter(resources[u])) in RESTORED_KINDS]
-            writes = [u for u in kind.declared_writes(scenario, cmd) if u in data]
-            earlier = [c.index for c in frame.dispatches if c.index < index]
-            later_writes = {u for c in frame.dispatches if c.index > index for u in kind_of(c).declared_writes(scenario, c)}
-            name = kind.name(cmd)
-        before = earlier[-1] if earlier else None
-        inputs, verdicts = _state_before(trace, options, record, before, data, index)
-        expected = _recorded_outputs(trace, record, index, writes, later_writes)
-        files = _files(trace, document, resources, uids)
+                return extract_segment(at, segment, out, options, divergence, argv, trace_path)
+        record, uids, data, writes = at.record, at.uids, at.data, at.writes
+        resources = at.resources
+        inputs, verdicts = _state_before(trace, options, record, at.before, data, index)
+        expected = _recorded_outputs(trace, record, index, writes, at.later_writes)
+        files = _files(trace, at.document, resources, uids)
         meta = {u: {"kind": next(iter(resources[u])), **trace.resources.get(u, {})} for u in data}
-        result = Extracted(out, seq, index, kind_name, name, uids, verdicts,
+        result = Extracted(out, seq, index, at.kind_name, at.name, uids, verdicts,
                            {u: where for u, (where, _) in expected.items()})
-        fingerprint = dict(trace.fingerprint)
-        provenance = {"trace": str(trace_path), "frame": seq, "frame_id": record.frame_id, "command": index,
-                      "kind": kind_name, "name": name, "recorded_device": fingerprint}
-    scenario_doc = _scenario(commands[index], resources, uids, data, writes, meta)
+        provenance = at.provenance(trace_path)
+    scenario_doc = _scenario(at.command, resources, uids, data, writes, meta)
     _write_folder(out, scenario_doc, files, inputs, expected, meta, result, provenance, options, divergence, argv)
     return result
 
@@ -208,9 +261,11 @@ def _state_before(trace: Trace, options: ReplayOptions, record: FrameRecord, bef
     return inputs, verdicts
 
 
-def _read_live(trace: Trace, options: ReplayOptions, targets: dict[int, FrameRecord]) -> dict[tuple[int, int, str], bytes]:
+def _read_live(trace: Trace, options: ReplayOptions, targets: dict[int, FrameRecord],
+               sizes: dict[str, int] | None = None) -> dict[tuple[int, int, str], bytes]:
     """Replay on this device (the trace's own shaders) up to the last target; (frame, command or -1 for
-    the boundary, uid) -> the bytes each target asks for."""
+    the boundary, uid) -> the bytes each target asks for (a command's snapshots are taken after it, or
+    after the segment they name). ``sizes``: the snapshot size of each uid the trace does not describe."""
     import trio
 
     captured: dict[tuple[int, int, str], bytes] = {}
@@ -219,6 +274,7 @@ def _read_live(trace: Trace, options: ReplayOptions, targets: dict[int, FrameRec
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.captured = captured
+            self.sizes = dict(sizes or {})
 
     live = replace(options, dispatch_level=True, replace_shaders=(), first=None, last=None)
 
@@ -367,39 +423,54 @@ def _device_words(fp: dict[str, Any]) -> str:
 
 def readme(doc: dict[str, Any], out: Path) -> str:
     """The extract's README: what it is, where it came from, how to run it, what to expect."""
+    if doc.get("segment"):
+        from .extract_segment import readme as segment_readme
+
+        return segment_readme(doc, out)
     lines = [f"# commands[{doc['command']}] of frame {doc['frame']} of {Path(doc['trace']).name}", "",
              f"A standalone scenario of one {doc['kind']}" + (f" ({doc['name']})" if doc["name"] else "") +
              f", extracted by vkcap {doc['vkcap']} from `{doc['trace']}`: frame {doc['frame']} "
              f"(frame_id {doc['frame_id']}), `commands[{doc['command']}]`.", "",
              f"- recorded on: {_device_words(doc['recorded_device'])}",
              f"- inputs read on: {_device_words(doc['extract_device'])}, by replaying the trace up to the command", ""]
-    div = doc.get("divergence")
-    if div:
-        live = _device_words(div["live"])
-        replaced = ", ".join(f"`{u}` replaced by `{p}`" for u, p in div["replaced_shaders"].items())
-        lines += ["## The divergence", "",
-                  f"`vkcap bisect` found this the first divergent dispatch between the recording "
-                  f"({_device_words(doc['recorded_device'])}) and {live}" + (f", with {replaced}" if replaced else "") +
-                  (f", in {div['segment']}" if div.get("segment") else "") + ":", "", f"    {div['line']}", ""]
+    lines += readme_divergence(doc)
     differ = [u for u, v in doc["inputs"].items() if v == "differs"]
-    lines += ["## Run it", "",
-              f"    vkcap run {out}/scenario.json --output OUT",
-              f"    scenario-runner --scenario {out}/scenario.json --output OUT", "",
-              "Then compare `OUT/<uid>` with `expected/<uid>` (what the recording wrote there), e.g. "
-              "`vkcap diff` of two traces recorded with `vkcap record`, or numpy.", "",
-              "## Files", "",
-              "- `scenario.json`: the one command and the resources it binds; shaders as the SPIR-V that ran "
-              "(`shaders/`, sources in `shaders/source/`)",
-              "- `inputs/`: each bound resource as it was right before the command" +
-              (f" (these differ from the recording: {', '.join(differ)})" if differ else ""),
-              "- `expected/`: what the recording holds right after the command: " + (", ".join(
-                  f"`{u}` ({where})" for u, where in doc["expected"].items() if where) or "nothing recorded there"),
-              "- `vkcap.json`: the same, as data"]
+    lines += readme_run(out) + [
+        "## Files", "",
+        "- `scenario.json`: the one command and the resources it binds; shaders as the SPIR-V that ran "
+        "(`shaders/`, sources in `shaders/source/`)",
+        "- `inputs/`: each bound resource as it was right before the command" +
+        (f" (these differ from the recording: {', '.join(differ)})" if differ else ""),
+        "- `expected/`: what the recording holds right after the command: " + (", ".join(
+            f"`{u}` ({where})" for u, where in doc["expected"].items() if where) or "nothing recorded there"),
+        "- `vkcap.json`: the same, as data"]
     missing = [u for u, where in doc["expected"].items() if not where]
     if missing:
         lines += ["", f"The recording holds no value of {', '.join(missing)} right after the command (record with "
                   "`--dispatch-level` to have one)."]
     return "\n".join(lines) + "\n"
+
+
+def readme_divergence(doc: dict[str, Any]) -> list[str]:
+    """The README's lines on the divergence ``bisect --extract`` found (none without one)."""
+    div = doc.get("divergence")
+    if not div:
+        return []
+    live = _device_words(div["live"])
+    replaced = ", ".join(f"`{u}` replaced by `{p}`" for u, p in div["replaced_shaders"].items())
+    return ["## The divergence", "",
+            f"`vkcap bisect` found this the first divergent dispatch between the recording "
+            f"({_device_words(doc['recorded_device'])}) and {live}" + (f", with {replaced}" if replaced else "") +
+            (f", in {div['segment']}" if div.get("segment") else "") + ":", "", f"    {div['line']}", ""]
+
+
+def readme_run(out: Path) -> list[str]:
+    """The README's lines on running the extract with either runner."""
+    return ["## Run it", "",
+            f"    vkcap run {out}/scenario.json --output OUT",
+            f"    scenario-runner --scenario {out}/scenario.json --output OUT", "",
+            "Then compare `OUT/<uid>` with `expected/<uid>` (what the recording wrote there), e.g. "
+            "`vkcap diff` of two traces recorded with `vkcap record`, or numpy.", ""]
 
 
 def _version() -> str:

@@ -16,6 +16,8 @@ def register(sub: Any, add_common: AddFlags, add_device: AddFlags) -> None:
     p.add_argument("--frame", type=int, required=True, metavar="F", help="the frame (as replay and bisect number them)")
     p.add_argument("--command", type=int, required=True, metavar="I",
                    help="the command's index in the scenario's commands (bisect's commands[I])")
+    p.add_argument("--segment", type=int, metavar="K",
+                   help="only segment K of a graph dispatch (bisect's segment), as a VGF of its own (needs ARM's vgfpy)")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
                    help="the folder to write (replaced as a whole once complete)")
     add_device(p)
@@ -37,7 +39,8 @@ def log_extracted(result: Any) -> None:
 
     differ = [u for u, v in result.inputs.items() if v == "differs"]
     logging.getLogger("vkcap").info(
-        "wrote commands[%d] (%s%s) of frame %d to %s: %d resource(s), %s%s", result.command, result.kind,
+        "wrote %scommands[%d] (%s%s) of frame %d to %s: %d resource(s), %s%s",
+        "" if result.segment is None else f"segment {result.segment} of ", result.command, result.kind,
         f" {result.name}" if result.name else "", result.frame, result.folder, len(result.resources),
         size_text(result.bytes), f"; inputs that differ from the recording: {', '.join(differ)}" if differ else "")
 
@@ -45,11 +48,17 @@ def log_extracted(result: Any) -> None:
 def cmd_extract(args: argparse.Namespace) -> int:
     from replay.extract import extract
 
-    if args.frame < 0 or args.command < 0:
-        from vkcore.errors import UsageError
+    from vkcore.errors import UsageError
 
+    if args.frame < 0 or args.command < 0:
         raise UsageError(f"--frame and --command are indices >= 0, got --frame {args.frame} --command {args.command}")
+    if args.segment is not None:
+        if args.segment < 0:
+            raise UsageError(f"--segment is an index >= 0, got --segment {args.segment}")
+        from replay.extract_segment import vgf_encoder
+
+        vgf_encoder()  # before any work: without vgfpy, one line that says how to install it
     result = extract(args.trace, args.frame, args.command, args.output, extract_options(args),
-                     argv=getattr(args, "argv", []))
+                     argv=getattr(args, "argv", []), segment=args.segment)
     log_extracted(result)
     return 0

@@ -323,7 +323,8 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     if result.resource is not None:
         print(comparison_line(result.resource))
     if args.extract is not None:
-        _extract_divergence(args, result, trace.fingerprint, options.replace_shaders, segment.removeprefix(", "))
+        _extract_divergence(args, result, trace.fingerprint, options.replace_shaders, segment.removeprefix(", "),
+                            extras.get("segment"))
     how = ("binary search found nothing; scanned in order" if result.fallback_scan
            else "every earlier segment checked" if result.exhaustive
            else "binary search, assuming the divergence persists; --exhaustive checks every earlier segment")
@@ -332,9 +333,11 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
 
 
 def _extract_divergence(args: argparse.Namespace, result: "BisectResult", recorded: dict[str, Any],
-                        replaced: tuple[tuple[str, Path], ...], segment: str) -> None:
+                        replaced: tuple[tuple[str, Path], ...], segment: str, segment_index: int | None = None) -> None:
     """``bisect --extract DIR``: the first divergent dispatch as a standalone scenario, its README saying
-    how it diverged; without a dispatch named, nothing is written (and the log says why)."""
+    how it diverged; where bisect named a segment of a graph dispatch, that segment alone (the whole
+    dispatch, and a warning saying why, without ARM's vgfpy); without a dispatch named, nothing is written
+    (and the log says why)."""
     import logging
 
     from replay.extract import Divergence, extract
@@ -342,14 +345,22 @@ def _extract_divergence(args: argparse.Namespace, result: "BisectResult", record
 
     from .commands_extract import extract_options, log_extracted
 
+    log = logging.getLogger("vkcap")
     if result.command is None or result.frame is None:
-        logging.getLogger("vkcap").warning("--extract %s: no dispatch named, nothing extracted", args.extract)
+        log.warning("--extract %s: no dispatch named, nothing extracted", args.extract)
         return
+    if segment_index is not None:
+        from replay.extract_segment import INSTALL, has_vgf_encoder
+
+        if not has_vgf_encoder():
+            log.warning("--extract %s: extracting the whole graph dispatch, not segment %d alone, which needs ARM's "
+                        "vgfpy: %s", args.extract, segment_index, INSTALL)
+            segment_index = None
     compared = result.dispatch_comparison or result.resource
     line = comparison_line(compared) if compared is not None else "diverged"
     divergence = Divergence(line, recorded, {}, replaced, segment)
     log_extracted(extract(args.trace, result.frame.seq, result.command, args.extract, extract_options(args),
-                          divergence, argv=getattr(args, "argv", [])))
+                          divergence, argv=getattr(args, "argv", []), segment=segment_index))
 
 
 def search_size(result: "BisectResult") -> str:

@@ -101,7 +101,7 @@ from .vgf import (
 
 __all__ = [
     "PreparedGraph", "SegmentWrites", "graph_bound_tensors", "graph_commands", "INTERMEDIATE_USAGE",
-    "CONSTANT_USAGE", "DATA_GRAPH_USAGE",
+    "CONSTANT_USAGE", "DATA_GRAPH_USAGE", "compute_module_code",
 ]
 
 INTERMEDIATE_USAGE = tensors.DEFAULT_USAGE | DATA_GRAPH_USAGE
@@ -997,27 +997,40 @@ class _Checker:
 
     def _module_code(self, module: Module, seg: Segment, uid: str) -> SpirvModule:
         """The SPIR-V of a compute module: its own, or its GLSL compiled (and cached) like a shader resource's."""
-        if module.code_kind is CodeKind.SPIRV:
-            assert isinstance(module.code, bytes)
-            return SpirvModule(uid, module.code, module.entry_point or "main", Path(self.vgf_label))
-        if module.code_kind is CodeKind.GLSL:
-            assert isinstance(module.code, str)
-            source = module.code.encode("utf-8")
-            path = cache_root() / "vgf-glsl" / f"{hashlib.sha256(source).hexdigest()[:32]}.comp"
-            try:
-                if not path.is_file() or path.read_bytes() != source:
-                    write_atomic(path, [source])
-            except OSError as exc:
-                raise self.fail(f"cannot write the GLSL of module '{module.name}' for compilation: {exc}", self.gplace) from None
-            spec = Shader(uid=uid, index=self.graph.index, src=str(path), entry=module.entry_point or "main", type="GLSL")
-            try:
-                return compile_glsl(self.scenario, spec, path)
-            except ScenarioError as exc:
-                # the compiler names the source by its cache file, or as string 0 ("ERROR: 0:10: ..."): name the module
-                message = re.sub(r"(?<![\w.])0:(\d+):", lambda m: f"{module.name}:{m.group(1)}:",
-                                 exc.message.replace(path.name, module.name))
-                raise self.fail(f"shader module '{module.name}' (segment '{seg.name}') of graph '{self.graph.uid}': "
-                                f"{message}", f"{self.gplace}.src") from None
-        raise self.fail(f"shader module '{module.name}' (segment '{seg.name}') of graph '{self.graph.uid}' is HLSL, which "
-                        "vkcap does not compile: substitute a GLSL or SPIR-V shader with shader_substitutions",
-                        f"{self.gplace}.shader_substitutions")
+        return compute_module_code(self.scenario, self.graph, module, seg, uid, self.vgf_label)
+
+
+def compute_module_code(scenario: Scenario, graph: Graph, module: Module, seg: Segment, uid: str,
+                        label: str) -> SpirvModule:
+    """The SPIR-V a compute module of ``graph`` runs without substitution: its own, or its GLSL compiled
+    (and cached) like a shader resource's. ``uid`` names the result, ``label`` the VGF. Raises
+    :class:`ScenarioError` for a placeholder, HLSL, or GLSL that does not compile (the compiler's message
+    naming the module)."""
+    def fail(message: str, place: str) -> ScenarioError:
+        return ScenarioError(message, file=scenario.path, place=place)
+
+    what = f"shader module '{module.name}' (segment '{seg.name}') of graph '{graph.uid}'"
+    if module.code_kind is CodeKind.SPIRV:
+        assert isinstance(module.code, bytes)
+        return SpirvModule(uid, module.code, module.entry_point or "main", Path(label))
+    if module.code_kind is CodeKind.GLSL:
+        assert isinstance(module.code, str)
+        source = module.code.encode("utf-8")
+        path = cache_root() / "vgf-glsl" / f"{hashlib.sha256(source).hexdigest()[:32]}.comp"
+        try:
+            if not path.is_file() or path.read_bytes() != source:
+                write_atomic(path, [source])
+        except OSError as exc:
+            raise fail(f"cannot write the GLSL of module '{module.name}' for compilation: {exc}", graph.place) from None
+        spec = Shader(uid=uid, index=graph.index, src=str(path), entry=module.entry_point or "main", type="GLSL")
+        try:
+            return compile_glsl(scenario, spec, path)
+        except ScenarioError as exc:
+            # the compiler names the source by its cache file, or as string 0 ("ERROR: 0:10: ..."): name the module
+            message = re.sub(r"(?<![\w.])0:(\d+):", lambda m: f"{module.name}:{m.group(1)}:",
+                             exc.message.replace(path.name, module.name))
+            raise fail(f"{what}: {message}", f"{graph.place}.src") from None
+    if module.is_placeholder:
+        raise fail(f"{what} is a placeholder: it has no code of its own", f"{graph.place}.shader_substitutions")
+    raise fail(f"{what} is HLSL, which vkcap does not compile: substitute a GLSL or SPIR-V shader with "
+               "shader_substitutions", f"{graph.place}.shader_substitutions")
