@@ -23,7 +23,7 @@ $(STAMPS)/system:
 
 $(VENV)/.installed: pyproject.toml
 	@[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
-	@$(VENV)/bin/pip install -q --disable-pip-version-check -e ".[test]"
+	@$(VENV)/bin/pip install -q --disable-pip-version-check -e ".[test,ray]"
 	@touch $@
 
 demo: setup
@@ -37,7 +37,7 @@ test: setup
 
 typecheck: setup
 	@# -e: a plain ".[dev]" would replace the editable install with a copy of today's sources
-	@$(VENV)/bin/python -m mypy --version >/dev/null 2>&1 || $(VENV)/bin/pip install -q --disable-pip-version-check -e ".[test,dev]"
+	@$(VENV)/bin/python -m mypy --version >/dev/null 2>&1 || $(VENV)/bin/pip install -q --disable-pip-version-check -e ".[test,ray,dev]"
 	$(VENV)/bin/python -m mypy vkcore capture replay vkcap
 
 bench: setup

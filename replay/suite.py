@@ -38,7 +38,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from vkcore.errors import UsageError
 
@@ -128,6 +128,7 @@ class TraceResult:
     spread: list[dict[str, Any]] = field(default_factory=list)  # with retries: what each attempt saw
     page: str = ""  # the replay's own HTML page (suite run --html or --results), when it wrote one
     driver: str = ""  # the driver version of the device it ran on
+    host: str = ""  # the fleet node it ran on (its vkcap_node name, else its hostname); "" in this process
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -226,6 +227,20 @@ def judge(outcome: str, expected: Expectation, first_divergence: int | None = No
     return "fail" if bad else "pass"
 
 
+class Replayer(Protocol):
+    """What :func:`_replay_one` replays through: a :class:`Worker` here, a fleet actor's proxy
+    (:mod:`replay.fleet`) there. ``start`` says the device (starting what it needs); ``replay`` answers
+    as :func:`vkcap.suite_serve.answer` does, or with ``{"outcome": "crash", ...}`` when the replay died."""
+
+    device: str
+    driver: str
+    host: str
+
+    def start(self) -> str: ...
+
+    def replay(self, trace: Path, flags: tuple[str, ...] = (), pages: Path | None = None) -> dict[str, Any]: ...
+
+
 class Worker:
     """One child process replaying traces sent to it, one JSON line back per trace."""
 
@@ -236,6 +251,7 @@ class Worker:
         self.process: subprocess.Popen[str] | None = None
         self.device = ""  # the device the worker replays on, as it says when it starts
         self.driver = ""  # and its driver version
+        self.host = ""  # this machine
         self.progress = Path(tempfile.mkdtemp(prefix="vkcap-suite-")) / "progress"  # frames as the worker runs them
 
     def _start(self) -> subprocess.Popen[str]:
@@ -370,12 +386,12 @@ def _spread_text(spread: list[dict[str, Any]]) -> str:
     return "; ".join(f"attempt {n}: {one(a)}" for n, a in enumerate(spread, 1))
 
 
-def _replay_one(worker: Worker, trace: SuiteTrace, retries: int, pages: Path | None = None) -> TraceResult:
+def _replay_one(worker: Replayer, trace: SuiteTrace, retries: int, pages: Path | None = None) -> TraceResult:
     start = time.perf_counter()
     expected = trace.expected_on(worker.start(), worker.driver)
     if expected.status == "skip":  # not replayed at all
         return TraceResult(str(trace.path), worker.device, "skip", "skipped", "skip", reason=expected.reason,
-                           driver=worker.driver)
+                           driver=worker.driver, host=worker.host)
     report = worker.replay(trace.path, trace.flags, pages)
     device = report.get("device", "")
     spread = [_attempt(report)]
@@ -392,7 +408,7 @@ def _replay_one(worker: Worker, trace: SuiteTrace, retries: int, pages: Path | N
     return TraceResult(str(trace.path), device or report.get("device", ""), status, outcome, expected.status,
                        int(report.get("frames", 0)), round(time.perf_counter() - start, 3), len(spread),
                        report.get("first_divergence"), detail, expected.reason,
-                       spread if len(spread) > 1 else [], str(report.get("page", "")), worker.driver)
+                       spread if len(spread) > 1 else [], str(report.get("page", "")), worker.driver, worker.host)
 
 
 def write_results(folder: Path, results: list[TraceResult]) -> None:

@@ -169,7 +169,7 @@ def test_retries_make_a_passing_retry_flaky(tmp_path: Path) -> None:
 
     class Scripted:
         def __init__(self, outcomes: list[str]) -> None:
-            self.outcomes, self.device, self.driver = outcomes, "llvmpipe", "Mesa 22.3.6"
+            self.outcomes, self.device, self.driver, self.host = outcomes, "llvmpipe", "Mesa 22.3.6", ""
 
         def start(self) -> str:
             return self.device

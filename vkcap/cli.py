@@ -133,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import commands_suite
 
     commands_suite.add_suite_parser(sub)
+    from . import commands_fleet
+
+    commands_fleet.register(sub, _add_common)
     return parser
 
 

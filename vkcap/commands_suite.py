@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vkcore.errors import UsageError, VkcapError
+from vkcore.errors import UsageError
 
 # Flags handed on to every worker's replays (their values are checked here first).
 FORWARDED = ("atol", "rtol", "ulp", "tolerance")
@@ -34,7 +34,14 @@ def add_suite_parser(sub: Any) -> None:
                      help="write one page: a matrix of traces x devices, each cell linking to its replay's page "
                           "(in --results DIR, else in FILE's folder under <name>-pages)")
     run.add_argument("--device", action="append", default=[], metavar="INDEX|NAME",
-                     help="replay on this device; repeat for several (a worker set each; default: the default device)")
+                     help="replay on this device; repeat for several (a worker set each; default: the default device). "
+                          "With --ray: a pattern of the fleet's device names (NVIDIA*; default: every device)")
+    run.add_argument("--ray", metavar="ADDRESS",
+                     help="replay on a Ray cluster, one actor per Vulkan device of each node: local (a cluster in this "
+                          "process), auto (the one in RAY_ADDRESS) or HOST:PORT; needs pip install 'vkcap[ray]'")
+    run.add_argument("--ray-shared", action="store_true",
+                     help="with --ray: every node reads the traces at their paths here (a shared file system) instead of "
+                          "getting them through Ray's object store")
     run.set_defaults(handler=cmd_suite_run)
     merge = actions.add_parser("merge", help="combine the --results folders of shards and devices into one report")
     merge.add_argument("folders", nargs="+", type=Path, metavar="DIR")
@@ -71,6 +78,14 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
         raise UsageError("-j must be at least 1 and --retries at least 0")
     if args.tolerance and not args.tolerance.startswith("preset:"):
         raise UsageError(f"--tolerance {args.tolerance}: a suite takes preset:NAME (per-trace files: in the manifest, later)")
+    if args.ray is None and args.ray_shared:
+        raise UsageError("--ray-shared: only with --ray")
+    if args.ray is not None:
+        from replay.fleet import import_ray
+
+        if args.jobs != 1:
+            raise UsageError("-j: --ray replays with one actor per Vulkan device of each node (no worker processes)")
+        import_ray()  # says how to install it, before any work
     traces = load_suite(args.paths)
     which = _shard(args.shard)
     if which is not None:
@@ -86,6 +101,13 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     pages = args.results if args.results else args.html.parent / f"{args.html.stem}-pages" if args.html else None
     if pages is not None:
         pages.mkdir(parents=True, exist_ok=True)
+    if args.ray is not None:
+        from replay.fleet import Fleet, FleetOptions
+
+        with Fleet(FleetOptions(args.ray, tuple(args.device), args.ray_shared)) as fleet, \
+                SuiteProgress(len(traces) * len(fleet.devices), log) as progress:
+            results = fleet.run(traces, retries=args.retries, flags=flags, on_result=progress.on_result, pages=pages)
+        return _report(args, results)
     with SuiteProgress(len(traces) * max(1, len(args.device)), log) as progress:
         results = run_suite(traces, jobs=args.jobs, retries=args.retries, flags=flags, devices=args.device or None,
                             on_result=progress.on_result, pages=pages)
@@ -125,10 +147,12 @@ def _report(args: argparse.Namespace, results: list[Any]) -> int:
     from replay.suite import write_junit, write_results
 
     log = logging.getLogger("vkcap")
-    table = report_table("suite", ("trace", "device", "status", "outcome", "expected", "frames", "seconds", "reason"))
+    hosts = any(r.host for r in results)  # a fleet's results: the node of each
+    table = report_table("suite", ("trace", "device", *(("host",) if hosts else ()), "status", "outcome", "expected",
+                                   "frames", "seconds", "reason"))
     for r in results:
-        table.add_row(Path(r.trace).name, r.device, r.status, r.outcome, r.expected, str(r.frames), f"{r.seconds:.2f}",
-                      r.reason or r.detail)
+        table.add_row(Path(r.trace).name, r.device, *((r.host,) if hosts else ()), r.status, r.outcome, r.expected,
+                      str(r.frames), f"{r.seconds:.2f}", r.reason or r.detail)
     report_console().print(table)
     document = {"results": [r.as_dict() for r in results]}
     if args.json:
@@ -153,63 +177,20 @@ def cmd_suite_worker(args: argparse.Namespace) -> int:
     """Replay the trace of each JSON line on stdin; answer one JSON line each on stdout (the replay's
     logging goes to stderr). A crash kills this process: the parent reports it. The Vulkan devices the
     replays open are kept for the next traces."""
-    from replay.suite import driver_of
-    from vkcore.device.context import choose_device, list_devices
-
     from .cli import build_parser
+    from .suite_serve import answer, device_hello
 
     parser = build_parser()
     flags = json.loads(args.replay_flags)
-    selector = flags[flags.index("--device") + 1] if "--device" in flags else None
-    try:  # first, the device the replays will run on: expectations are judged by it, crashes included
-        chosen = choose_device(list_devices(), selector)
-        hello: dict[str, Any] = {"device": chosen.name, "driver": driver_of(chosen.fingerprint())}
-    except VkcapError as exc:
-        hello = {"device": "", "error": str(exc)}
-    sys.stdout.write(json.dumps(hello) + "\n")
+    # first, the device the replays will run on: expectations are judged by it, crashes included
+    sys.stdout.write(json.dumps(device_hello(flags)) + "\n")
     sys.stdout.flush()
     contexts: dict[Any, Any] = {}  # the worker's devices, kept across traces
     try:
-        return _serve(parser, flags, contexts)
+        for line in sys.stdin:
+            sys.stdout.write(json.dumps(answer(parser, flags, json.loads(line), contexts)) + "\n")
+            sys.stdout.flush()
+        return 0
     finally:
         for ctx in contexts.values():
             ctx.close()
-
-
-def _serve(parser: argparse.ArgumentParser, flags: list[str], contexts: dict[Any, Any]) -> int:
-    from replay.replayer import replay
-    from replay.report import comparison_line
-    from replay.results import WITHIN
-
-    from .commands_trace import prepare_html, report_outputs
-    from .compare_flags import replay_options
-
-    for line in sys.stdin:
-        request = json.loads(line)
-        answer: dict[str, Any]
-        try:
-            page = ["--html", request["page"]] if request.get("page") else []
-            replay_args = parser.parse_args(["replay", request["trace"], *flags, *request.get("flags", []),
-                                             "--progress-file", request["progress"], *page])
-            prepare_html(replay_args)
-            options = replay_options(replay_args)
-            report = replay(options, contexts=contexts)
-            comparisons = [c for f in report.frames for c in [*f.comparisons, *(c for _, c in f.dispatches)]]
-            outcome = ("diverged" if report.diverged else
-                       "within" if any(c.status == WITHIN for c in comparisons) else "identical")
-            first = report.first_divergence
-            answer = {"outcome": outcome, "device": report.device.get("device_name", ""), "frames": len(report.frames),
-                      "first_divergence": None if first is None else first.seq,
-                      "beyond_tolerance": sum(c.beyond_tolerance for c in comparisons),
-                      "max_ulp": max((c.max_ulp for c in comparisons), default=0)}
-            if first is not None:  # the first diverged resource, as replay prints it
-                bad = next(c for c in [*first.comparisons, *(c for _, c in first.dispatches)] if c.diverged)
-                answer["detail"] = f"frame {first.seq}: {comparison_line(bad)}"
-            if page:
-                report_outputs(replay_args, "replay", {}, report.frames,
-                               fingerprints=[("recorded", report.recorded_device), ("live", report.device)])
-        except VkcapError as exc:
-            answer = {"outcome": "error", "detail": str(exc)}
-        sys.stdout.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
-    return 0

@@ -1,0 +1,146 @@
+"""What runs on a fleet's nodes (see :mod:`replay.fleet`): the custom resources a node advertises, and
+the :class:`DeviceActor` that replays traces on one of its Vulkan devices."""
+from __future__ import annotations
+
+import os
+import re
+import socket
+from pathlib import Path
+from typing import Any, Iterable
+
+from vkcore.errors import VkcapError
+
+DEVICE = "vulkan_device:"  # + a device's resource name: how many of that device the node has
+DRIVER = "vulkan_driver:"  # + a driver version's resource name: how many devices run it
+NODE = "vkcap_node:"  # + the node's name in results and errors (optional: else its hostname)
+FATAL = {"Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Bus error": "SIGBUS",
+         "Floating point exception": "SIGFPE", "Illegal instruction": "SIGILL"}  # faulthandler's words
+
+
+def resource_name(text: str, keep: str = "") -> str:
+    """``"llvmpipe (LLVM 15.0.6, 256 bits)"`` -> ``"llvmpipe_LLVM_15.0.6_256_bits"``: letters, digits,
+    ``._-`` (and the characters of ``keep``) stay; any other run becomes one ``_``, none at the ends."""
+    allowed = re.escape("._-" + keep)
+    return re.sub(rf"[^A-Za-z0-9{allowed}]+", "_", text).strip("_")
+
+
+def node_resources(devices: Iterable[Any], name: str | None = None) -> dict[str, int]:
+    """The custom resources a node with ``devices`` (:func:`vkcore.device.context.list_devices`)
+    advertises: ``vulkan_device:<name>`` and ``vulkan_driver:<version>`` counts, ``vkcap_node:<name>``."""
+    from .suite import driver_of
+
+    out: dict[str, int] = {}
+    for d in devices:
+        for key in (DEVICE + resource_name(d.name), DRIVER + resource_name(driver_of(d.fingerprint()))):
+            out[key] = out.get(key, 0) + 1
+    if name:
+        out[NODE + resource_name(name)] = 1
+    return out
+
+
+class DeviceActor:
+    """One Vulkan device of one node (made a Ray actor by :class:`replay.fleet.Fleet`): the ``ordinal``-th
+    device whose resource name is ``resource``. ``slot`` names its folder in the node's temporary folder:
+    a replacement started there reads what a dead predecessor left."""
+
+    def __init__(self, resource: str, ordinal: int, slot: str) -> None:
+        import faulthandler
+        import tempfile
+
+        self.workdir = Path(tempfile.gettempdir()) / "vkcap-fleet" / slot
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.previous = self._post_mortem()
+        self._fatal = open(self.workdir / "fatal", "w")  # noqa: SIM115 (open for the actor's life)
+        faulthandler.enable(file=self._fatal)  # a fatal signal leaves its name here
+        self.contexts: dict[Any, Any] = {}
+        self.flags: list[str] = []
+        self.parser: Any = None
+        self.hello: dict[str, Any] = {"pid": os.getpid(), "previous": self.previous}
+        try:
+            from vkcore.device.context import list_devices
+
+            from .suite import driver_of
+
+            matching = [d for d in list_devices() if resource_name(d.name) == resource]
+            if ordinal >= len(matching):
+                raise VkcapError(f"the node advertises {DEVICE}{resource} x{ordinal + 1}, but has {len(matching)} such "
+                                 "Vulkan device(s)")
+            chosen = matching[ordinal]
+            self.flags = ["--device", str(chosen.index)]
+            self.hello.update(device=chosen.name, driver=driver_of(chosen.fingerprint()))
+        except VkcapError as exc:
+            self.hello["error"] = str(exc)
+
+    def _post_mortem(self) -> dict[str, Any]:
+        """The frame a dead predecessor was running and the fatal signal it got (None: none caught)."""
+        from .isolate import frame_running
+
+        try:
+            text = (self.workdir / "fatal").read_text(errors="replace")
+        except OSError:
+            text = ""
+        first = next((ln for ln in text.splitlines() if ln.startswith("Fatal Python error:")), "")
+        words = first.removeprefix("Fatal Python error:").strip()
+        return {"frame": frame_running(self.workdir / "progress") if first else None,
+                "signal": FATAL.get(words, words) or None}
+
+    def ready(self) -> dict[str, Any]:
+        """The device (``device``, ``driver``), the process, and ``previous``: the post-mortem."""
+        return self.hello
+
+    def replay(self, request: dict[str, Any], blobs: list[Any]) -> dict[str, Any]:
+        """One trace replayed (:func:`vkcap.suite_serve.answer`); ``blobs`` holds the trace's object
+        reference when it was shipped (``request["hash"]``), nested so that Ray leaves it unresolved
+        until this node needs it. With ``request["page"]``, the page's HTML comes back as ``page_html``."""
+        from vkcap.cli import build_parser
+        from vkcap.suite_serve import answer
+
+        progress = self.workdir / "progress"
+        progress.unlink(missing_ok=True)
+        page = self.workdir / "page.html"
+        page.unlink(missing_ok=True)
+        try:
+            trace = self._trace(request, blobs)
+        except (OSError, VkcapError) as exc:
+            return {"outcome": "error", "detail": str(exc)}
+        asked = {"trace": trace, "progress": str(progress), "flags": request.get("flags", []),
+                 "page": str(page) if request.get("page") else ""}
+        self.parser = self.parser or build_parser()
+        result = answer(self.parser, self.flags, asked, self.contexts)
+        progress.unlink(missing_ok=True)  # a death between replays is no frame of this trace's
+        if request.get("page") and page.is_file():
+            result["page_html"] = page.read_text()
+        return result
+
+    def _trace(self, request: dict[str, Any], blobs: list[Any]) -> str:
+        """A path to the trace on this node: the driver's own (shared), or the node's cached copy,
+        fetched from the object store the first time this node needs it."""
+        if "hash" not in request:
+            if not Path(request["trace"]).is_file():
+                raise VkcapError(f"{request['trace']}: not on node {socket.gethostname()} (--ray-shared: every node "
+                                 "must see the traces at the driver's paths)")
+            return str(request["trace"])
+        from vkcore.outputs import write_atomic
+        from vkcore.paths import cache_root
+
+        path = cache_root() / "fleet" / request["hash"] / request["name"]
+        if not path.is_file():
+            import ray
+
+            write_atomic(path, [ray.get(blobs[0])])
+        return str(path)
+
+    def close(self) -> None:
+        """Close the devices and remove the slot's folder."""
+        import shutil
+
+        for ctx in self.contexts.values():
+            ctx.close()
+        self.contexts.clear()
+        self._fatal.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        for folder in (self.workdir.parent, self.workdir.parent.parent):  # the run's, then vkcap-fleet, once empty
+            try:
+                folder.rmdir()
+            except OSError:
+                break
