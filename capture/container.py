@@ -1,7 +1,8 @@
 """The .vkt container: an append-only file of checksummed records, with an index at the end.
 
 This layer is generic: it stores META records (msgpack maps with a ``kind``), content-addressed BLOB
-records (zstd or raw), and at close an INDEX plus a fixed-size TRAILER. It knows nothing of Vulkan,
+records (raw, zstd, byte planes, or a delta against earlier blobs), and at close an INDEX plus a
+fixed-size TRAILER. It knows nothing of Vulkan,
 frames or snapshots. The byte layout lives in :mod:`capture.records`; docs/trace-format.md is its spec.
 
 Guarantees, in short:
@@ -9,9 +10,10 @@ Guarantees, in short:
 - :class:`TraceWriter` appends to a private ``.partial`` file next to the target and writes each record
   completely (``pwritev``, retried on short writes, no user-space buffer) before the call that adds it
   returns. A process killed at any point leaves a partial file whose complete records are all readable.
-  ``close()`` appends the INDEX and the TRAILER, fsyncs, and renames atomically onto the target: readers
-  of the target see either the old file or the complete new one, never a mixture, and two writers of one
-  target never interleave.
+  ``close()`` appends the INDEX and the TRAILER and renames atomically onto the target: readers of the
+  target see either the old file or the complete new one, never a mixture, and two writers of one
+  target never interleave. Surviving a power loss as well takes ``fsync=True`` (the file is then
+  synced before the rename, and its folder after it).
 - :class:`TraceReader` opens a finished file in O(1) file reads through its trailer, or recovers an
   unfinished or damaged one by scanning; it checks every length against the file size before it
   allocates, bounds every decompression by the declared raw length and ``max_blob_bytes``, verifies
@@ -25,11 +27,12 @@ import os
 import secrets
 import threading
 import warnings
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import Any, Final, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 
 import xxhash
 import zstandard
@@ -37,6 +40,9 @@ import zstandard
 from . import records as R
 from .records import BlobEntry, Codec, LayoutError, RecordType
 from .zstdframe import FrameError, inflate
+
+if TYPE_CHECKING:
+    from .delta import Residual
 
 __all__ = [
     "ContainerError",
@@ -68,6 +74,17 @@ PLANES_MIN_BYTES: Final = 64 << 10
 PLANE_WIDTH: Final = 4
 #: plane buffers of written blobs kept for the next blobs, at most this many bytes in all.
 PLANE_BUFFERS_KEEP_BYTES: Final = 256 << 20
+#: a delta is kept without encoding the whole blob too when a probe of its residual compresses to at
+#: most this share of the probe of the whole blob (and the encoded delta is not larger than the whole
+#: blob's size estimated from its probe); between this and 1.0 both are encoded and the smaller kept.
+DELTA_SURE: Final = 0.8
+#: blobs smaller than this are never stored as deltas (nothing to gain against their headers).
+DELTA_MIN_BYTES: Final = 4 << 10
+#: a delta's residual is compressed this many zstd levels below the writer's level (1 at the default 3).
+DELTA_LEVEL_STEP: Final = 2
+_ZSTD_MIN_LEVEL: Final = -(1 << 17)
+#: decoded blobs a reader keeps for the deltas read next (the frames after a frame refer to it).
+DEFAULT_DELTA_CACHE_BYTES: Final = 64 << 20
 #: reader limits (constructor arguments override them).
 DEFAULT_MAX_BLOB_BYTES: Final = 4 << 30
 DEFAULT_MAX_META_BYTES: Final = 64 << 20
@@ -302,6 +319,11 @@ class PreparedBlob:
     data: tuple[Any, ...] | None
     payload_checksum: int
     lease: _Lease | None = field(default=None, compare=False, repr=False)
+    #: the content keys a DELTA blob refers to (empty for the other codecs)
+    refs: tuple[bytes, ...] = ()
+    #: the raw bytes of a DELTA blob read from another trace (:meth:`TraceReader.read_prepared`), for
+    #: a writer that lacks its references to store it whole instead
+    raw: Any = field(default=None, compare=False, repr=False)
 
     @property
     def stored_len(self) -> int:
@@ -318,6 +340,7 @@ class WriterStats:
     stored_bytes: int = 0  # their stored (compressed or raw) data size, record headers excluded
     dedup_count: int = 0  # put_blob/write_prepared calls whose key was already stored
     dedup_bytes: int = 0  # uncompressed bytes those calls did not write
+    delta_count: int = 0  # unique blobs stored as deltas (codec DELTA)
     meta_count: int = 0
     file_bytes: int = 0  # bytes written to the file so far, all headers included
 
@@ -327,9 +350,10 @@ class TraceWriter:
 
     Records go to ``partial_path`` (``.<name>.<pid>.<random>.partial`` in the target's folder), each
     written completely (no user-space buffer) before the adding call returns, so a crash leaves a
-    partial file readable up to its last complete record. ``close()`` writes INDEX + TRAILER, fsyncs
-    and renames onto ``path`` (the last writer to close wins; writers never share a file). ``abort()``
-    deletes the partial file.
+    partial file readable up to its last complete record. ``close()`` writes INDEX + TRAILER and
+    renames onto ``path`` (the last writer to close wins; writers never share a file); with ``fsync``
+    it syncs the file first and the folder after, so that the trace also survives a power loss.
+    ``abort()`` deletes the partial file.
 
     As a context manager: a clean exit closes; an exception (including cancellation) aborts, unless
     ``finalize_on_error=True``, in which case the trace is closed (finalized and renamed) with what was
@@ -341,6 +365,12 @@ class TraceWriter:
     so they may be called from any thread, but only one appends at a time; the intended use is a single
     writer thread fed by parallel ``compress_blob`` workers. ``put_blob`` compresses in the calling
     thread with that thread's compressor (one reused ZstdCompressor per thread and size class).
+
+    Deltas: given a :class:`capture.delta.Residual` (see :meth:`residual`), :meth:`compress_blob`
+    stores a blob as its difference from earlier blobs when that is smaller than the blob's own
+    encoding. Its references must be in the file when it is written (written first, in the same
+    thread), and decoding it may not need more than ``DELTA_MAX_BLOBS`` deltas: :meth:`write_prepared`
+    checks both.
     """
 
     def __init__(
@@ -352,8 +382,10 @@ class TraceWriter:
         min_compress: int = 64,
         planes: bool = True,
         finalize_on_error: bool = False,
+        fsync: bool = False,
     ) -> None:
         self.path: str = os.path.abspath(os.fspath(path))
+        self.fsync = fsync
         self.level = level
         self.threads = threads
         self.min_compress = min_compress
@@ -370,6 +402,7 @@ class TraceWriter:
         self._local = threading.local()
         self._metas: list[tuple[int, str]] = []
         self._blobs: dict[bytes, BlobEntry] = {}
+        self._refs: dict[bytes, tuple[bytes, ...]] = {}  # the references of every DELTA blob written
         self._stats = WriterStats()
         self._pos = 0
         self.closed = False
@@ -448,17 +481,28 @@ class TraceWriter:
 
     def _compressor(self, nbytes: int) -> zstandard.ZstdCompressor:
         """This thread's reusable compressor for a blob of ``nbytes`` (multithreaded for large blobs)."""
+        return self._cctx(nbytes, self.level, "")
+
+    def _residual_compressor(self, nbytes: int) -> zstandard.ZstdCompressor:
+        """This thread's reusable compressor for ``nbytes`` of a delta's residual: ``DELTA_LEVEL_STEP``
+        levels below the writer's. A residual is mostly low bytes and noise: zstd's higher levels search
+        it for matches it does not have (a smooth simulation's residual planes took 3.6x longer at level
+        3 than at 1 for 17% fewer bytes)."""
+        return self._cctx(nbytes, max(self.level - DELTA_LEVEL_STEP, _ZSTD_MIN_LEVEL), "residual-")
+
+    def _cctx(self, nbytes: int, level: int, kind: str) -> zstandard.ZstdCompressor:
         big = self.threads != 0 and nbytes >= MT_COMPRESS_MIN_BYTES
-        attr = "big" if big else "small"
+        attr = kind + ("big" if big else "small")
         cctx = getattr(self._local, attr, None)
         if cctx is None:
             cctx = zstandard.ZstdCompressor(
-                level=self.level, threads=self.threads if big else 0, write_content_size=True, write_checksum=False
+                level=level, threads=self.threads if big else 0, write_content_size=True, write_checksum=False
             )
             setattr(self._local, attr, cctx)
         return cctx
 
-    def compress_blob(self, data: Buffer, *, skip_if_stored: bool = True, key: bytes | None = None) -> PreparedBlob:
+    def compress_blob(self, data: Buffer, *, skip_if_stored: bool = True, key: bytes | None = None,
+                      delta: Residual | None = None) -> PreparedBlob:
         """Hash and compress ``data`` without touching the file. Thread-safe; releases the GIL.
 
         Stores byte planes or one zstd frame at the writer's level (see ``_encode``) unless ``data`` is
@@ -467,40 +511,169 @@ class TraceWriter:
         is ``bytes``, so the result never aliases a mutable buffer). With ``skip_if_stored`` and a key
         this writer already holds, compression is skipped (``data`` of the result is None). ``key`` is
         ``data``'s content key when the caller has computed it already (it is not checked).
+
+        With ``delta`` (``data``'s residual against earlier blobs, from :meth:`residual`), the blob is
+        stored as a DELTA when that is smaller than its own encoding (see ``_encode_or_delta``); the
+        result never keeps a view of the residual, whose buffer the caller may reuse at once.
         """
         return self._prepare(_byte_view(data), skip_if_stored=skip_if_stored, copy_raw=not isinstance(data, bytes),
-                             key=key)
+                             key=key, delta=delta)
 
-    def _prepare(self, view: memoryview, *, skip_if_stored: bool, copy_raw: bool, key: bytes | None = None) -> PreparedBlob:
+    def residual(self, data: Buffer, refs: Sequence[tuple[bytes, Buffer]], out: Any = None, keep: Any = None,
+                 choice: tuple[int, int] | None = None) -> Residual:
+        """``data``'s residual against ``refs`` (content key, bytes) of earlier blobs of its length, most
+        recent first, for :meth:`compress_blob`: DIFF against the first, or LINEAR against the first
+        two, and the residual's codec, as a probe of each says compresses smallest
+        (``capture/delta.py``), or as ``choice`` (transform, residual codec) says, without a probe;
+        in ``out`` (a uint8 array of at least ``len(data)`` bytes) when given. With ``keep`` (a uint8
+        array of ``len(data)`` bytes, possibly the second reference's own), ``data`` is copied into it
+        on the way. Thread-safe; releases the GIL."""
+        from . import delta, planes
+
+        view = _byte_view(data)
+        buffers = [_byte_view(b) for _, b in refs[:2]]
+        probe: int | None = None
+        whole_probe = None
+        if choice is not None and len(buffers) >= delta.REF_COUNT[choice[0]]:
+            transform, inner = choice
+        else:
+            cctx = self._residual_compressor(0)
+            planar = (lambda window: planes.planar_size(window, PLANE_WIDTH, cctx)) if self.planes else None
+            transform, inner, probe = delta.choose(view, buffers, delta.WIDTH, cctx.compress, planar)
+            whole_probe = self._probe(view)
+            if whole_probe is None:
+                probe = None  # a small blob: its window is not the one _probe compresses
+        used = delta.REF_COUNT[transform]
+        residual = delta.compute(view, buffers[:used], transform, delta.WIDTH, out, keep, self._plane_map(len(view)))
+        return delta.Residual(transform, delta.WIDTH, tuple(R.key_bytes(k) for k, _ in refs[:used]), residual,
+                              inner, probe, whole_probe=whole_probe)
+
+    def _prepare(self, view: memoryview, *, skip_if_stored: bool, copy_raw: bool, key: bytes | None = None,
+                 delta: Residual | None = None) -> PreparedBlob:
         key = R.content_key(view) if key is None else key
         raw_len = len(view)
         if skip_if_stored and key in self._blobs:
             return PreparedBlob(key.hex(), raw_len, Codec.NONE, None, 0)
         codec, parts, lease = Codec.NONE, (view,), None  # type: Codec, tuple[Any, ...], _Lease | None
+        refs: tuple[bytes, ...] = ()
         if raw_len >= self.min_compress:
-            codec, parts, lease = self._encode(view)
+            if delta is not None and raw_len >= DELTA_MIN_BYTES and key not in delta.refs:
+                codec, parts, lease, refs = self._encode_or_delta(view, delta)
+            else:
+                codec, parts, lease = self._encode(view)
         if codec == Codec.NONE and copy_raw:
             parts = (view.tobytes(),)
         sub = R.pack_blob_header(key, raw_len, codec)
-        return PreparedBlob(key.hex(), raw_len, int(codec), parts, R.checksum(sub, *parts), lease)
+        return PreparedBlob(key.hex(), raw_len, int(codec), parts, R.checksum(sub, *parts), lease, refs)
 
-    def _encode(self, view: memoryview) -> tuple[Codec, tuple[Any, ...], _Lease | None]:
+    def _probe(self, view: memoryview) -> tuple[int, int] | None:
+        """(plain, planar) compressed sizes of a probe from the middle of ``view`` (planar: as 4-byte
+        planes, or the plain size when the writer stores no planes); None for a view too small to probe."""
+        if len(view) < PLANES_MIN_BYTES:
+            return None
+        from . import planes
+
+        return planes.probe(view, PLANE_WIDTH, self._compressor(0), planar=self.planes)
+
+    def _encode_or_delta(self, view: memoryview, residual: Residual) -> tuple[Codec, tuple[Any, ...], _Lease | None, tuple[bytes, ...]]:
+        """The smaller of ``view``'s own encoding (``_encode``) and its delta (a DELTA header, then the
+        residual's encoding), with the references of the delta when it is chosen. A large blob is
+        probed (``_probe``: the same bytes the residual's probe compressed): when the residual's probe
+        is not smaller, only the whole blob is encoded, as without a residual; when it is at most
+        ``DELTA_SURE`` of it, only the delta is, unless it comes out larger than the whole blob's
+        probe predicts for the whole blob; otherwise both are encoded and the smaller is kept. A
+        residual chosen without a probe is encoded first, and kept when it is at most ``DELTA_SURE``
+        of its ``whole_estimate``. A small blob is always encoded both ways."""
+        from . import delta as D
+
+        res = _byte_view(residual.data)
+        if len(res) != len(view):
+            raise ValueError(f"a residual of {len(res)} bytes for a blob of {len(view)}")
+        encoded: tuple[int, tuple[Any, ...], _Lease | None] | None = None
+        if residual.probe is None and residual.whole_estimate is not None:
+            encoded = self._encode_residual(res, residual)
+            if D.header_size(residual.transform) + _size_of(encoded[1]) <= DELTA_SURE * residual.whole_estimate:
+                return self._delta_parts(encoded, residual)
+        whole_probe = residual.whole_probe if residual.whole_probe is not None else self._probe(view)
+        if encoded is None and whole_probe is not None and residual.probe is not None:
+            whole_best = min(whole_probe)
+            if residual.probe >= whole_best:
+                return (*self._encode(view, whole_probe), ())
+            if residual.probe <= DELTA_SURE * whole_best:
+                encoded = self._encode_residual(res, residual)
+                window = D.PROBE_BYTES  # the bytes both probes compressed
+                if D.header_size(residual.transform) + _size_of(encoded[1]) <= len(view) * whole_best / window:
+                    return self._delta_parts(encoded, residual)
+        whole = self._encode(view, whole_probe)
+        if encoded is None:
+            encoded = self._encode_residual(res, residual)
+        if D.header_size(residual.transform) + _size_of(encoded[1]) < _size_of(whole[1]):
+            if whole[2] is not None:
+                whole[2].release()
+            return self._delta_parts(encoded, residual)
+        if encoded[2] is not None:
+            encoded[2].release()
+        return (*whole, ())
+
+    def _encode_residual(self, res: memoryview, residual: Residual) -> tuple[int, tuple[Any, ...], _Lease | None]:
+        """(residual codec, stored parts, plane buffer lease) of a residual: the codec its probe chose
+        (all of them, the smallest kept, for a residual too small to probe). Never a view of ``res``."""
+        from . import delta as D
+
+        def sparse() -> tuple[int, tuple[Any, ...], _Lease | None]:
+            return D.SPARSE, tuple(D.encode_sparse(res, residual.width, self._residual_compressor(len(res)).compress)), None
+
+        if residual.inner == D.SPARSE:
+            found = sparse()
+        elif residual.inner in (Codec.ZSTD, Codec.PLANES):
+            found = self._encode(res, codec=Codec(residual.inner), compressor=self._residual_compressor)
+        else:
+            found, other = self._encode(res, compressor=self._residual_compressor), sparse()
+            if _size_of(other[1]) < _size_of(found[1]):
+                if found[2] is not None:
+                    found[2].release()
+                found = other
+        if _size_of(found[1]) >= len(res):
+            if found[2] is not None:
+                found[2].release()
+            return Codec.NONE, (res.tobytes(),), None
+        if found[0] == Codec.NONE:
+            return Codec.NONE, (res.tobytes(),), None
+        return found
+
+    @staticmethod
+    def _delta_parts(encoded: tuple[int, tuple[Any, ...], _Lease | None], residual: Residual
+                     ) -> tuple[Codec, tuple[Any, ...], _Lease | None, tuple[bytes, ...]]:
+        """The stored parts of a DELTA blob: its header, then the residual's encoding."""
+        from . import delta as D
+
+        inner, parts, lease = encoded
+        header = D.pack_header(residual.transform, residual.width, int(inner), residual.refs)
+        return Codec.DELTA, (header, *parts), lease, residual.refs
+
+    def _encode(self, view: memoryview, probe: tuple[int, int] | None = None, codec: Codec | None = None,
+                compressor: Any = None) -> tuple[Codec, tuple[Any, ...], _Lease | None]:
         """The smallest of the codecs tried, as the parts of its stored data (and the lease of the
-        plane buffer they view): byte planes when a probe says the data is made of elements (floats)
-        whose planes compress better apart, else one zstd frame; the raw ``view`` when neither is
-        smaller than the data."""
-        if self.planes and len(view) >= PLANES_MIN_BYTES:
+        plane buffer they view): byte planes when a probe (``probe``, when the caller made it already)
+        says the data is made of elements (floats) whose planes compress better apart, else one zstd
+        frame (``codec`` ZSTD or PLANES: that one, without a probe); the raw ``view`` when neither is
+        smaller than the data. ``compressor`` (``_compressor`` by default) gives this thread's
+        compressor for a number of bytes."""
+        compressor = self._compressor if compressor is None else compressor
+        if self.planes and len(view) >= PLANES_MIN_BYTES and codec != Codec.ZSTD:
             from . import planes
 
-            if planes.prefers_planes(view, PLANE_WIDTH, self._compressor(0)):
+            if probe is None and codec is None:
+                probe = planes.probe(view, PLANE_WIDTH, compressor(0))
+            if codec == Codec.PLANES or (probe is not None and probe[1] < planes.PLANAR_GAIN * probe[0]):
                 buffer = self._plane_buffers.take(len(view))
-                parts = planes.encode_parts(view, PLANE_WIDTH, self._compressor, buffer,
+                parts = planes.encode_parts(view, PLANE_WIDTH, compressor, buffer,
                                             map_planes=self._plane_map(len(view)))
                 if _size_of(parts) < len(view):
                     return Codec.PLANES, tuple(parts), _Lease(self._plane_buffers, buffer)
                 self._plane_buffers.give(buffer)
                 return Codec.NONE, (view,), None
-        frame = self._compressor(len(view)).compress(view)
+        frame = compressor(len(view)).compress(view)
         return (Codec.ZSTD, (frame,), None) if len(frame) < len(view) else (Codec.NONE, (view,), None)
 
     def _plane_map(self, nbytes: int) -> Any:
@@ -520,6 +693,10 @@ class TraceWriter:
 
         Returns the key. Once this returns, the record is completely in the file (kill-safe), and the
         plane buffer ``prepared`` borrowed is taken back.
+
+        A DELTA blob is appended only when its references are in this file already, with its length,
+        and decoding it needs at most ``DELTA_MAX_BLOBS`` deltas. Otherwise one read from another
+        trace (which carries its raw bytes) is stored whole instead, and any other raises ValueError.
         """
         try:
             return self._write_prepared(prepared)
@@ -537,28 +714,99 @@ class TraceWriter:
                 return prepared.key
             if prepared.data is None:
                 raise ValueError(f"blob {prepared.key} was prepared without data for another writer")
-            sub = R.pack_blob_header(key, prepared.raw_len, prepared.codec)
-            offset = self._append_record(RecordType.BLOB, prepared.payload_checksum, sub, *prepared.data)
-            stored_len = prepared.stored_len
-            self._blobs[key] = BlobEntry(offset, stored_len, prepared.raw_len, prepared.codec)
-            s = self._stats
-            self._stats = replace(
-                s,
-                blob_count=s.blob_count + 1,
-                raw_bytes=s.raw_bytes + prepared.raw_len,
-                stored_bytes=s.stored_bytes + stored_len,
-            )
-        return prepared.key
+            problem = self._delta_problem(key, prepared) if prepared.codec == Codec.DELTA else None
+            if problem is None:
+                self._append_blob(key, prepared)
+                return prepared.key
+        if prepared.raw is None:
+            raise ValueError(f"blob {prepared.key} cannot be stored as a delta: {problem}")
+        # encoded outside the lock, which encoding large planes takes
+        return self.write_prepared(self._prepare(_byte_view(prepared.raw), skip_if_stored=False, copy_raw=False, key=key))
 
-    def put_blob(self, data: Buffer) -> str:
+    def _append_blob(self, key: bytes, prepared: PreparedBlob) -> None:
+        """Append the BLOB record of ``prepared`` and register it (the lock is held)."""
+        assert prepared.data is not None
+        sub = R.pack_blob_header(key, prepared.raw_len, prepared.codec)
+        offset = self._append_record(RecordType.BLOB, prepared.payload_checksum, sub, *prepared.data)
+        stored_len = prepared.stored_len
+        self._blobs[key] = BlobEntry(offset, stored_len, prepared.raw_len, prepared.codec)
+        delta = prepared.codec == Codec.DELTA
+        if delta:
+            self._refs[key] = prepared.refs
+        s = self._stats
+        self._stats = replace(
+            s,
+            blob_count=s.blob_count + 1,
+            raw_bytes=s.raw_bytes + prepared.raw_len,
+            stored_bytes=s.stored_bytes + stored_len,
+            delta_count=s.delta_count + delta,
+        )
+
+    def _delta_problem(self, key: bytes, prepared: PreparedBlob) -> str | None:
+        """Why the DELTA blob ``prepared`` cannot be appended now, or None: a reference missing from
+        the file or of another length, or a delta closure of more than DELTA_MAX_BLOBS deltas."""
+        for ref in prepared.refs:
+            entry = self._blobs.get(ref)
+            if entry is None or ref == key:
+                return f"its reference {ref.hex()} is not in the trace"
+            if entry.raw_len != prepared.raw_len:
+                return f"its reference {ref.hex()} holds {entry.raw_len} bytes, not {prepared.raw_len}"
+        deltas, seen, todo = 1, set(), list(prepared.refs)
+        while todo:
+            ref = todo.pop()
+            if ref in seen:
+                continue
+            seen.add(ref)
+            refs = self._refs.get(ref)
+            if refs is not None:
+                deltas += 1
+                if deltas > R.DELTA_MAX_BLOBS:
+                    return f"decoding it would decode more than {R.DELTA_MAX_BLOBS} deltas"
+                todo.extend(refs)
+        return None
+
+    def delta_blobs(self, key: str | bytes) -> int:
+        """How many DELTA blobs decoding blob ``key`` of this file decodes (0 for a blob stored whole);
+        KeyError if it is not in the file."""
+        k = R.key_bytes(key)
+        if k not in self._blobs:
+            raise KeyError(f"no blob {k.hex()} in {self.partial_path}")
+        seen: set[bytes] = set()
+        todo = [k]
+        while todo:
+            ref = todo.pop()
+            if ref not in seen and ref in self._refs:
+                seen.add(ref)
+                todo.extend(self._refs[ref])
+        return len(seen)
+
+    def put_blob(self, data: Buffer, *, refs: Sequence[Buffer] = ()) -> str:
         """Store ``data`` once under its content key (32 hex digits of xxh3_128) and return the key.
 
         Accepts bytes, bytearray, memoryview or a numpy array (its raw bytes, no copy if contiguous).
         A key already stored costs one hash and nothing in the file. Equivalent to
         ``write_prepared(compress_blob(data))`` without the defensive copy.
+
+        ``refs``: earlier blobs of this file (their bytes, the most recent first) that ``data`` may be
+        stored as a delta of, when they have its length and that is smaller (see :meth:`residual`).
         """
         self._check_open()
-        return self.write_prepared(self._prepare(_byte_view(data), skip_if_stored=True, copy_raw=False))
+        view = _byte_view(data)
+        residual = None
+        if refs and len(view) >= DELTA_MIN_BYTES:
+            views = [_byte_view(r) for r in refs[:2]]
+            keyed = [(R.content_key(v), v) for v in views]
+            usable: list[tuple[bytes, Buffer]] = []
+            for k, v in keyed:  # a prefix of them: LINEAR needs both
+                if len(v) != len(view) or k not in self._blobs:
+                    break
+                usable.append((k, v))
+            if usable:
+                residual = self.residual(view, usable)
+        prepared = self._prepare(view, skip_if_stored=True, copy_raw=False, delta=residual)
+        if prepared.codec == Codec.DELTA:
+            prepared = replace(prepared, raw=view)  # stored whole if the delta cannot be
+        return self.write_prepared(prepared)
 
     # -- metadata ----------------------------------------------------------------------------------
 
@@ -587,6 +835,16 @@ class TraceWriter:
 
     # -- finishing ---------------------------------------------------------------------------------
 
+    def release_cache(self) -> None:
+        """Ask the kernel to drop the file's written pages from the page cache, without syncing: it
+        starts writing dirty pages back (it does not wait for them) and drops the clean ones, which a
+        later call then finds written. A recorder that calls this every few MiB reuses a few recently
+        freed pages instead of filling memory with the whole trace (see :meth:`sync`)."""
+        with self._lock:
+            fd, end = self._check_open(), self._pos
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(fd, 0, end, os.POSIX_FADV_DONTNEED)
+
     def sync(self, *, release_cache: bool = False) -> None:
         """fsync what was written so far (records survive a power loss, not just a process kill).
 
@@ -606,8 +864,11 @@ class TraceWriter:
             os.posix_fadvise(fd, 0, end, os.POSIX_FADV_DONTNEED)
 
     def close(self, *, keep_existing: bool = False) -> None:
-        """Write INDEX and TRAILER, fsync, and atomically rename the partial file onto ``path``
-        (``published_path`` then says where it went).
+        """Write INDEX and TRAILER and atomically rename the partial file onto ``path``
+        (``published_path`` then says where it went). With ``fsync``, the file is synced before the
+        rename and its folder after it, so that a power loss leaves the old file or the new one;
+        without, a power loss soon after may leave a truncated or empty file (a process killed at
+        any moment never does).
 
         With ``keep_existing`` (a failed recording) the trace never replaces a file at ``path``: when
         one exists it is published beside it as :func:`failed_trace_path` (``NAME.failed.vkt``,
@@ -625,14 +886,16 @@ class TraceWriter:
             index_sum = R.checksum(index)
             index_offset = self._append_record(RecordType.INDEX, index_sum, index)
             self._append_raw(R.pack_trailer(index_offset, index_sum))
-            os.fsync(fd)
+            if self.fsync:
+                os.fsync(fd)
             os.close(fd)
             self._fd = None
             target = self._publish_target(keep_existing)
             os.replace(self.partial_path, target)
             self.published_path = target
             self.closed = True
-        _fsync_dir(os.path.dirname(self.path))
+        if self.fsync:
+            _fsync_dir(os.path.dirname(self.path))
 
     def _publish_target(self, keep_existing: bool) -> str:
         """Where :meth:`close` renames the trace: ``path``, or beside it when ``keep_existing`` and a
@@ -703,10 +966,14 @@ class TraceReader:
       intact but their payload was not;
     - ``version`` is the file's (major, minor).
 
-    Reading a blob or a META reads only that record's bytes. Each read verifies the record header, the
-    payload checksum and, for blobs, the xxh3_128 of the decompressed data; a damaged record raises
-    :class:`TraceCorrupt` naming the file, the record offset and the blob key, and other records stay
-    readable. Reads are serialised by a lock, so one reader may be shared between threads.
+    Reading a blob or a META reads only that record's bytes, and for a DELTA blob those of the blobs
+    it refers to (at most ``DELTA_MAX_BLOBS`` deltas and what they refer to). Each read verifies the
+    record header, the payload checksum and, for blobs, the xxh3_128 of the decompressed data; a
+    damaged record raises :class:`TraceCorrupt` naming the file, the record offset and the blob key
+    (for a damaged reference of a delta: the reference's, and the delta that needed it), and other
+    records stay readable. Blobs decoded as references of deltas, and deltas, are kept (at most
+    ``delta_cache_bytes``) for the deltas read next. Reads are serialised by a lock, so one reader may
+    be shared between threads.
     """
 
     def __init__(
@@ -716,8 +983,13 @@ class TraceReader:
         max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
         max_meta_bytes: int = DEFAULT_MAX_META_BYTES,
         max_index_bytes: int = DEFAULT_MAX_INDEX_BYTES,
+        delta_cache_bytes: int = DEFAULT_DELTA_CACHE_BYTES,
     ) -> None:
         self.max_blob_bytes = max_blob_bytes
+        self.delta_cache_bytes = delta_cache_bytes
+        self._cache: OrderedDict[bytes, tuple[bytes | memoryview, frozenset[bytes]]] = OrderedDict()
+        self._cache_size = 0
+        self._cache_lock = threading.Lock()
         self.max_meta_bytes = max_meta_bytes
         self.max_index_bytes = max_index_bytes
         if isinstance(source, (str, os.PathLike)):
@@ -786,7 +1058,8 @@ class TraceReader:
             raise NotATrace(f"not a vkcap trace: {exc}", path=self.path) from None
         self.version: tuple[int, int] = (header.major, header.minor)
         if header.major not in R.READABLE_MAJORS:
-            readable = " and ".join(f"{m}.x" for m in sorted(R.READABLE_MAJORS))
+            majors = [f"{m}.x" for m in sorted(R.READABLE_MAJORS)]
+            readable = " and ".join([", ".join(majors[:-1]), majors[-1]] if len(majors) > 1 else majors)
             raise UnsupportedVersion(
                 f"trace format version {header.major}.{header.minor} is not supported "
                 f"(this reader reads {readable})",
@@ -1003,69 +1276,278 @@ class TraceReader:
             raise KeyError(f"no blob {k.hex()} in {self.path}") from None
 
     def read_blob(self, key: str | bytes) -> bytes | memoryview:
-        """The raw bytes of a blob, verified (a read-only view for a blob stored as byte planes). Reads only this blob's record (64 header bytes + its data).
+        """The raw bytes of a blob, verified (a read-only view for a blob stored as byte planes or as a
+        delta). Reads only this blob's record (64 header bytes + its data), and for a delta the records
+        of the blobs it needs that this reader does not keep decoded already.
 
         Raises KeyError if absent, LimitExceeded if its raw length exceeds ``max_blob_bytes``, and
-        TraceCorrupt (naming the record offset and the key) if anything about the record is wrong. Never
-        allocates more than ``raw_len`` bytes for the output (plus the stored bytes).
+        TraceCorrupt (naming the record offset and the key) if anything about the record is wrong (or
+        about a blob a delta needs: then that blob's offset and key). Never allocates more than
+        ``raw_len`` bytes for the output (plus the stored bytes), and for a delta a few more blobs of
+        that length while its references are decoded.
         """
-        return self._read_verified(R.key_bytes(key))[3]
+        k = R.key_bytes(key)
+        cached = self._cache_get(k)  # decoded and verified for an earlier delta
+        if cached is not None:
+            return cached[0]
+        return self._read_verified(k)[3]
 
     def read_prepared(self, key: str | bytes) -> PreparedBlob:
         """Blob ``key`` as it is stored (its codec and stored bytes), ready for another file's
         :meth:`TraceWriter.write_prepared`: copying blobs between traces this way compresses nothing
         again. Verified as :meth:`read_blob` verifies it (record header, payload checksum, then decoded
-        and checked against its content key), with the same errors; a damaged blob is never copied."""
+        and checked against its content key), with the same errors; a damaged blob is never copied.
+        A DELTA blob carries its raw bytes too, for a writer that lacks its references to store it
+        whole instead."""
         k = R.key_bytes(key)
-        e, stored, payload_checksum, _ = self._read_verified(k)
-        return PreparedBlob(k.hex(), e.raw_len, e.codec, (stored,), payload_checksum)
+        e, stored, payload_checksum, raw = self._read_verified(k)
+        if e.codec != Codec.DELTA:
+            return PreparedBlob(k.hex(), e.raw_len, e.codec, (stored,), payload_checksum)
+        from . import delta
+
+        refs = delta.unpack_header(stored).refs
+        return PreparedBlob(k.hex(), e.raw_len, e.codec, (stored,), payload_checksum, refs=refs, raw=raw)
 
     def _read_verified(self, k: bytes) -> tuple[BlobEntry, bytes, int, bytes | memoryview]:
         """(index entry, stored bytes, payload checksum, raw bytes) of blob ``k``: the record checked
         against the index, its payload checksum verified, decoded and checked against its key."""
         e = self._entry(k)
+        stored, payload_checksum = self._read_stored(k, e)
+        raw: bytes | memoryview
+        if e.codec == Codec.DELTA:
+            raw = self._decode_delta(k, e, stored)  # checked against its key there
+        else:
+            raw = self._decode(stored, e, k)
+            self._check_key(raw, e, k)
+        return e, stored, payload_checksum, raw
+
+    def _check_key(self, raw: bytes | memoryview, e: BlobEntry, k: bytes, needed_by: str = "") -> None:
+        if len(raw) != e.raw_len or R.content_key(raw) != k:
+            raise self._corrupt(f"decoded data does not match its content key{needed_by}", e.offset, k)
+
+    def _read_stored(self, k: bytes, e: BlobEntry, needed_by: str = "") -> tuple[bytes, int]:
+        """(stored bytes, payload checksum) of blob ``k`` at its index entry ``e``: its limits, record
+        header and blob header checked against the index, its payload checksum verified."""
         if e.raw_len > self.max_blob_bytes:
             raise LimitExceeded(
-                f"raw length {e.raw_len} exceeds max_blob_bytes={self.max_blob_bytes}",
+                f"raw length {e.raw_len} exceeds max_blob_bytes={self.max_blob_bytes}{needed_by}",
                 path=self.path,
                 offset=e.offset,
                 key=k.hex(),
             )
         if e.stored_len > R.max_stored_len(e.raw_len, e.codec):
-            raise self._corrupt(f"stored length {e.stored_len} is impossible for raw length {e.raw_len}", e.offset, k)
+            raise self._corrupt(f"stored length {e.stored_len} is impossible for raw length {e.raw_len}{needed_by}",
+                                e.offset, k)
         head = self._read_at(e.offset, R.RECORD_HEADER.size + R.BLOB_HEADER.size)
         try:
             header = R.unpack_record_header(head)
             sub = R.unpack_blob_header(head[R.RECORD_HEADER.size :])
         except LayoutError as exc:
-            raise self._corrupt(str(exc), e.offset, k) from None
+            raise self._corrupt(f"{exc}{needed_by}", e.offset, k) from None
         if header.rtype != RecordType.BLOB or header.payload_len != R.BLOB_HEADER.size + e.stored_len:
-            raise self._corrupt("record header does not match the index", e.offset, k)
+            raise self._corrupt(f"record header does not match the index{needed_by}", e.offset, k)
         if sub != (k, e.raw_len, e.codec):
-            raise self._corrupt("blob header does not match the index", e.offset, k)
+            raise self._corrupt(f"blob header does not match the index{needed_by}", e.offset, k)
         stored = self._read_at(e.offset + len(head), e.stored_len)
         if R.checksum(head[R.RECORD_HEADER.size :], stored) != header.payload_checksum:
-            raise self._corrupt("payload checksum mismatch", e.offset, k)
-        raw = self._decode(stored, e, k)
-        if len(raw) != e.raw_len or R.content_key(raw) != k:
-            raise self._corrupt("decoded data does not match its content key", e.offset, k)
-        return e, stored, header.payload_checksum, raw
+            raise self._corrupt(f"payload checksum mismatch{needed_by}", e.offset, k)
+        return stored, header.payload_checksum
 
-    def _decode(self, stored: bytes, e: BlobEntry, k: bytes) -> bytes | memoryview:
-        """Undo the codec with the output bounded by ``e.raw_len``."""
-        if e.codec == Codec.NONE:
+    def _decode(self, stored: bytes | memoryview, e: BlobEntry, k: bytes, codec: int | None = None,
+                needed_by: str = "") -> bytes | memoryview:
+        """Undo the codec (``e.codec``, or ``codec`` for a DELTA's residual) with the output bounded
+        by ``e.raw_len``."""
+        codec = e.codec if codec is None else codec
+        if codec == Codec.NONE:
+            if len(stored) != e.raw_len:
+                raise self._corrupt(f"{len(stored)} raw bytes stored for {e.raw_len}{needed_by}", e.offset, k)
             return stored
-        dctx = getattr(self._local, "dctx", None)
-        if dctx is None:
-            dctx = self._local.dctx = zstandard.ZstdDecompressor(max_window_size=_MAX_WINDOW_SIZE)
-        if e.codec == Codec.PLANES:
+        dctx = self._dctx()
+        if codec == Codec.PLANES:
             from . import planes
 
             try:
                 return planes.decode(stored, e.raw_len, dctx)
             except planes.PlanesError as exc:
-                raise self._corrupt(str(exc), e.offset, k) from None
+                raise self._corrupt(f"{exc}{needed_by}", e.offset, k) from None
         try:
             return inflate(stored, e.raw_len, dctx)
         except FrameError as exc:
-            raise self._corrupt(str(exc), e.offset, k) from None
+            raise self._corrupt(f"{exc}{needed_by}", e.offset, k) from None
+
+    def _dctx(self) -> zstandard.ZstdDecompressor:
+        """This thread's zstd decompressor (contexts are not thread-safe)."""
+        dctx = getattr(self._local, "dctx", None)
+        if dctx is None:
+            dctx = self._local.dctx = zstandard.ZstdDecompressor(max_window_size=_MAX_WINDOW_SIZE)
+        return dctx
+
+    # -- deltas ------------------------------------------------------------------------------------
+
+    def _delta_header(self, stored: bytes | memoryview, e: BlobEntry, k: bytes, needed_by: str = "") -> Any:
+        """The DELTA header of blob ``k`` (stored bytes ``stored``) with its references checked: each in
+        the file, stored before it, and of its raw length."""
+        from . import delta
+
+        try:
+            header = delta.unpack_header(stored)
+        except delta.DeltaError as exc:
+            raise self._corrupt(f"{exc}{needed_by}", e.offset, k) from None
+        for ref in header.refs:
+            entry = self._blobs.get(ref)
+            if entry is None:
+                raise self._corrupt(f"its delta reference {ref.hex()} is not in the trace{needed_by}", e.offset, k)
+            if entry.offset >= e.offset:
+                raise self._corrupt(f"its delta reference {ref.hex()} is not stored before it (offset {entry.offset}): "
+                                    f"a delta may only refer to earlier blobs{needed_by}", e.offset, k)
+            if entry.raw_len != e.raw_len:
+                raise self._corrupt(f"its delta reference {ref.hex()} holds {entry.raw_len} bytes, not {e.raw_len}{needed_by}",
+                                    e.offset, k)
+        return header
+
+    def _decode_delta(self, k: bytes, e: BlobEntry, stored: bytes) -> memoryview:
+        """The raw bytes of DELTA blob ``k``, checked against its key: its references decoded first
+        (:meth:`_delta_plan`), one at a time, each kept only while a later one needs it."""
+        from . import delta
+
+        header = self._delta_header(stored, e, k)
+        values, closures, order, refs_of = self._delta_plan(k, e, header.refs)
+        uses = Counter(r for key in order for r in refs_of.get(key, ()))
+        uses.update(header.refs)
+        needed_by = f" (needed to decode blob {k.hex()} at offset {e.offset})"
+        for key in order:
+            entry = self._blobs[key]
+            node_stored, _ = self._read_stored(key, entry, needed_by)
+            if entry.codec == Codec.DELTA:
+                node_header = self._delta_header(node_stored, entry, key, needed_by)
+                residual = self._decode_residual(node_stored, node_header, entry, key, needed_by)
+                raw: bytes | memoryview = delta.restore(residual, [values[r] for r in node_header.refs],
+                                                        node_header.transform, node_header.width)
+                closures[key] = frozenset({key}).union(*(closures[r] for r in node_header.refs))
+                for r in node_header.refs:
+                    uses[r] -= 1
+                    if uses[r] == 0:
+                        del values[r]
+            else:
+                raw = self._decode(node_stored, entry, key, needed_by=needed_by)
+                closures[key] = frozenset()
+            self._check_key(raw, entry, key, needed_by)
+            values[key] = raw
+            self._cache_put(key, raw, closures[key])
+        residual = self._decode_residual(stored, header, e, k)
+        raw = delta.restore(residual, [values[r] for r in header.refs], header.transform, header.width)
+        self._check_key(raw, e, k)
+        self._cache_put(k, raw, frozenset({k}).union(*(closures[r] for r in header.refs)))
+        return raw
+
+    def _delta_plan(self, k: bytes, e: BlobEntry, refs: tuple[bytes, ...]) -> tuple[
+            dict[bytes, bytes | memoryview], dict[bytes, frozenset[bytes]], list[bytes], dict[bytes, tuple[bytes, ...]]]:
+        """What decoding DELTA blob ``k`` (references ``refs``) needs: (the blobs it needs that this
+        reader keeps decoded, with their delta closures; the others, in an order where each comes
+        after its references; the references of each delta among them). Reads only the headers of
+        the deltas (verifying their checksums). Refuses a cycle, and a delta closure (``k``, the
+        deltas it needs, those they need...) of more than ``DELTA_MAX_BLOBS`` deltas, whichever
+        blobs this reader keeps decoded: the same file reads the same in any order."""
+        values: dict[bytes, bytes | memoryview] = {}
+        closures: dict[bytes, frozenset[bytes]] = {}
+        order: list[bytes] = []
+        refs_of: dict[bytes, tuple[bytes, ...]] = {}
+        visiting = {k}
+        done: set[bytes] = set()
+        closure = {k}
+        needed_by = f" (needed to decode blob {k.hex()} at offset {e.offset})"
+
+        def grow(more: Any) -> None:
+            closure.update(more)
+            if len(closure) > R.DELTA_MAX_BLOBS:
+                raise self._corrupt(f"decoding it needs more than {R.DELTA_MAX_BLOBS} delta blobs, the limit", e.offset, k)
+
+        def visit(key: bytes, parent: bytes) -> None:
+            if key in done:
+                return
+            if key in visiting:
+                p = self._blobs[parent]
+                raise self._corrupt(f"its delta reference {key.hex()} refers back to it (a cycle){needed_by}", p.offset, parent)
+            cached = self._cache_get(key)
+            if cached is not None:
+                values[key], closures[key] = cached
+                grow(cached[1])
+                done.add(key)
+                return
+            entry = self._blobs[key]  # present: checked with the header that names it
+            if entry.codec == Codec.DELTA:
+                grow((key,))
+                head = self._read_delta_head(key, entry, needed_by)
+                header = self._delta_header(head, entry, key, needed_by)
+                visiting.add(key)
+                for ref in header.refs:
+                    visit(ref, key)
+                visiting.discard(key)
+                refs_of[key] = header.refs
+            done.add(key)
+            order.append(key)
+
+        for ref in refs:
+            visit(ref, k)
+        return values, closures, order, refs_of
+
+    def _decode_residual(self, stored: bytes, header: Any, e: BlobEntry, k: bytes, needed_by: str = "") -> Any:
+        """The residual (``e.raw_len`` bytes) that DELTA stored bytes hold after their header."""
+        from . import delta
+
+        body = memoryview(stored)[header.size :]
+        if header.inner != delta.SPARSE:
+            return self._decode(body, e, k, header.inner, needed_by)
+        try:
+            return delta.decode_sparse(body, e.raw_len, header.width, self._dctx())
+        except delta.DeltaError as exc:
+            raise self._corrupt(f"{exc}{needed_by}", e.offset, k) from None
+
+    def _read_delta_head(self, key: bytes, e: BlobEntry, needed_by: str) -> bytes:
+        """The first bytes of DELTA blob ``key``'s stored data (its header and references), after its
+        record header is checked and its payload checksum verified (in bounded chunks)."""
+        from . import delta
+
+        if e.stored_len > R.max_stored_len(e.raw_len, e.codec):
+            raise self._corrupt(f"stored length {e.stored_len} is impossible for raw length {e.raw_len}{needed_by}",
+                                e.offset, key)
+        size = min(e.stored_len, delta.header_size(delta.LINEAR))
+        head = self._read_at(e.offset, R.RECORD_HEADER.size + R.BLOB_HEADER.size + size)
+        try:
+            header = R.unpack_record_header(head)
+            sub = R.unpack_blob_header(head[R.RECORD_HEADER.size :])
+        except LayoutError as exc:
+            raise self._corrupt(f"{exc}{needed_by}", e.offset, key) from None
+        body_at = e.offset + R.RECORD_HEADER.size
+        if header.rtype != RecordType.BLOB or header.payload_len != R.BLOB_HEADER.size + e.stored_len:
+            raise self._corrupt(f"record header does not match the index{needed_by}", e.offset, key)
+        if sub != (key, e.raw_len, e.codec):
+            raise self._corrupt(f"blob header does not match the index{needed_by}", e.offset, key)
+        if self._hash_range(body_at, header.payload_len) != header.payload_checksum:
+            raise self._corrupt(f"payload checksum mismatch{needed_by}", e.offset, key)
+        return head[R.RECORD_HEADER.size + R.BLOB_HEADER.size :]
+
+    def _cache_get(self, key: bytes) -> tuple[bytes | memoryview, frozenset[bytes]] | None:
+        """(raw bytes, delta closure) of a blob kept decoded, or None."""
+        with self._cache_lock:
+            found = self._cache.get(key)
+            if found is not None:
+                self._cache.move_to_end(key)
+            return found
+
+    def _cache_put(self, key: bytes, raw: bytes | memoryview, closure: frozenset[bytes]) -> None:
+        """Keep ``raw`` (immutable: bytes or a read-only view), verified, and its delta closure (the
+        deltas decoding it decodes) for later deltas, the least recently used leaving first; blobs
+        larger than a quarter of the budget are not kept."""
+        size = len(raw)
+        if size > self.delta_cache_bytes // 4:
+            return
+        with self._cache_lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return
+            self._cache[key] = (raw, closure)
+            self._cache_size += size
+            while self._cache_size > self.delta_cache_bytes:
+                _, (old, _) = self._cache.popitem(last=False)
+                self._cache_size -= len(old)

@@ -75,16 +75,32 @@ def split(view: memoryview, width: int, out: np.ndarray | None = None) -> np.nda
     return planes
 
 
-def prefers_planes(view: memoryview, width: int, cctx: zstandard.ZstdCompressor) -> bool:
-    """Whether a probe from the middle of ``view`` compresses clearly better as planes than as is."""
+def probe(view: memoryview, width: int, cctx: zstandard.ZstdCompressor, planar: bool = True) -> tuple[int, int] | None:
+    """(plain, planar): the compressed sizes of ``PROBE_BYTES * width`` bytes from the middle of
+    ``view`` as they are and as byte planes (each plane raw or compressed, whichever is smaller; the
+    plain size again when ``planar`` is false); None when ``view`` is shorter than twice the probe."""
     size = PROBE_BYTES * width
     if len(view) < 2 * size:
-        return False
+        return None
     start = (len(view) // 2) // width * width
-    probe = view[start : start + size]
-    plain = len(cctx.compress(probe))
-    planar = sum(_plane_cost(p, cctx) for p in split(probe, width))
-    return planar < PLANAR_GAIN * plain
+    window = view[start : start + size]
+    plain = len(cctx.compress(window))
+    if not planar:
+        return plain, plain
+    return plain, planar_size(window, width, cctx)
+
+
+def planar_size(window: Any, width: int, cctx: zstandard.ZstdCompressor) -> int:
+    """Bytes the planes of ``window`` (a buffer) take, each stored raw or compressed, whichever is
+    smaller (the entries and the tail not counted): what :func:`probe` measures of its window."""
+    total: int = sum(_plane_cost(p, cctx) for p in split(memoryview(window).cast("B"), width))
+    return total
+
+
+def prefers_planes(view: memoryview, width: int, cctx: zstandard.ZstdCompressor) -> bool:
+    """Whether a probe from the middle of ``view`` compresses clearly better as planes than as is."""
+    sizes = probe(view, width, cctx)
+    return sizes is not None and sizes[1] < PLANAR_GAIN * sizes[0]
 
 
 def _plane_cost(plane: np.ndarray, cctx: zstandard.ZstdCompressor) -> int:
@@ -131,7 +147,7 @@ def encode(view: memoryview, width: int, compressor: Callable[[int], zstandard.Z
     return b"".join(encode_parts(view, width, compressor))
 
 
-def decode(stored: bytes, raw_len: int, dctx: zstandard.ZstdDecompressor) -> memoryview:
+def decode(stored: bytes | memoryview, raw_len: int, dctx: zstandard.ZstdDecompressor) -> memoryview:
     """The raw bytes of a PLANES encoding of ``raw_len`` bytes, as a read-only view of a buffer of
     their own; :class:`PlanesError` if ``stored`` is not exactly such an encoding. Never allocates
     more than ``raw_len`` plus one plane. (A view, not ``bytes``: copying a large result into a new

@@ -3,14 +3,22 @@
 The recording is a three-stage pipeline, all in one trio nursery:
 
 1. the executor runs frames on the GPU and copies each frame's captures into a staging slot;
-2. the recorder's ``consume`` hashes and compresses the slot's blobs in worker threads, in parallel
-   (zstd and xxhash release the GIL), and frees the slot as soon as that is done;
+2. the recorder's ``consume`` hashes the slot's blobs and computes their residuals against the same
+   resources' previous snapshots (in frame order: ``plan_blobs``), then compresses them in worker threads,
+   in parallel (zstd, xxhash and numpy release the GIL), and frees the slot as soon as that is done;
 3. a writer task appends the compressed blobs (each content stored once) and the frame's records, in
    frame order, in a worker thread.
 
 So the GPU runs frame N+2 while frame N+1 is compressed and frame N is written. Bounded channels keep
 the memory in flight to a few frames however long the recording. The records of the trace are
 described in ``docs/trace-format.md``.
+
+Temporal deltas: the recorder keeps a copy of each captured resource's last two snapshots (the
+initial state first). A snapshot of the same length is offered to the writer as a delta against them
+(DIFF against the last, or LINEAR through both), which the writer keeps when it is smaller than the
+snapshot's own encoding. Snapshots of a checkpoint frame are stored whole (key frames), and so is a
+snapshot that would take more than ``DELTA_CHAIN`` deltas to decode, so that reading any snapshot
+decodes at most the frames since the last checkpoint.
 """
 from __future__ import annotations
 
@@ -26,7 +34,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -42,7 +50,7 @@ from vkcore.exec.session import Session
 from vkcore.resources.staging import CaptureLayout, build_layout
 
 from . import kinds, records
-from .container import PreparedBlob, TraceWriter
+from .container import DELTA_MIN_BYTES, PreparedBlob, TraceWriter, _PlaneBuffers
 from .embed import EmbeddedFile, portable_scenario
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -53,6 +61,14 @@ WRITE_QUEUE = 2  # compressed frames waiting for the writer (bounds memory in fl
 # The writer flushes to disk (and releases the flushed bytes from the page cache) every this many
 # bytes, so closing does not wait long and the trace never crowds memory.
 SYNC_EVERY = 32 << 20
+#: the most deltas that decoding one snapshot takes (at most records.DELTA_MAX_BLOBS): a snapshot is
+#: stored whole when a delta would need more, as at every checkpoint
+DELTA_CHAIN = 16
+#: previous snapshots kept for deltas, at most this many bytes in all (two per captured resource);
+#: a resource that does not fit is stored whole
+DELTA_KEEP_BYTES = 512 << 20
+#: residual buffers kept for the next frames, at most this many bytes
+RESIDUAL_BUFFERS_KEEP_BYTES = 256 << 20
 log = logging.getLogger("vkcap")
 
 
@@ -71,6 +87,8 @@ class RecordOptions:
     level: int = 3
     threads: int = -1  # zstd worker threads for a large blob (-1: one per core, 0: none)
     compress_workers: int = max(1, os.cpu_count() or 1)  # blobs of one frame compressed in parallel
+    fsync: bool = False  # sync the trace before publishing it (survives a power loss, not just a kill)
+    deltas: bool = True  # store snapshots as deltas of the previous ones when smaller
 
 
 @dataclass
@@ -96,6 +114,31 @@ class Preamble:
     spirv: dict[str, bytes]  # shader uid -> its SPIR-V
     fingerprint: dict[str, Any]
     described: dict[str, Any]  # uid -> resource description, graph intermediates included
+
+
+@dataclass
+class _History:
+    """The latest snapshots of one resource, as the next snapshot's delta references."""
+
+    key: bytes  # the latest snapshot's content key
+    data: Any  # its bytes (a uint8 numpy array, a copy)
+    bound: int  # decoding it decodes at most this many deltas
+    prev_key: bytes | None = None  # the one before, when ``key`` was offered as a delta of it (LINEAR needs both)
+    prev_data: Any = None  # its bytes; kept (as a spare buffer) after prev_key is dropped
+    # (transform, residual codec) that a probe chose for this chain with two references, and the
+    # whole snapshot's size that probe predicted: the chain's next deltas reuse both without a probe
+    # (the writer still stores a snapshot whole when its delta is not clearly smaller)
+    choice: tuple[int, int] | None = None
+    whole_estimate: int | None = None
+
+
+@dataclass
+class _Plan:
+    """What ``plan_blobs`` decided for one blob of a frame."""
+
+    key: bytes
+    residual: Any = None  # a capture.delta.Residual to offer the writer, or None
+    known: bool = False  # the same content was planned before: written by then, nothing to compress
 
 
 @dataclass
@@ -140,7 +183,19 @@ class TraceRecorder:
         self._next_seq = 0  # a recording always starts at frame 0
         self._synced = 0
         self._sync_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vkcap-sync")
-        self._syncing: Any = None  # the Future of the fsync in flight
+        self._syncing: Any = None  # the Future of the fsync (or cache release) in flight
+        # Deltas: blobs are planned (hashed, residuals computed) in frame order, then compressed in parallel.
+        # Frames are planned in the thread that then compresses them (one hand-off a frame), in order:
+        # a thread waits on _planning until _next_plan is its frame.
+        self._planning = threading.Condition()
+        self._next_plan = 0
+        self._unplanned: set[int] = set()  # frames whose consumer was cancelled before planning them
+        self._history: dict[str, _History] = {}  # uid -> its latest snapshots
+        self._kept = 0  # bytes of snapshots held in _history
+        # content key -> at most how many deltas decode it, for every blob planned or in the preamble
+        # (its first plan is the one written first: planning and writing both go in frame order)
+        self._bounds: dict[bytes, int] = {}
+        self._residuals = _PlaneBuffers(RESIDUAL_BUFFERS_KEEP_BYTES)
         # Staging slots: one frame on the GPU while the others are compressed in parallel, as many as
         # the cores can compress at once (each blob's planes run in parallel too).
         self.slots = 1 + min(8, max(2, os.cpu_count() or 1))
@@ -178,14 +233,30 @@ class TraceRecorder:
         return self._layout(frame, self.is_checkpoint(seq))
 
     async def consume(self, snapshot: FrameSnapshot) -> None:
-        """Compress the slot's blobs (in parallel) and queue them for the writer, in frame order.
+        """Plan the slot's blobs (in frame order), compress them (in parallel) and queue them for the
+        writer, in frame order.
 
-        Frames are consumed concurrently; the one with the next sequence number is queued first.
-        The slot is free when this returns."""
+        Frames are consumed concurrently; the one with the next sequence number is planned and queued
+        first. The slot is free when this returns."""
         import trio
 
         views = [snapshot.slot.view(i) for i in snapshot.layout.items]
-        prepared = await trio.to_thread.run_sync(self.compress_all, views)
+        if not self.options.deltas:
+            prepared = await trio.to_thread.run_sync(self.compress_all, views)
+        else:
+            started: list[bool] = []
+
+            def plan_and_compress() -> list[PreparedBlob]:
+                started.append(True)
+                plans = self._plan_in_turn(snapshot.seq, snapshot.layout.items, views)
+                return self.compress_all(views, None, plans)
+
+            try:
+                prepared = await trio.to_thread.run_sync(plan_and_compress)
+            except BaseException:
+                if not started:  # cancelled before its thread started: let the next frames be planned
+                    self._end_turn(snapshot.seq, planned=False)
+                raise
         if snapshot.seq != self._next_seq:
             await self._turns.setdefault(snapshot.seq, trio.Event()).wait()
         await self.queue.send(CompressedFrame(snapshot.seq, snapshot.pass_index, snapshot.frame, snapshot.layout, prepared))
@@ -193,13 +264,123 @@ class TraceRecorder:
         self._turns.pop(snapshot.seq, None)
         self._turns.setdefault(self._next_seq, trio.Event()).set()
 
-    def compress_all(self, views: list[Any], keys: list[bytes] | None = None) -> list[PreparedBlob]:
-        """Hash (unless their content ``keys`` are given) and compress every view; the results never
-        alias the views (safe to reuse them)."""
-        known: list[bytes | None] = list(keys) if keys is not None else [None] * len(views)
+    def compress_all(self, views: list[Any], keys: list[bytes] | None = None,
+                     plans: list[_Plan] | None = None) -> list[PreparedBlob]:
+        """Hash (unless their content ``keys`` are given, or ``plans`` from :meth:`plan_blobs`) and compress
+        every view; the results never alias the views (safe to reuse them)."""
+        if plans is None:
+            known: list[bytes | None] = list(keys) if keys is not None else [None] * len(views)
+            plans = [_Plan(k) if k is not None else None for k in known]  # type: ignore[misc]
         if len(views) <= 1:
-            return [self.writer.compress_blob(v, key=k) for v, k in zip(views, known)]
-        return list(self._pool.map(lambda v, k: self.writer.compress_blob(v, key=k), views, known))
+            return [self._compress(v, p) for v, p in zip(views, plans)]
+        return list(self._pool.map(self._compress, views, plans))
+
+    def _compress(self, view: Any, plan: _Plan | None) -> PreparedBlob:
+        if plan is None:
+            return self.writer.compress_blob(view)
+        if plan.known:  # the blob planned first is written first: this one counts as a duplicate
+            return PreparedBlob(plan.key.hex(), len(view), records.Codec.NONE, None, 0)
+        try:
+            return self.writer.compress_blob(view, key=plan.key, delta=plan.residual)
+        finally:
+            if plan.residual is not None:
+                plan.residual.done()
+
+    def _plan_in_turn(self, seq: int, items: tuple[Any, ...], views: list[Any]) -> list[_Plan]:
+        """:meth:`plan_blobs` for frame ``seq`` once the frames before it are planned (blocking this
+        worker thread until then), then let the next one be planned."""
+        with self._planning:
+            while self._next_plan < seq:
+                self._planning.wait()
+        try:
+            return self.plan_blobs(items, views, self.is_checkpoint(seq))
+        finally:
+            self._end_turn(seq, planned=True)
+
+    def _end_turn(self, seq: int, planned: bool) -> None:
+        """Frame ``seq`` is planned, or will never be (its consumer was cancelled first)."""
+        with self._planning:
+            if not planned and seq > self._next_plan:
+                self._unplanned.add(seq)
+            elif seq >= self._next_plan:
+                self._next_plan = seq + 1
+                while self._next_plan in self._unplanned:
+                    self._unplanned.discard(self._next_plan)
+                    self._next_plan += 1
+            self._planning.notify_all()
+
+    def plan_blobs(self, items: tuple[Any, ...], views: list[Any], checkpoint: bool) -> list[_Plan]:
+        """Hash a frame's blobs and compute the residuals of those that may be stored as deltas of the
+        same resource's previous snapshots; remember each as the next one's reference. Called in frame
+        order (``consume`` sees to it), one frame at a time.
+
+        Whether a blob may be a delta, and how many deltas decoding it takes at most (its bound): the
+        snapshots of a checkpoint frame are key frames (whole, bound 0), and so is one whose bound
+        would exceed ``DELTA_CHAIN``. Otherwise its bound is one more than its DIFF reference's. A
+        LINEAR delta's second reference is the first one's own reference (or in its closure when the
+        writer stored the first whole), so it adds nothing. Content planned before (a duplicate) is
+        whatever was written then, with that bound, and starts the resource's chain afresh."""
+        import numpy as np
+
+        from .delta import PROBE_BYTES
+
+        plans = []
+        for item, view in zip(items, views):
+            key = records.content_key(view)
+            known = self._bounds.get(key)
+            if known is not None:
+                self._remember(item.uid, key, view, known)
+                plans.append(_Plan(key, known=True))
+                continue
+            h = self._history.get(item.uid)
+            size = memoryview(view).nbytes
+            if (h is None or checkpoint or size < DELTA_MIN_BYTES or h.data.nbytes != size
+                    or h.bound >= DELTA_CHAIN):
+                self._bounds[key] = 0
+                self._remember(item.uid, key, view, 0)
+                plans.append(_Plan(key))
+                continue
+            spare = h.prev_data  # the reference before the last, or a free buffer: receives this snapshot
+            if spare is None and self._kept + size <= DELTA_KEEP_BYTES:
+                spare = np.empty(size, np.uint8)
+                self._kept += size
+            refs = [(h.key, h.data)] + ([(h.prev_key, h.prev_data)] if h.prev_key is not None else [])
+            out = self._residuals.take(size)
+            reuse = h.choice if len(refs) == 2 else None
+            residual = self.writer.residual(view, refs, out, keep=spare, choice=reuse)
+            residual.release = lambda out=out: self._residuals.give(out)
+            if reuse is not None:
+                residual.whole_estimate = h.whole_estimate
+            elif len(refs) == 2 and residual.inner is not None and residual.whole_probe is not None:
+                h.choice = (residual.transform, residual.inner)
+                h.whole_estimate = min(residual.whole_probe) * size // PROBE_BYTES
+            bound = self._bounds[key] = h.bound + 1
+            if spare is None:
+                self._remember(item.uid, key, view, bound)
+            else:  # the next snapshot may be LINEAR through this one and the last
+                h.prev_key, h.prev_data = h.key, h.data
+                h.key, h.data, h.bound = key, spare, bound
+            plans.append(_Plan(key, residual))
+        return plans
+
+    def _remember(self, uid: str, key: bytes, view: Any, bound: int) -> None:
+        """Keep a copy of ``view`` as ``uid``'s latest snapshot, the first of a new chain: the next
+        snapshot may be a DIFF of it, not LINEAR (what it was stored as is not known here)."""
+        import numpy as np
+
+        size = memoryview(view).nbytes
+        h = self._history.get(uid)
+        if h is None or h.data.nbytes != size:
+            if h is not None:
+                self._kept -= h.data.nbytes + (0 if h.prev_data is None else h.prev_data.nbytes)
+                del self._history[uid]
+            if size < DELTA_MIN_BYTES or self._kept + size > DELTA_KEEP_BYTES:
+                return
+            h = self._history[uid] = _History(key, np.empty(size, np.uint8), bound)
+            self._kept += size
+        np.copyto(h.data, np.frombuffer(view, np.uint8))
+        h.key, h.bound, h.prev_key, h.choice = key, bound, None, None  # prev_data stays, as a spare buffer
+        h.whole_estimate = None
 
     # -- the writer stage ------------------------------------------------------------------------
 
@@ -234,7 +415,10 @@ class TraceRecorder:
             if self._syncing is not None:
                 self._syncing.result()  # an fsync that failed (EIO, ENOSPC) fails the recording here
             # in its own thread: the writer goes on appending while the disk works
-            self._syncing = self._sync_pool.submit(self.writer.sync, release_cache=True)
+            if self.options.fsync:
+                self._syncing = self._sync_pool.submit(self.writer.sync, release_cache=True)
+            else:
+                self._syncing = self._sync_pool.submit(self.writer.release_cache)
             self._synced = written
         boundary = {i.uid: p.key for i, p in zip(c.layout.items, c.prepared) if i.after_command is None}
         unchanged = [u for u in c.frame.capture if u in self.unwritable]
@@ -290,6 +474,8 @@ class TraceRecorder:
         resources = session.resources
         assert resources is not None
         initial = session.contents(resources.resources, live=self.unwritable)
+        if self.options.deltas:
+            self._seed(initial)
         described = {u: resources[u].meta() for u in initial}
         for graph in session.graphs.values():  # intermediates, snapshotted after segments
             for seg in graph.segments:
@@ -318,6 +504,17 @@ class TraceRecorder:
             fingerprint=session.ctx.fingerprint(),
             described=described,
         )
+
+    def _seed(self, initial: dict[str, bytes | memoryview]) -> None:
+        """Make the initial state of every resource a frame captures its first delta reference (it is
+        written whole, before the frames)."""
+        variants = (False, True) if self.options.checkpoint_every > 0 else (False,)
+        captured = {i.uid for f in self.plan.frames for c in variants for i in self._layout(f, c).items}
+        for uid, content in initial.items():
+            if uid in captured and uid not in self.unwritable:
+                key = records.content_key(content)
+                self._bounds[key] = 0
+                self._remember(uid, key, content, 0)
 
     def write_preamble(self, preamble: Preamble) -> None:
         """Header, scenario (original and portable), embedded files, fingerprint, resources, and the
@@ -469,7 +666,7 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
 
     async def on_session(session: Session) -> None:
         options.trace.parent.mkdir(parents=True, exist_ok=True)
-        state.writer = TraceWriter(options.trace, level=options.level, threads=options.threads)
+        state.writer = TraceWriter(options.trace, level=options.level, threads=options.threads, fsync=options.fsync)
         resources = session.resources
         assert resources is not None
         state.recorder = TraceRecorder(state.writer, session.plan, options, resources, session.graphs,

@@ -26,10 +26,10 @@ import xxhash
 
 MAGIC: Final = b"VKCAPTRC"
 TRAILER_MAGIC: Final = b"VKCAPEND"
-FORMAT_MAJOR: Final = 2
+FORMAT_MAJOR: Final = 3
 FORMAT_MINOR: Final = 0
-#: majors this reader decodes: 1 (codecs NONE and ZSTD) and 2 (adds PLANES).
-READABLE_MAJORS: Final = frozenset({1, 2})
+#: majors this reader decodes: 1 (codecs NONE and ZSTD), 2 (adds PLANES) and 3 (adds DELTA).
+READABLE_MAJORS: Final = frozenset({1, 2, 3})
 
 #: file header: magic, major, minor, header flags (0; readers ignore them).
 FILE_HEADER: Final = struct.Struct("<8sHHI")
@@ -45,6 +45,9 @@ TRAILER_PAYLOAD: Final = struct.Struct("<QQ8s")
 TRAILER_SIZE: Final = RECORD_HEADER.size + TRAILER_PAYLOAD.size
 
 KEY_BYTES: Final = 16
+#: the most DELTA blobs that decoding one blob may decode: the blob itself when it is a delta, its
+#: references, theirs, and so on (its *delta closure*). Writers never exceed it; readers refuse more.
+DELTA_MAX_BLOBS: Final = 32
 #: the largest payload a record header may declare (2**62): larger values are corruption.
 MAX_PAYLOAD_LEN: Final = 1 << 62
 
@@ -64,6 +67,7 @@ class Codec(enum.IntEnum):
     NONE = 0
     ZSTD = 1
     PLANES = 2  # byte planes, each raw or zstd (capture/planes.py); format major 2
+    DELTA = 3  # a residual against earlier blobs, itself stored as NONE, ZSTD or PLANES (capture/delta.py); major 3
 
 
 class LayoutError(ValueError):
@@ -199,10 +203,11 @@ def max_stored_len(raw_len: int, codec: int) -> int:
     """The largest stored length a conforming writer produces for ``raw_len`` bytes with ``codec``.
 
     Codec NONE stores exactly ``raw_len`` bytes; a ZSTD frame is never larger than zstd's compress
-    bound; a writer keeps PLANES only when it is smaller than the raw bytes. Readers check this before
+    bound; a writer keeps PLANES only when it is smaller than the raw bytes, and DELTA only when it is
+    smaller than the blob's whole encoding (itself at most the raw bytes). Readers check this before
     they allocate, so a stored length cannot exceed the raw limit.
     """
-    if codec in (Codec.NONE, Codec.PLANES):
+    if codec in (Codec.NONE, Codec.PLANES, Codec.DELTA):
         return raw_len
     return raw_len + (raw_len >> 8) + 1024  # >= ZSTD_COMPRESSBOUND(raw_len)
 

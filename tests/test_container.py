@@ -397,12 +397,12 @@ def test_not_a_trace(tmp_path: Path, content: bytes) -> None:
 
 def test_unsupported_version(sample: dict[str, Any]) -> None:
     data = bytearray(sample["data"])
-    data[8:10] = (3).to_bytes(2, "little")
-    with pytest.raises(UnsupportedVersion, match=r"version 3\.0 is not supported \(this reader reads 1\.x and 2\.x\)") as err:
+    data[8:10] = (4).to_bytes(2, "little")
+    with pytest.raises(UnsupportedVersion, match=r"version 4\.0 is not supported \(this reader reads 1\.x, 2\.x and 3\.x\)") as err:
         TraceReader(io.BytesIO(bytes(data)))
-    assert err.value.version == (3, 0)
+    assert err.value.version == (4, 0)
     data[10:12] = (7).to_bytes(2, "little")  # a newer minor version stays readable
-    for major in (1, 2):  # major 1 (before codec PLANES) is still read
+    for major in (1, 2, 3):  # majors 1 (before codec PLANES) and 2 (before codec DELTA) are still read
         data[8:10] = major.to_bytes(2, "little")
         r = TraceReader(io.BytesIO(bytes(data)))
         assert r.version == (major, 7) and read_everything(r)[1] == sample["blobs"]

@@ -91,7 +91,7 @@ def test_writer_stores_float_snapshots_as_planes_smaller_than_one_zstd_frame(tmp
     with TraceWriter(tmp_path / "t.vkt") as w:
         k_float, k_text = w.put_blob(values), w.put_blob(text)
     with TraceReader(tmp_path / "t.vkt") as r:
-        assert r.version == (2, 0)
+        assert r.version == (R.FORMAT_MAJOR, R.FORMAT_MINOR)
         info = r.blob_info(k_float)
         assert info.codec == R.Codec.PLANES
         assert info.stored_len < 0.92 * len(CCTX.compress(values))  # 0.90 on this data

@@ -43,6 +43,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         dispatch_level=args.dispatch_level,
         level=args.compression_level,
         threads=args.compression_threads,
+        fsync=args.fsync,
     )
     scenario, before = (None, None) if run.dry_run else check_trace_target(options.trace, run)
     from .progress import FrameProgress

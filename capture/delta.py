@@ -1,0 +1,353 @@
+"""Codec 3 (DELTA): a blob stored as its difference from one or two earlier blobs of the same length.
+
+Frame-coherent data changes little from one frame to the next: an accumulator adds about the same
+amount every frame, a simulation evolves smoothly, an image sequence keeps most of its pixels. The raw
+bytes are read as little-endian unsigned integers of ``w`` bytes, and each element is predicted from
+the same element of the references:
+
+- DIFF (1 reference ``a``): the prediction is ``a``;
+- LINEAR (2 references ``a``, ``b``, ``a`` the more recent): the prediction is ``2a - b``, the next
+  step of a straight line through the last two (an accumulator's constant increment, a smooth motion).
+
+The residual element is ``zigzag(x - prediction)`` in ``w``-byte modular arithmetic, so that small
+differences of either sign become small numbers (0, -1, 1, -2, ... become 0, 1, 2, 3, ...) whose high
+bytes are zero; the ``raw_len % w`` bytes after the last whole element are copied into the residual as
+they are. The residual (``raw_len`` bytes) is then stored with one of the whole-blob codecs (raw, one
+zstd frame, byte planes), or as SPARSE: a bitmap of its non-zero elements and those elements. A
+prediction that is exact for most elements (an accumulator's constant increment, the still parts of
+an image) leaves a residual that is mostly zero, which SPARSE stores smaller than zstd does, and
+several times faster.
+
+Stored layout (all integers little-endian; docs/trace-format.md section 4.4 is normative)::
+
+    DELTA_HEADER   transform (u8: 1 DIFF, 2 LINEAR), width w (u8: 1, 2, 4, 8),
+                   residual codec (u8: 0 raw, 1 zstd, 2 planes, 3 sparse), 5 reserved zero bytes
+    references     1 (DIFF) or 2 (LINEAR) content keys, 16 bytes each, most recent first
+    residual       the residual's stored bytes under the residual codec
+
+    SPARSE         bitmap entry and values entry: stored length (u64), codec (u8: 0 raw, 1 zstd),
+                   7 reserved zero bytes each; the bitmap (bit i, LSB first, set when element i is
+                   not zero: ceil(n / 8) bytes once decoded), the non-zero elements in order
+                   (w bytes each once decoded), the raw_len % w tail bytes
+
+This module is pure: no file I/O, no knowledge of traces. Residuals are computed in chunks of at most
+:data:`CHUNK_BYTES`, which keeps the arithmetic in the CPU's cache and the scratch memory small.
+"""
+from __future__ import annotations
+
+import struct
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Final, Iterable, NamedTuple, Sequence
+
+import numpy as np
+
+from .zstdframe import FrameError, inflate
+
+DELTA_HEADER: Final = struct.Struct("<BBB5x")
+KEY_BYTES: Final = 16
+DIFF: Final = 1
+LINEAR: Final = 2
+#: references each transform takes.
+REF_COUNT: Final = {DIFF: 1, LINEAR: 2}
+WIDTHS: Final = (1, 2, 4, 8)
+#: codecs the residual may be stored with: NONE, ZSTD, PLANES (what capture.records.Codec calls them)
+#: and SPARSE, which only a residual uses.
+RAW: Final = 0
+SPARSE: Final = 3
+INNER_CODECS: Final = frozenset({0, 1, 2, SPARSE})
+#: SPARSE's two entries (as PLANES' plane entries): stored length, codec (0 raw, 1 zstd), reserved.
+SPARSE_ENTRY: Final = struct.Struct("<QB7x")
+SPARSE_PART_CODECS: Final = frozenset({0, 1})
+#: element width the writer uses: 4 bytes (float32, int32), the commonest element of a snapshot.
+WIDTH: Final = 4
+#: bytes of the residual computed at a time.
+CHUNK_BYTES: Final = 1 << 20
+#: bytes from the middle of a blob whose residuals decide between DIFF and LINEAR, and their codec.
+PROBE_BYTES: Final = 16 << 10
+#: SPARSE is chosen over one zstd frame when its probe is at most 1 / SPARSE_BIAS times as large: it
+#: is several times faster, and its fixed overhead weighs more in a probe than in the whole residual.
+SPARSE_BIAS: Final = 0.8
+
+_local = threading.local()
+
+
+class DeltaError(ValueError):
+    """Stored bytes that do not follow the DELTA layout; the message names what is wrong."""
+
+
+class DeltaHeader(NamedTuple):
+    transform: int
+    width: int
+    inner: int  # the residual's codec
+    refs: tuple[bytes, ...]  # content keys, most recent first
+    size: int  # bytes of the header and the references: the residual's stored bytes follow
+
+
+@dataclass
+class Residual:
+    """What a writer needs to store a blob as a delta: the transform, the references' content keys
+    and the residual (``raw_len`` bytes, computed by :func:`compute`); the residual codec a probe
+    chose and that probe's compressed size, over :data:`PROBE_BYTES` (None for a blob too small to
+    probe: every codec is then tried). ``release``, when set, gives the residual's buffer back once
+    the blob is encoded (no encoding keeps a view of it)."""
+
+    transform: int
+    width: int
+    refs: tuple[bytes, ...]
+    data: np.ndarray
+    inner: int | None = None
+    probe: int | None = None
+    release: Callable[[], None] | None = None
+    #: (plain, planar) sizes of the probe of the whole blob (as TraceWriter._probe measures it), made
+    #: with the residual's probe
+    whole_probe: tuple[int, int] | None = None
+    #: when the choice was made without a probe: what the caller expects the blob's own encoding to
+    #: take (e.g. from an earlier snapshot's probe); a delta at most DELTA_SURE of it is kept without
+    #: encoding the whole blob
+    whole_estimate: int | None = None
+
+    def done(self) -> None:
+        release, self.release = self.release, None
+        if release is not None:
+            release()
+
+
+def header_size(transform: int) -> int:
+    return DELTA_HEADER.size + KEY_BYTES * REF_COUNT[transform]
+
+
+def pack_header(transform: int, width: int, inner: int, refs: Sequence[bytes]) -> bytes:
+    if REF_COUNT.get(transform) != len(refs) or width not in WIDTHS or inner not in INNER_CODECS:
+        raise ValueError(f"no DELTA header for transform {transform}, width {width}, inner codec {inner}, {len(refs)} references")
+    return DELTA_HEADER.pack(transform, width, inner) + b"".join(refs)
+
+
+def unpack_header(stored: bytes | memoryview) -> DeltaHeader:
+    """The header at the start of DELTA stored bytes; :class:`DeltaError` if it is malformed."""
+    if len(stored) < DELTA_HEADER.size:
+        raise DeltaError(f"DELTA data is {len(stored)} bytes, shorter than its header")
+    transform, width, inner = DELTA_HEADER.unpack_from(stored)
+    if transform not in REF_COUNT:
+        raise DeltaError(f"DELTA transform {transform} is unknown")
+    if width not in WIDTHS:
+        raise DeltaError(f"DELTA width {width} is not one of {list(WIDTHS)}")
+    if inner not in INNER_CODECS:
+        raise DeltaError(f"DELTA residual codec {inner} is unknown")
+    size = header_size(transform)
+    if len(stored) < size:
+        raise DeltaError(f"DELTA data is {len(stored)} bytes, shorter than its {REF_COUNT[transform]} reference(s)")
+    refs = tuple(bytes(stored[at : at + KEY_BYTES]) for at in range(DELTA_HEADER.size, size, KEY_BYTES))
+    return DeltaHeader(transform, width, inner, refs, size)
+
+
+# --------------------------------------------------------------------------------------------------
+# the transform
+
+
+def _scratch(nbytes: int) -> np.ndarray:
+    """This thread's scratch buffer of at least ``nbytes`` (at most CHUNK_BYTES are ever asked)."""
+    buf = getattr(_local, "scratch", None)
+    if buf is None or buf.nbytes < nbytes:
+        buf = _local.scratch = np.empty(max(nbytes, CHUNK_BYTES), np.uint8)
+    return buf
+
+
+def _elements(buf: Any, width: int, n: int) -> np.ndarray:
+    return np.frombuffer(buf, f"<u{width}", count=n)
+
+
+def compute(raw: Any, refs: Sequence[Any], transform: int, width: int, out: np.ndarray | None = None,
+            keep: np.ndarray | None = None, map_chunks: Callable[..., Iterable[Any]] = map) -> np.ndarray:
+    """The residual of ``raw`` against ``refs`` (buffers of ``len(raw)`` bytes, most recent first):
+    a uint8 array of ``len(raw)`` bytes (``out[:len(raw)]`` when given). With ``keep`` (a uint8 array
+    of ``len(raw)`` bytes, which may be the last reference itself: each chunk of it is read before it
+    is written), ``raw`` is copied into it on the way, while in the cache. ``map_chunks`` (e.g. a
+    thread pool's ``map``) may compute the chunks in parallel: they are independent, and numpy
+    releases the GIL."""
+    raw = memoryview(raw).cast("B")
+    size = len(raw)
+    if REF_COUNT.get(transform) != len(refs) or width not in WIDTHS:
+        raise ValueError(f"transform {transform} of width {width} takes {REF_COUNT.get(transform)} references, got {len(refs)}")
+    if any(memoryview(r).nbytes != size for r in refs) or (keep is not None and keep.nbytes != size):
+        raise ValueError("a delta's references must have the length of the data")
+    n = size // width
+    res = (np.empty(size, np.uint8) if out is None else out[:size])
+    cur = _elements(raw, width, n)
+    a = _elements(refs[0], width, n)
+    b = _elements(refs[1], width, n) if transform == LINEAR else None
+    e = res[: n * width].view(f"<u{width}")
+    kept = None if keep is None else keep[: n * width].view(f"<u{width}")
+    step = max(1, CHUNK_BYTES // width)
+    shift = 8 * width - 1
+
+    def chunk(lo: int) -> None:
+        hi = min(n, lo + step)
+        d = e[lo:hi]
+        s = _scratch((hi - lo) * width).view(f"<u{width}")[: hi - lo]
+        if b is None:
+            np.subtract(cur[lo:hi], a[lo:hi], out=d)
+        else:
+            np.subtract(a[lo:hi], b[lo:hi], out=d)  # a - b
+            np.add(d, a[lo:hi], out=d)  # the prediction 2a - b
+            np.subtract(cur[lo:hi], d, out=d)
+        if kept is not None:
+            kept[lo:hi] = cur[lo:hi]
+        np.right_shift(d.view(f"<i{width}"), shift, out=s.view(f"<i{width}"))  # all ones where negative
+        np.left_shift(d, 1, out=d)
+        np.bitwise_xor(d, s, out=d)
+
+    for _ in map_chunks(chunk, range(0, n, step)):
+        pass
+    res[n * width :] = np.frombuffer(raw, np.uint8, offset=n * width)
+    if keep is not None:
+        keep[n * width :] = res[n * width :]
+    return res
+
+
+def restore(residual: Any, refs: Sequence[Any], transform: int, width: int) -> memoryview:
+    """The raw bytes whose residual against ``refs`` is ``residual``: the inverse of :func:`compute`,
+    as a read-only view of a new buffer. The caller checked the lengths (``refs`` as long as ``residual``)."""
+    residual = memoryview(residual).cast("B")
+    size = len(residual)
+    n = size // width
+    raw = np.empty(size, np.uint8)
+    z = _elements(residual, width, n)
+    a = _elements(refs[0], width, n)
+    b = _elements(refs[1], width, n) if transform == LINEAR else None
+    e = raw[: n * width].view(f"<u{width}")
+    step = max(1, CHUNK_BYTES // width)
+    low = _scratch(min(n, step) * width).view(f"<u{width}")
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        d, s = e[lo:hi], low[: hi - lo]
+        np.right_shift(z[lo:hi], 1, out=d)
+        np.bitwise_and(z[lo:hi], 1, out=s)
+        np.subtract(0, s, out=s)  # all ones where the difference is negative
+        np.bitwise_xor(d, s, out=d)
+        np.add(d, a[lo:hi], out=d)
+        if b is not None:
+            np.add(d, a[lo:hi], out=d)
+            np.subtract(d, b[lo:hi], out=d)
+    raw[n * width :] = np.frombuffer(residual, np.uint8, offset=n * width)
+    return raw.data.toreadonly()
+
+
+# --------------------------------------------------------------------------------------------------
+# SPARSE: a residual that is mostly zero
+
+
+def encode_sparse(residual: Any, width: int, compress: Callable[[Any], bytes]) -> list[Any]:
+    """The SPARSE encoding of ``residual`` as buffers to write one after the other: its entries, the
+    bitmap of its non-zero elements, those elements, the tail; each of the first two compressed by
+    ``compress`` (one zstd frame of its input) unless that is not smaller. No part aliases ``residual``."""
+    view = memoryview(residual).cast("B")
+    n = len(view) // width
+    elements = _elements(view, width, n)
+    mask = elements != 0
+    bits = np.packbits(mask, bitorder="little")
+    values = np.compress(mask, elements)
+    parts: list[tuple[int, Any]] = []
+    for body in (bits, values.view(np.uint8)):
+        packed = compress(body) if body.nbytes else b""
+        parts.append((1, packed) if len(packed) < body.nbytes else (0, body.data))
+    entries = b"".join(SPARSE_ENTRY.pack(memoryview(body).nbytes, codec) for codec, body in parts)
+    return [entries, *(body for _, body in parts), view[n * width :].tobytes()]
+
+
+def sparse_size(residual: Any, width: int, compress: Callable[[Any], bytes]) -> int:
+    """Bytes :func:`encode_sparse` stores for ``residual``."""
+    return sum(memoryview(p).nbytes for p in encode_sparse(residual, width, compress))
+
+
+def decode_sparse(stored: bytes | memoryview, raw_len: int, width: int, dctx: Any) -> np.ndarray:
+    """The residual of ``raw_len`` bytes that SPARSE ``stored`` encodes, elements of ``width`` bytes;
+    :class:`DeltaError` unless ``stored`` is exactly such an encoding. Allocates at most ``raw_len``
+    bytes, an n-byte mask and the stored parts decoded (each bounded before it is inflated)."""
+    n, tail = divmod(raw_len, width)
+    nbits = -(-n // 8)
+    head = 2 * SPARSE_ENTRY.size
+    if len(stored) < head:
+        raise DeltaError(f"SPARSE data is {len(stored)} bytes, shorter than its {head}-byte entries")
+    view = memoryview(stored).cast("B")
+    pos = head
+    bodies: list[tuple[int, memoryview]] = []
+    for i in range(2):
+        length, codec = SPARSE_ENTRY.unpack_from(view, i * SPARSE_ENTRY.size)
+        if codec not in SPARSE_PART_CODECS:
+            raise DeltaError(f"SPARSE {('bitmap', 'values')[i]} codec {codec} is unknown")
+        if length > len(view) - pos:
+            raise DeltaError(f"SPARSE {('bitmap', 'values')[i]} declares {length} bytes, more than remain")
+        bodies.append((codec, view[pos : pos + length]))
+        pos += length
+    if len(view) - pos != tail:
+        raise DeltaError(f"SPARSE data ends with {len(view) - pos} tail bytes, expected {tail}")
+    bits = _part(bodies[0], nbits, "bitmap", dctx)
+    if n % 8 and bits[-1] >> (n % 8):
+        raise DeltaError("SPARSE bitmap has bits set beyond its last element")
+    mask = np.unpackbits(np.frombuffer(bits, np.uint8), count=n, bitorder="little").view(np.bool_)
+    count = int(np.count_nonzero(mask))
+    values = _part(bodies[1], count * width, "values", dctx)
+    out = np.zeros(raw_len, np.uint8)
+    out[: n * width].view(f"<u{width}")[mask] = np.frombuffer(values, f"<u{width}")
+    out[n * width :] = np.frombuffer(view, np.uint8, offset=pos)
+    return out
+
+
+def _part(part: tuple[int, memoryview], size: int, what: str, dctx: Any) -> bytes | memoryview:
+    codec, body = part
+    if codec == 0:
+        data: bytes | memoryview = body
+    else:
+        try:
+            data = inflate(body, size, dctx)
+        except FrameError as exc:
+            raise DeltaError(f"SPARSE {what}: {exc}") from None
+    if len(data) != size:
+        raise DeltaError(f"SPARSE {what} holds {len(data)} bytes, expected {size}")
+    return data
+
+
+# --------------------------------------------------------------------------------------------------
+# choosing
+
+
+def probe_window(size: int, width: int = WIDTH) -> slice:
+    """The bytes of a blob of ``size`` bytes that probes look at: PROBE_BYTES from its middle, on an
+    element boundary (the bytes a PLANES probe looks at, too); the whole blob when it is smaller than
+    twice that."""
+    if size < 2 * PROBE_BYTES:
+        return slice(0, size)
+    start = (size // 2) // width * width
+    return slice(start, start + PROBE_BYTES)
+
+
+def choose(raw: Any, refs: Sequence[Any], width: int, compress: Callable[[Any], bytes],
+           planar_size: Callable[[Any], int] | None) -> tuple[int, int, int]:
+    """(transform, residual codec, probe size): the transform (DIFF, or LINEAR when two references are
+    given) and residual codec whose residual over the probe window compresses smallest, and that size.
+    When a transform leaves at least half of the window's elements zero (the more zeros, the better),
+    it is SPARSE (or one zstd frame when clearly smaller); otherwise one zstd frame or PLANES (when
+    ``planar_size`` measures it), whichever is smaller, for the transform whose residual is smaller.
+    ``compress`` returns one zstd frame of its input."""
+    window = probe_window(memoryview(raw).nbytes, width)
+    sliced = [memoryview(b).cast("B")[window] for b in (raw, *refs[:2])]
+    residuals = []
+    for transform in (DIFF, LINEAR)[: min(2, len(refs))]:
+        res = compute(sliced[0], sliced[1 : 1 + REF_COUNT[transform]], transform, width)
+        n = res.nbytes // width
+        residuals.append((n - int(np.count_nonzero(res[: n * width].view(f"<u{width}"))), n, transform, res))
+    zeros, n, transform, res = max(residuals, key=lambda r: r[0])
+    if 2 * zeros >= n:
+        sparse, plain = sparse_size(res, width, compress), len(compress(res))
+        return (transform, SPARSE, sparse) if SPARSE_BIAS * sparse <= plain else (transform, 1, plain)
+    best: tuple[int, int, int] | None = None
+    for _, _, transform, res in residuals:
+        candidates = [(len(compress(res)), 1)]
+        if planar_size is not None:
+            candidates.append((planar_size(res), 2))
+        size, inner = min(candidates)
+        if best is None or size < best[2]:
+            best = (transform, inner, size)
+    assert best is not None
+    return best
