@@ -376,9 +376,10 @@ class TraceRecorder:
                 del self._history[uid]
             if size < DELTA_MIN_BYTES or self._kept + size > DELTA_KEEP_BYTES:
                 return
-            h = self._history[uid] = _History(key, np.empty(size, np.uint8), bound)
+            h = self._history[uid] = _History(b"", np.empty(size, np.uint8), bound)
             self._kept += size
-        np.copyto(h.data, np.frombuffer(view, np.uint8))
+        if h.key != key:  # else unchanged (captured, not written): h.data holds it already
+            np.copyto(h.data, np.frombuffer(view, np.uint8))
         h.key, h.bound, h.prev_key, h.choice = key, bound, None, None  # prev_data stays, as a spare buffer
         h.whole_estimate = None
 
