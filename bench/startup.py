@@ -8,7 +8,10 @@ the one frame it replays. Prints a table of medians over fresh processes:
   ``vkcore.device.context.start_instance_early``);
 - the ten slowest imports by ``python -X importtime`` (cumulative), from one run.
 
-    python bench/startup.py [--runs 7] [--trace traces/add.vkt]
+    python bench/startup.py [--runs 7] [--trace T.vkt]
+
+Without ``--trace``, ``examples/add`` is recorded first, on this machine: a trace recorded on another
+device may diverge here, and a divergence report is not start-up.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -51,12 +55,21 @@ def wall(argv: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--trace", type=Path, default=REPO / "traces" / "add.vkt")
+    parser.add_argument("--trace", type=Path, help="the trace to replay (default: examples/add, recorded here)")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
+    python = [sys.executable]
+    with tempfile.TemporaryDirectory() as work:
+        if args.trace is None:
+            args.trace = Path(work) / "add.vkt"
+            wall(python + ["-m", "vkcap", "record", str(REPO / "examples" / "add" / "scenario.json"),
+                           "-o", str(args.trace), "--output", work])
+        measure(args, python)
+
+
+def measure(args: argparse.Namespace, python: list[str]) -> None:
     from bench.machine import machine_info  # type: ignore[import-not-found]
 
-    python = [sys.executable]
     wall(python + ["-m", "vkcap", "replay", str(args.trace), "--frame", "1"])  # warm caches (shader cache, page cache)
     floor = statistics.median(wall(python + ["-c", "pass"]) for _ in range(args.runs))
     stages: dict[str, list[float]] = {}
