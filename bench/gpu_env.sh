@@ -2,7 +2,8 @@
 #   .gl:  debs of libvulkan1, the GL libraries the loader needs beside it (libglvnd0 libglx0 libegl1
 #         libgl1 libopengl0 libgles2), glslang-tools, vulkan-validationlayers, and gfxreconstruct and
 #         renderdoccmd with librenderdoc, libstb0, libxcb-keysyms1, libx11-xcb1 (the tests of
-#         --enable-gpu-debug-markers and --capture-frame read captures) (README "GPU machine")
+#         --enable-gpu-debug-markers and --capture-frame read captures), and zstd (the CLI that
+#         bench/record_overhead.py compares with) (README "GPU machine")
 #   .whl: cp312 wheels of what the GPU image lacks (vulkan, cffi, trio, msgpack, zstandard,
 #         jsonschema, the ARM emulation layer; the reference runner's and the model converter's cp311
 #         wheels are unzipped: their binaries do not depend on the Python version).
