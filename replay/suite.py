@@ -32,6 +32,7 @@ import fnmatch
 import json
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -460,31 +461,81 @@ def _toml_string(text: str) -> str:
 
 def manifest_text(entries: list[dict[str, Any]]) -> str:
     """A manifest document (the ``traces`` list as :func:`bless` keeps it) as TOML."""
-    lines: list[str] = []
-    for entry in entries:
-        lines += ["[[traces]]", f"path = {_toml_string(entry['path'])}"]
-        tolerance = entry.get("tolerance")
-        if isinstance(tolerance, str):
-            lines.append(f"tolerance = {_toml_string(tolerance)}")
-        elif isinstance(tolerance, dict):
-            lines.append("tolerance = { " + ", ".join(f"{k} = {v}" for k, v in sorted(tolerance.items())) + " }")
-        for e in entry.get("expect", ()):
-            lines += ["", "[[traces.expect]]", f"device = {_toml_string(e['device'])}", f"status = {_toml_string(e['status'])}"]
-            for key in ("driver", "reason", "link"):
-                if e.get(key):
-                    lines.append(f"{key} = {_toml_string(e[key])}")
-            if e.get("frame") is not None:
-                lines.append(f"frame = {int(e['frame'])}")
-        lines.append("")
+    return "\n".join(entry_text(entry) for entry in entries)
+
+
+def entry_text(entry: dict[str, Any]) -> str:
+    """One ``[[traces]]`` entry of a manifest as TOML, its expectations included, ending in a blank line."""
+    lines = ["[[traces]]", f"path = {_toml_string(entry['path'])}"]
+    tolerance = entry.get("tolerance")
+    if isinstance(tolerance, str):
+        lines.append(f"tolerance = {_toml_string(tolerance)}")
+    elif isinstance(tolerance, dict):
+        lines.append("tolerance = { " + ", ".join(f"{k} = {v}" for k, v in sorted(tolerance.items())) + " }")
+    for e in entry.get("expect", ()):
+        lines += ["", "[[traces.expect]]", f"device = {_toml_string(e['device'])}", f"status = {_toml_string(e['status'])}"]
+        for key in ("driver", "reason", "link"):
+            if e.get(key):
+                lines.append(f"{key} = {_toml_string(e[key])}")
+        if e.get("frame") is not None:
+            lines.append(f"frame = {int(e['frame'])}")
+    lines.append("")
     return "\n".join(lines)
+
+
+_TRACES_HEADER = re.compile(r"^[ \t]*\[\[[ \t]*traces[ \t]*\]\][ \t]*(#.*)?$")
+_OTHER_HEADER = re.compile(r"^[ \t]*\[(?![ \t]*\[?[ \t]*traces[ \t]*[.\]])")
+
+
+def _entry_spans(text: str, count: int) -> list[tuple[int, int]] | None:
+    """The line spans [start, end) of the ``count`` ``[[traces]]`` entries of a manifest's text, each
+    from its header to its last line that is neither blank nor a comment (the comments after it
+    introduce what follows); None when the text does not hold them as ``count`` such tables."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if _TRACES_HEADER.match(line)]
+    if len(starts) != count:
+        return None
+    spans = []
+    for n, start in enumerate(starts):
+        stop = starts[n + 1] if n + 1 < count else len(lines)
+        other = next((i for i in range(start + 1, stop) if _OTHER_HEADER.match(lines[i])), None)
+        end = stop if other is None else other
+        while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+            end -= 1
+        spans.append((start, end))
+    return spans
+
+
+def _rewrite_entries(text: str, entries: list[dict[str, Any]], changed: set[int]) -> str:
+    """``text`` with the entries in ``changed`` (indices into ``entries``) written anew and everything
+    else kept as it is, comments included; the whole document written anew when its entries are not
+    ``[[traces]]`` tables (an inline array), or when the edited text would not read as ``entries``."""
+    import tomllib
+
+    whole = manifest_text(entries)
+    spans = _entry_spans(text, len(entries))
+    if spans is None:
+        return whole
+    lines = text.splitlines()
+    for index in sorted(changed, reverse=True):
+        start, end = spans[index]
+        lines[start:end] = entry_text(entries[index]).rstrip("\n").splitlines()
+    edited = "\n".join(lines) + "\n"
+    # a line that only looks like a table header (inside a multi-line string or array) shifts the spans
+    try:
+        same = tomllib.loads(edited).get("traces") == tomllib.loads(whole)["traces"]
+    except tomllib.TOMLDecodeError:
+        same = False
+    return edited if same else whole
 
 
 def bless(manifest: Path, results: list[TraceResult]) -> tuple[str, str]:
     """The manifest before and after taking ``results`` as the new expectations: a trace that failed
     gets an expectation for its device (its outcome and first divergent frame, an exact device name);
     one that was ``fixed`` loses the expectation that said it diverges there. Expectations for this
-    device whose driver range excludes the result's driver are kept. Other entries are kept
-    as they are (comments and formatting are not: the manifest is written anew)."""
+    device whose driver range excludes the result's driver are kept. Only the entries that change are
+    written anew (with the comments inside them); the rest of the text, comments and formatting
+    included, is kept as it is."""
     import tomllib
 
     before = manifest.read_text()
@@ -492,8 +543,8 @@ def bless(manifest: Path, results: list[TraceResult]) -> tuple[str, str]:
     entries = [dict(e) for e in doc.get("traces", ())]
     root = manifest.parent
     by_trace = {(Path(r.trace).resolve(), r.device): r for r in results}
-    changed = False
-    for entry in entries:
+    changed: set[int] = set()
+    for index, entry in enumerate(entries):
         pattern = entry["path"]
         matches = sorted(root.glob(pattern)) if any(c in pattern for c in "*?[") else [root / pattern]
         for trace in matches:
@@ -508,5 +559,5 @@ def bless(manifest: Path, results: list[TraceResult]) -> tuple[str, str]:
                     expect.insert(0, {"device": device, "status": r.outcome, "reason": "blessed: " + (r.detail or r.outcome),
                                       "frame": r.first_divergence})
                 entry["expect"] = expect
-                changed = True
-    return before, manifest_text(entries) if changed else before
+                changed.add(index)
+    return before, _rewrite_entries(before, entries, changed) if changed else before
