@@ -66,6 +66,7 @@ class FleetOptions:
     address: str  # "local" (a cluster in this process), "auto" ($RAY_ADDRESS), or HOST:PORT / ray://HOST:PORT
     devices: tuple[str, ...] = ()  # fnmatch patterns of devices' resource names; empty: every device
     shared: bool = False  # the traces are at the driver's paths on every node: nothing is shipped
+    cache_limit: int = 20 << 30  # bytes each node's trace cache is pruned to (replay/fleet_cache.py)
     start_timeout_s: float = 120.0  # how long an actor may take to start (a device busy with another run)
 
 
@@ -400,7 +401,8 @@ class Fleet:
             digest = self._hashes.get(trace) or self._hash(trace)
             if digest not in self._refs:
                 self._refs[digest] = self.ray.put(trace.read_bytes())
-            return {"hash": digest, "name": resource_name(trace.name) or "trace.vkt"}, [self._refs[digest]]
+            return ({"hash": digest, "name": resource_name(trace.name) or "trace.vkt", "cache_limit": self.options.cache_limit},
+                    [self._refs[digest]])
 
     def _hash(self, trace: Path) -> str:
         import xxhash

@@ -120,15 +120,14 @@ class DeviceActor:
                 raise VkcapError(f"{request['trace']}: not on node {socket.gethostname()} (--ray-shared: every node "
                                  "must see the traces at the driver's paths)")
             return str(request["trace"])
-        from vkcore.outputs import write_atomic
+        import ray
+
         from vkcore.paths import cache_root
 
-        path = cache_root() / "fleet" / request["hash"] / request["name"]
-        if not path.is_file():
-            import ray
+        from .fleet_cache import DEFAULT_LIMIT_BYTES, cached_trace
 
-            write_atomic(path, [ray.get(blobs[0])])
-        return str(path)
+        return str(cached_trace(cache_root() / "fleet", request["hash"], request["name"], lambda: ray.get(blobs[0]),
+                                limit_bytes=request.get("cache_limit", DEFAULT_LIMIT_BYTES)))
 
     def close(self) -> None:
         """Close the devices and remove the slot's folder."""

@@ -42,6 +42,9 @@ def add_suite_parser(sub: Any) -> None:
     run.add_argument("--ray-shared", action="store_true",
                      help="with --ray: every node reads the traces at their paths here (a shared file system) instead of "
                           "getting them through Ray's object store")
+    run.add_argument("--ray-cache-limit", type=float, default=20.0, metavar="GIB",
+                     help="with --ray: prune each node's trace cache to this many GiB, least recently used first "
+                          "(default 20; traces used in the last 10 minutes stay)")
     run.set_defaults(handler=cmd_suite_run)
     merge = actions.add_parser("merge", help="combine the --results folders of shards and devices into one report")
     merge.add_argument("folders", nargs="+", type=Path, metavar="DIR")
@@ -80,6 +83,8 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--tolerance {args.tolerance}: a suite takes preset:NAME (per-trace files: in the manifest, later)")
     if args.ray is None and args.ray_shared:
         raise UsageError("--ray-shared: only with --ray")
+    if not args.ray_cache_limit > 0:
+        raise UsageError(f"--ray-cache-limit {args.ray_cache_limit:g}: a size in GiB, more than 0")
     if args.ray is not None:
         from replay.fleet import import_ray
 
@@ -104,7 +109,7 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     if args.ray is not None:
         from replay.fleet import Fleet, FleetOptions
 
-        with Fleet(FleetOptions(args.ray, tuple(args.device), args.ray_shared)) as fleet, \
+        with Fleet(FleetOptions(args.ray, tuple(args.device), args.ray_shared, int(args.ray_cache_limit * (1 << 30)))) as fleet, \
                 SuiteProgress(len(traces) * len(fleet.devices), log) as progress:
             results = fleet.run(traces, retries=args.retries, flags=flags, on_result=progress.on_result, pages=pages)
         return _report(args, results)
