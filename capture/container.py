@@ -544,9 +544,12 @@ class TraceWriter:
             if whole_probe is None:
                 probe = None  # a small blob: its window is not the one _probe compresses
         used = delta.REF_COUNT[transform]
-        residual = delta.compute(view, buffers[:used], transform, delta.WIDTH, out, keep, self._plane_map(len(view)))
+        # the differences only: the zigzag (three more passes over the data) is left to compress_blob,
+        # which a recorder runs for several frames in parallel, where this runs for one at a time
+        residual = delta.compute(view, buffers[:used], transform, delta.WIDTH, out, keep, self._plane_map(len(view)),
+                                 zigzag=False)
         return delta.Residual(transform, delta.WIDTH, tuple(R.key_bytes(k) for k, _ in refs[:used]), residual,
-                              inner, probe, whole_probe=whole_probe)
+                              inner, probe, whole_probe=whole_probe, zigzagged=False)
 
     def _prepare(self, view: memoryview, *, skip_if_stored: bool, copy_raw: bool, key: bytes | None = None,
                  delta: Residual | None = None) -> PreparedBlob:
@@ -621,8 +624,11 @@ class TraceWriter:
         from . import delta as D
 
         def sparse() -> tuple[int, tuple[Any, ...], _Lease | None]:
-            return D.SPARSE, tuple(D.encode_sparse(res, residual.width, self._residual_compressor(len(res)).compress)), None
+            compress = self._residual_compressor(len(res)).compress
+            return D.SPARSE, tuple(D.encode_sparse(res, residual.width, compress, zigzagged=residual.zigzagged)), None
 
+        if residual.inner != D.SPARSE:
+            residual.finish()  # (SPARSE zigzags only the elements it keeps)
         if residual.inner == D.SPARSE:
             found = sparse()
         elif residual.inner in (Codec.ZSTD, Codec.PLANES):
@@ -633,11 +639,10 @@ class TraceWriter:
                 if found[2] is not None:
                     found[2].release()
                 found = other
-        if _size_of(found[1]) >= len(res):
+        if _size_of(found[1]) >= len(res) or found[0] == Codec.NONE:
             if found[2] is not None:
                 found[2].release()
-            return Codec.NONE, (res.tobytes(),), None
-        if found[0] == Codec.NONE:
+            residual.finish()
             return Codec.NONE, (res.tobytes(),), None
         return found
 

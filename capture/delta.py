@@ -87,7 +87,8 @@ class DeltaHeader(NamedTuple):
 @dataclass
 class Residual:
     """What a writer needs to store a blob as a delta: the transform, the references' content keys
-    and the residual (``raw_len`` bytes, computed by :func:`compute`); the residual codec a probe
+    and the residual (``raw_len`` bytes, computed by :func:`compute`; or the plain differences, until
+    :meth:`finish`, see ``zigzagged``); the residual codec a probe
     chose and that probe's compressed size, over :data:`PROBE_BYTES` (None for a blob too small to
     probe: every codec is then tried). ``release``, when set, gives the residual's buffer back once
     the blob is encoded (no encoding keeps a view of it)."""
@@ -106,6 +107,14 @@ class Residual:
     #: take (e.g. from an earlier snapshot's probe); a delta at most DELTA_SURE of it is kept without
     #: encoding the whole blob
     whole_estimate: int | None = None
+    #: whether ``data`` holds the residual, or still the plain differences (``compute(..., zigzag=False)``)
+    zigzagged: bool = True
+
+    def finish(self) -> None:
+        """Make ``data`` the residual (zigzag the differences, in place) unless it is already."""
+        if not self.zigzagged:
+            zigzag_in_place(self.data, self.width)
+            self.zigzagged = True
 
     def done(self) -> None:
         release, self.release = self.release, None
@@ -158,13 +167,17 @@ def _elements(buf: Any, width: int, n: int) -> np.ndarray:
 
 
 def compute(raw: Any, refs: Sequence[Any], transform: int, width: int, out: np.ndarray | None = None,
-            keep: np.ndarray | None = None, map_chunks: Callable[..., Iterable[Any]] = map) -> np.ndarray:
+            keep: np.ndarray | None = None, map_chunks: Callable[..., Iterable[Any]] = map,
+            zigzag: bool = True) -> np.ndarray:
     """The residual of ``raw`` against ``refs`` (buffers of ``len(raw)`` bytes, most recent first):
     a uint8 array of ``len(raw)`` bytes (``out[:len(raw)]`` when given). With ``keep`` (a uint8 array
     of ``len(raw)`` bytes, which may be the last reference itself: each chunk of it is read before it
     is written), ``raw`` is copied into it on the way, while in the cache. ``map_chunks`` (e.g. a
     thread pool's ``map``) may compute the chunks in parallel: they are independent, and numpy
-    releases the GIL."""
+    releases the GIL. Without ``zigzag`` the elements are the plain differences ``x - p``, which
+    :func:`zigzag_in_place` (or :func:`encode_sparse`, for the values it keeps) turns into the
+    residual later: a recorder computes differences in frame order, one frame at a time, and leaves
+    the rest to the threads that encode frames in parallel."""
     raw = memoryview(raw).cast("B")
     size = len(raw)
     if REF_COUNT.get(transform) != len(refs) or width not in WIDTHS:
@@ -193,9 +206,8 @@ def compute(raw: Any, refs: Sequence[Any], transform: int, width: int, out: np.n
             np.subtract(cur[lo:hi], d, out=d)
         if kept is not None:
             kept[lo:hi] = cur[lo:hi]
-        np.right_shift(d.view(f"<i{width}"), shift, out=s.view(f"<i{width}"))  # all ones where negative
-        np.left_shift(d, 1, out=d)
-        np.bitwise_xor(d, s, out=d)
+        if zigzag:
+            _zigzag(d, s, shift)
 
     for _ in map_chunks(chunk, range(0, n, step)):
         pass
@@ -203,6 +215,25 @@ def compute(raw: Any, refs: Sequence[Any], transform: int, width: int, out: np.n
     if keep is not None:
         keep[n * width :] = res[n * width :]
     return res
+
+
+def _zigzag(d: np.ndarray, scratch: np.ndarray, shift: int) -> None:
+    """Differences ``d`` (unsigned elements) to their zigzag codes, in place; ``scratch`` as long as ``d``."""
+    signed = d.dtype.str.replace("u", "i")
+    np.right_shift(d.view(signed), shift, out=scratch.view(signed))  # all ones where negative
+    np.left_shift(d, 1, out=d)
+    np.bitwise_xor(d, scratch, out=d)
+
+
+def zigzag_in_place(differences: np.ndarray, width: int) -> None:
+    """Turn the plain differences that ``compute(..., zigzag=False)`` left in ``differences`` (a uint8
+    array) into the residual it would have computed."""
+    n = differences.nbytes // width
+    e = differences[: n * width].view(f"<u{width}")
+    step = max(1, CHUNK_BYTES // width)
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        _zigzag(e[lo:hi], _scratch((hi - lo) * width).view(f"<u{width}")[: hi - lo], 8 * width - 1)
 
 
 def restore(residual: Any, refs: Sequence[Any], transform: int, width: int) -> memoryview:
@@ -237,16 +268,21 @@ def restore(residual: Any, refs: Sequence[Any], transform: int, width: int) -> m
 # SPARSE: a residual that is mostly zero
 
 
-def encode_sparse(residual: Any, width: int, compress: Callable[[Any], bytes]) -> list[Any]:
+def encode_sparse(residual: Any, width: int, compress: Callable[[Any], bytes], zigzagged: bool = True) -> list[Any]:
     """The SPARSE encoding of ``residual`` as buffers to write one after the other: its entries, the
     bitmap of its non-zero elements, those elements, the tail; each of the first two compressed by
-    ``compress`` (one zstd frame of its input) unless that is not smaller. No part aliases ``residual``."""
+    ``compress`` (one zstd frame of its input) unless that is not smaller. No part aliases ``residual``.
+    With ``zigzagged`` false, ``residual`` holds plain differences (``compute(..., zigzag=False)``):
+    their non-zero elements are the residual's (zigzag keeps zero at zero), and only those are turned
+    into residual elements."""
     view = memoryview(residual).cast("B")
     n = len(view) // width
     elements = _elements(view, width, n)
     mask = elements != 0
     bits = np.packbits(mask, bitorder="little")
     values = np.compress(mask, elements)
+    if not zigzagged:
+        _zigzag(values, np.empty_like(values), 8 * width - 1)
     parts: list[tuple[int, Any]] = []
     for body in (bits, values.view(np.uint8)):
         packed = compress(body) if body.nbytes else b""
