@@ -121,6 +121,24 @@ def test_residual_round_trip_property(raw: bytes, width: int, seed: int) -> None
         assert D.restore(residual, [*refs[:-1], saved], transform, width) == raw
 
 
+@pytest.mark.parametrize("width", D.WIDTHS)
+def test_differences_zigzagged_later_are_the_residual(width: int) -> None:
+    """``compute(..., zigzag=False)`` then ``zigzag_in_place`` (or SPARSE's own zigzag of the elements
+    it keeps) gives exactly the residual and the SPARSE bytes that ``compute`` gives in one go."""
+    rng = np.random.default_rng(width)
+    n = (3 << 20) // 2 + 3  # more than one chunk, and a tail
+    a = rng.integers(0, 256, n, dtype=np.uint8)
+    raw = a.copy()
+    raw[rng.random(n) < 0.05] += np.uint8(7)  # mostly unchanged: SPARSE's case
+    whole = D.compute(raw.tobytes(), [a.tobytes()], D.DIFF, width)
+    later = D.compute(raw.tobytes(), [a.tobytes()], D.DIFF, width, zigzag=False)
+    assert not np.array_equal(whole, later)
+    sparse = D.encode_sparse(later, width, CCTX.compress, zigzagged=False)
+    assert b"".join(bytes(p) for p in sparse) == b"".join(bytes(p) for p in D.encode_sparse(whole, width, CCTX.compress))
+    D.zigzag_in_place(later, width)
+    assert np.array_equal(whole, later)
+
+
 def test_small_differences_of_either_sign_become_small_numbers() -> None:
     prev = np.arange(1000, 2000, dtype=np.int32)
     cur = prev + np.tile(np.array([0, 1, -1, 2, -2], np.int32), 200)
