@@ -95,6 +95,24 @@ def test_snapshots_are_deltas_between_key_frames_at_checkpoints(trace: Path) -> 
                 np.testing.assert_array_equal(np.frombuffer(t.snapshot(s, uid), np.float32), want)
 
 
+def test_info_counts_the_snapshots_stored_as_deltas(trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from vkcap.commands_inspect import trace_summary
+
+    summary = trace_summary(trace)
+    with Trace.open(trace) as t:
+        deltas = {uid: sum(t.reader.blob_info(f.snapshots[uid]).codec == R.Codec.DELTA for f in t.frames)
+                  for uid in ("acc", "field")}
+    assert all(n >= FRAMES - 6 for n in deltas.values()), deltas  # all but the key frames and their next ones
+    assert {uid: summary["resources"][uid]["deltas"] for uid in deltas} == deltas
+    assert summary["snapshot_deltas"] == sum(deltas.values())
+    capsys.readouterr()
+    assert cli("info", trace) == 0
+    out = capsys.readouterr().out
+    assert f", {sum(deltas.values())} stored as deltas\n" in out
+    assert [line.split("│")[4].strip() for line in out.splitlines() if line.startswith(("│ acc ", "│ field "))] == [
+        str(deltas["acc"]), str(deltas["field"])]
+
+
 def test_replay_and_export_read_deltas(trace: Path, tmp_path: Path) -> None:
     assert cli("replay", trace) == 0
     assert cli("replay", trace, "--frame", FRAMES - 1) == 0

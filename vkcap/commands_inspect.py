@@ -14,7 +14,8 @@ def snapshot_figures(summary: dict[str, Any]) -> str:
     """The snapshot totals as ``info`` and ``record`` print them (definitions: :func:`trace_summary`)."""
     ratio = summary["ratio"]
     return (f"{size_text(summary['snapshot_raw_bytes'])} captured, {size_text(summary['snapshot_stored_bytes'])} stored"
-            f"{f' ({ratio:.1f}x)' if ratio else ''}, deduplication saved {size_text(summary['dedup_saved_bytes'])}")
+            f"{f' ({ratio:.1f}x)' if ratio else ''}, deduplication saved {size_text(summary['dedup_saved_bytes'])}"
+            + (f", {summary['snapshot_deltas']} stored as deltas" if summary.get("snapshot_deltas") else ""))
 
 
 def size_text(n: float) -> str:
@@ -31,18 +32,20 @@ def trace_summary(path: Path) -> dict[str, Any]:
     Snapshot figures count every snapshot the frames took: at each frame boundary and, with
     ``--dispatch-level``, after each dispatch (or graph segment). Per resource (``resources``):
     ``snapshots`` (of which ``dispatch_snapshots`` after dispatches), ``raw_bytes`` (their size
-    uncompressed), ``unique`` (distinct contents among them), ``stored_bytes`` (what the blobs of those
-    distinct contents occupy in the file) and ``ratio`` = raw_bytes / stored_bytes. A blob shared by
+    uncompressed), ``unique`` (distinct contents among them), ``deltas`` (how many of those are stored as
+    temporal deltas of earlier blobs, format 3.0), ``stored_bytes`` (what the blobs of those distinct
+    contents occupy in the file) and ``ratio`` = raw_bytes / stored_bytes. A blob shared by
     several resources (or with the initial state, or an embedded input file) is counted in full for
     each resource that has it, so the rows can add up to more than the totals. Totals:
     ``snapshot_raw_bytes`` ("captured") = the sum of the rows' raw_bytes; ``snapshot_stored_bytes``
     ("stored") = the distinct blobs of all snapshots, each counted once; ``ratio`` = captured / stored
     (the same definition as the rows'); ``dedup_saved_bytes`` = captured - the raw size of those
-    distinct blobs. Checkpoint-only state, embedded files and metadata are in ``file_bytes`` only.
+    distinct blobs; ``snapshot_deltas`` = how many of them are deltas. Checkpoint-only state, embedded files and metadata are in ``file_bytes`` only.
     ``checkpoints`` lists the checkpoints after frames; ``initial_state`` says whether checkpoint -1
     (the state before the first frame) is there. ``frame_range`` is [first, last] frame number (None
     without frames); ``trimmed_from`` is what ``vkcap trim`` recorded of a trimmed trace's source (None
     for a recording)."""
+    from capture.records import Codec
     from capture.trace import Trace
 
     with Trace.open(path) as trace:
@@ -74,6 +77,7 @@ def trace_summary(path: Path) -> dict[str, Any]:
             "snapshot_stored_bytes": stored,
             "ratio": _ratio(raw, stored),
             "dedup_saved_bytes": raw - unique_raw,
+            "snapshot_deltas": sum(trace.reader.blob_info(k).codec == Codec.DELTA for k in distinct),
             "status": (trace.end or {}).get("status", "unfinished"),
             "error": (trace.end or {}).get("error") or None,
             "recovered": trace.recovered,
@@ -84,6 +88,8 @@ def trace_summary(path: Path) -> dict[str, Any]:
 
 def _resource_figures(trace: Any) -> tuple[dict[str, dict[str, Any]], set[str]]:
     """(per-resource figures, the distinct blob keys of all snapshots), as :func:`trace_summary` defines them."""
+    from capture.records import Codec
+
     rows: dict[str, dict[str, Any]] = {}
     keys: dict[str, set[str]] = {}
     for f in trace.frames:
@@ -91,7 +97,7 @@ def _resource_figures(trace: Any) -> tuple[dict[str, dict[str, Any]], set[str]]:
         taken += [(d.uid, d.blob, True) for d in f.dispatches]
         for uid, key, after_dispatch in taken:
             row = rows.setdefault(uid, {"snapshots": 0, "dispatch_snapshots": 0, "raw_bytes": 0, "unique": 0,
-                                        "stored_bytes": 0, "ratio": None})
+                                        "deltas": 0, "stored_bytes": 0, "ratio": None})
             info = trace.reader.blob_info(key)
             row["snapshots"] += 1
             row["dispatch_snapshots"] += after_dispatch
@@ -99,6 +105,7 @@ def _resource_figures(trace: Any) -> tuple[dict[str, dict[str, Any]], set[str]]:
             if key not in keys.setdefault(uid, set()):
                 keys[uid].add(key)
                 row["unique"] += 1
+                row["deltas"] += info.codec == Codec.DELTA
                 row["stored_bytes"] += info.stored_len
     for row in rows.values():
         row["ratio"] = _ratio(row["raw_bytes"], row["stored_bytes"])
@@ -148,13 +155,13 @@ def cmd_info(args: argparse.Namespace) -> int:
 
         console.print(f"trimmed    {describe_provenance(summary['trimmed_from'])}", markup=False, highlight=False)
     dispatch_level = summary["dispatch_level"]
-    columns = ("resource", "snapshots", *(("after dispatches",) if dispatch_level else ()), "unique", "raw", "stored",
-               "ratio")
+    columns = ("resource", "snapshots", *(("after dispatches",) if dispatch_level else ()), "unique", "deltas", "raw",
+               "stored", "ratio")
     table = report_table("snapshots by resource (shared blobs count for each)", columns, right=columns[1:])
     for uid, e in summary["resources"].items():
         after = (str(e["dispatch_snapshots"]),) if dispatch_level else ()
         ratio = f"{e['ratio']:.1f}x" if e["ratio"] else "-"
-        table.add_row(uid, str(e["snapshots"]), *after, str(e["unique"]), size_text(e["raw_bytes"]),
+        table.add_row(uid, str(e["snapshots"]), *after, str(e["unique"]), str(e["deltas"]), size_text(e["raw_bytes"]),
                       size_text(e["stored_bytes"]), ratio)
     console.print(table)
     console.print(f"snapshots: {snapshot_figures(summary)}" if summary["resources"] else "snapshots: none")
