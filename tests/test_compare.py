@@ -675,6 +675,36 @@ def test_integer_statistics_stay_exact() -> None:
     assert c.top == [{"index": [3], "recorded": 100, "live": 90}]
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "int32", "uint32", "int64", "uint64"])
+def test_integer_statistics_of_many_differing_elements_match_numpy(dtype: str) -> None:
+    """Half a million elements, a third differing, against numpy (as exact Python integers for 64 bits):
+    counts, maxima, means and the inverted-CDF median and p99, over all elements and beyond the tolerance."""
+    rng = np.random.default_rng(len(dtype))
+    info = np.iinfo(dtype)
+    lo, hi = max(int(info.min), -(2**40)), min(int(info.max), 2**40)
+    a = rng.integers(lo, hi, 500_000, dtype=dtype, endpoint=True)
+    b = a.copy()
+    changed = rng.random(a.size) < 1 / 3
+    b[changed] = rng.integers(lo, hi, int(changed.sum()), dtype=dtype, endpoint=True)
+    atol = float(min(1000, hi // 4))
+    c = compare("r", a.tobytes(), b.tobytes(), dtype=dtype, tolerance=Tolerance(atol=atol))
+    gap = np.array([abs(int(x) - int(y)) for x, y in zip(a.tolist(), b.tolist())], dtype=object)
+    err = gap.astype(np.float64)
+    base = np.abs(a.astype(np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(base > 0, err / np.where(base > 0, base, 1), np.where(err > 0, np.inf, 0.0))
+    beyond = np.array([g > atol for g in gap.tolist()])
+    assert (c.differing, c.beyond_tolerance) == (int((err > 0).sum()), int(beyond.sum()))
+    assert (c.max_abs, c.max_rel, c.beyond_max_abs) == (err.max(), rel.max(), err[beyond].max())
+    s = c.statistics
+    assert s["all"]["abs"] == pytest.approx({"max": err.max(), "mean": err.mean(),
+                                             "median": np.quantile(err, 0.5, method="inverted_cdf"),
+                                             "p99": np.quantile(err, 0.99, method="inverted_cdf")})
+    assert s["beyond"]["abs"]["p99"] == pytest.approx(np.quantile(err[beyond], 0.99, method="inverted_cdf"))
+    finite = np.where(np.isfinite(rel), rel, 0.0)
+    assert s["all"]["mean_rel"] == pytest.approx(finite.mean()) and s["beyond"]["mean_rel"] == pytest.approx(finite[beyond].mean())
+
+
 def test_float8_values_and_ulps() -> None:
     """E4M3: 448 is the largest value, S.1111.111 NaN, no Inf; E5M2: 57344 the largest, exponent 31 Inf
     or NaN. Adjacent codes are 1 ULP apart, across zero too (-0 equals +0)."""
