@@ -8,7 +8,7 @@ without a declared type) compare byte by byte.
 from __future__ import annotations
 
 import math
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -21,17 +21,17 @@ TOP = 5  # offending indices listed by default (--top)
 
 
 def _error_summary(errors: np.ndarray, count: int) -> dict[str, float]:
-    """max/mean/median/p99 of ``errors`` padded with zeros to ``count`` elements (the elements equal on
-    both sides have no error; they are not materialised)."""
+    """max/mean/median/p99 of ``errors`` (float64, reordered in place) padded with zeros to ``count``
+    elements (the elements equal on both sides have no error; they are not materialised)."""
     if count == 0:
         return {"max": 0.0, "mean": 0.0, "median": 0.0, "p99": 0.0}
-    values = errors.astype(np.float64)
+    values = errors
     zeros = count - values.size
     # the ranks the quantiles need (inverted CDF), among the materialised errors: a partition, not a sort
     ranks = {q: max(min(count - 1, int(math.ceil(q * count)) - 1), 0) - zeros for q in (0.5, 0.99)}
     wanted = sorted({r for r in ranks.values() if r >= 0})
     if wanted:
-        values = np.partition(values, wanted)
+        values.partition(wanted)
 
     def quantile(q: float) -> float:
         return 0.0 if ranks[q] < 0 else float(values[ranks[q]])
@@ -40,35 +40,57 @@ def _error_summary(errors: np.ndarray, count: int) -> dict[str, float]:
             "median": quantile(0.5), "p99": quantile(0.99)}
 
 
-def _ulp_histogram(ulps: np.ndarray, count: int) -> dict[str, int]:
-    """Counts per :data:`ULP_BUCKETS` of ``ulps`` padded with zeros to ``count`` elements."""
+def _ulp_counts(ulps: np.ndarray) -> np.ndarray:
+    """How many of ``ulps`` fall in each of :data:`ULP_BUCKETS`."""
     edges = [low for _, low in ULP_BUCKETS[1:]]
-    counts = np.bincount(np.searchsorted(np.asarray(edges, np.uint64), ulps.astype(np.uint64), side="right"),
-                         minlength=len(ULP_BUCKETS))
-    counts[0] += count - ulps.size
-    return {label: int(n) for (label, _), n in zip(ULP_BUCKETS, counts)}
+    return np.bincount(np.searchsorted(np.asarray(edges, np.uint64), ulps.astype(np.uint64), side="right"),
+                       minlength=len(ULP_BUCKETS))
 
 
-def _values(x: np.ndarray) -> dict[str, float]:
-    """min/max/mean of the finite values of ``x`` (0 for none)."""
-    finite = x[np.isfinite(x)] if x.dtype.kind == "f" else x
-    if finite.size == 0:
-        return {"min": 0.0, "max": 0.0, "mean": 0.0}
+def _histogram(counts: np.ndarray, zeros: int) -> dict[str, int]:
+    """Bucket ``counts`` (:func:`_ulp_counts`, summed) with ``zeros`` more elements at 0 ULP, by label."""
+    return {label: int(n) + (zeros if i == 0 else 0) for i, ((label, _), n) in enumerate(zip(ULP_BUCKETS, counts))}
+
+
+def _chunks(x: np.ndarray, dtype: str = "") -> Any:
+    """``x`` a chunk of CHUNK_ELEMENTS at a time, widened to float32 for ``dtype`` (bfloat16, float8)."""
+    for lo in range(0, x.size, CHUNK_ELEMENTS):
+        yield _widen(x[lo: lo + CHUNK_ELEMENTS], dtype) if dtype else x[lo: lo + CHUNK_ELEMENTS]
+
+
+def _values(x: np.ndarray, dtype: str = "") -> dict[str, float]:
+    """min/max/mean of the finite values of ``x`` (0 for none), widened for ``dtype`` as :func:`_widen` does."""
+    count, total, low, high = 0, 0.0, math.inf, -math.inf
     with np.errstate(over="ignore"):  # a mean of huge values may be inf; it is reported as such
-        mean = float(finite.astype(np.float64).mean())
-    return {"min": float(finite.min()), "max": float(finite.max()), "mean": mean}
+        for chunk in _chunks(x, dtype):
+            finite = chunk[np.isfinite(chunk)] if chunk.dtype.kind == "f" else chunk
+            if finite.size:
+                count += finite.size
+                total += float(finite.astype(np.float64).sum())
+                low, high = min(low, float(finite.min())), max(high, float(finite.max()))
+    if count == 0:
+        return {"min": 0.0, "max": 0.0, "mean": 0.0}
+    return {"min": low, "max": high, "mean": total / count}
 
 
-def _cosine(a: np.ndarray, b: np.ndarray) -> float | None:
-    """The cosine similarity of the finite pairs; None where one side is all zeros."""
-    ok = np.isfinite(a) & np.isfinite(b)
-    fa, fb = a[ok].astype(np.float64), b[ok].astype(np.float64)
-    scale = max(float(np.abs(fa).max(initial=0.0)), float(np.abs(fb).max(initial=0.0)))
+def _cosine(a: np.ndarray, b: np.ndarray, dtype: str = "") -> float | None:
+    """The cosine similarity of the finite pairs; None where one side is all zeros. Two passes over
+    the chunks: the largest magnitude first, then the dot products of the values scaled by it."""
+    def pairs() -> Any:
+        for ca, cb in zip(_chunks(a, dtype), _chunks(b, dtype)):
+            ok = np.isfinite(ca) & np.isfinite(cb)
+            yield ca[ok].astype(np.float64), cb[ok].astype(np.float64)
+
+    scale = max((max(float(np.abs(fa).max(initial=0.0)), float(np.abs(fb).max(initial=0.0))) for fa, fb in pairs()),
+                default=0.0)
     if scale == 0.0:
         return None
-    fa, fb = fa / scale, fb / scale  # no overflow in the dot products, whatever the magnitudes
-    na, nb = float(np.sqrt(np.dot(fa, fa))), float(np.sqrt(np.dot(fb, fb)))
-    return float(np.clip(np.dot(fa, fb) / (na * nb), -1.0, 1.0)) if na and nb else None
+    ab = aa = bb = 0.0
+    for fa, fb in pairs():
+        fa, fb = fa / scale, fb / scale  # no overflow in the dot products, whatever the magnitudes
+        ab, aa, bb = ab + float(np.dot(fa, fb)), aa + float(np.dot(fa, fa)), bb + float(np.dot(fb, fb))
+    na, nb = math.sqrt(aa), math.sqrt(bb)
+    return float(np.clip(ab / (na * nb), -1.0, 1.0)) if na and nb else None
 
 
 def _as_array(data: bytes | memoryview, dtype: str) -> np.ndarray:
@@ -170,87 +192,142 @@ def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *,
         return identical(uid, len(live), dtype)
     is_float = DTYPES[dtype][1]
     result = Comparison(uid, dtype, DIVERGED, a.size)
-    if is_float:
-        # Bitwise-equal elements have no error of any kind: the statistics are taken over the others
-        # only, which keeps a replay with a few diverged elements as cheap as an identical one.
-        where = np.flatnonzero(_bits(a, dtype) != _bits(b, dtype))
-        sa, sb = a[where], b[where]
-        with np.errstate(invalid="ignore"):  # signalling NaNs widen to quiet NaNs, which is what we compare
-            fa, fb = _widen(sa, dtype).astype(np.float64), _widen(sb, dtype).astype(np.float64)
-        nan_a, nan_b = np.isnan(fa), np.isnan(fb)
-        nan_bad = nan_a ^ nan_b
-        inf_a, inf_b = np.isinf(fa), np.isinf(fb)
-        inf_bad = (inf_a | inf_b) & ~(nan_a | nan_b) & ~((inf_a & inf_b) & (fa == fb))
-        finite = ~(nan_a | nan_b | inf_a | inf_b)
-        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-            abs_err = np.where(finite, np.abs(fa - fb), 0.0)
-            rel_err = np.where(finite & (fa != 0), abs_err / np.abs(fa), np.where(abs_err > 0, np.inf, 0.0))
-        ulp = np.where(finite, ulp_distance(_bits(sa, dtype), _bits(sb, dtype)), np.uint64(0))
-        differs = (abs_err > 0) | nan_bad | inf_bad
-        ok_value = (abs_err <= tolerance.atol + tolerance.rtol * np.abs(np.where(finite, fa, 0.0)))
-        if tolerance.ulp:
-            ok_value |= ulp <= np.uint64(min(tolerance.ulp, ULP_CEILING))  # any larger tolerance accepts every distance
-        failing = (differs & finite & ~ok_value) | nan_bad | inf_bad
-        result.nan_mismatches = int(nan_bad.sum())
-        result.inf_mismatches = int(inf_bad.sum())
-        result.max_abs = float(abs_err.max(initial=0.0))
-        result.max_rel = float(rel_err.max(initial=0.0))
-        result.max_ulp = int(ulp.max(initial=0))
-        result.beyond_max_abs = float(abs_err[failing].max(initial=0.0))
-        result.beyond_max_rel = float(rel_err[failing].max(initial=0.0))
-        result.beyond_max_ulp = int(ulp[failing].max(initial=0))
-        differing_at, failing_at = where[differs], where[failing]
-        with np.errstate(over="ignore", invalid="ignore"):  # sums of huge errors are inf: reported so
-            wa, wb = _widen(a, dtype), _widen(b, dtype)
-            finite_rel = np.where(np.isfinite(rel_err), rel_err, 0.0)
-            result.statistics = {
-                "all": {"abs": _error_summary(abs_err[differs], a.size), "max_rel": result.max_rel,
-                        "mean_rel": float(finite_rel[differs].sum() / a.size) if a.size else 0.0,
-                        "max_ulp": result.max_ulp, "ulp_histogram": _ulp_histogram(ulp[differs], a.size)},
-                "beyond": {"abs": _error_summary(abs_err[failing], int(failing.sum())), "max_rel": result.beyond_max_rel,
-                           "mean_rel": float(finite_rel[failing].mean()) if failing.any() else 0.0,
-                           "max_ulp": result.beyond_max_ulp, "ulp_histogram": _ulp_histogram(ulp[failing], int(failing.sum()))},
-                "recorded": _values(wa), "live": _values(wb), "cosine_similarity": _cosine(wa, wb),
-            }
-    else:
-        differs = a != b  # exact, in the native type (no float64 rounding of 64-bit values)
-        idx = np.flatnonzero(differs)
-        ra, rb = a[idx], b[idx]
-        if a.itemsize < 8:  # exact in int64, and the gaps (< 2**33) exact in float64: vectorized
-            gaps = np.abs(ra.astype(np.int64) - rb.astype(np.int64)).astype(np.float64)
-            base = np.abs(ra.astype(np.int64)).astype(np.float64)
-            beyond = gaps > tolerance.atol if tolerance.atol else np.ones(idx.size, dtype=bool)
-        else:  # 64-bit: exact Python integers for the differing elements only
-            gap = [abs(int(x) - int(y)) for x, y in zip(ra.tolist(), rb.tolist())]
-            gaps = np.asarray([float(g) for g in gap], np.float64)
-            base = np.asarray([float(abs(int(x))) for x in ra.tolist()], np.float64)
-            beyond = (np.array([g > tolerance.atol for g in gap], dtype=bool) if tolerance.atol
-                      else np.ones(idx.size, dtype=bool))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rels = np.where(base > 0, gaps / np.where(base > 0, base, 1.0), np.where(gaps > 0, np.inf, 0.0))
-        differing_at, failing_at = idx, idx[beyond]
-        result.max_abs = float(gaps.max(initial=0.0))
-        result.max_rel = float(rels.max(initial=0.0))
-        result.beyond_max_abs = float(gaps[beyond].max(initial=0.0))
-        result.beyond_max_rel = float(rels[beyond].max(initial=0.0))
-        rel_finite = np.where(np.isfinite(rels), rels, 0.0)
-        result.statistics = {
-            "all": {"abs": _error_summary(gaps, a.size), "max_rel": result.max_rel,
-                    "mean_rel": float(rel_finite.sum() / a.size) if a.size else 0.0},
-            "beyond": {"abs": _error_summary(gaps[beyond], int(beyond.sum())), "max_rel": result.beyond_max_rel,
-                       "mean_rel": float(rel_finite[beyond].mean()) if beyond.any() else 0.0},
-            "recorded": _values(a), "live": _values(b),
-        }
-    result.differing = int(differing_at.size)
-    result.beyond_tolerance = int(failing_at.size)
+    # The statistics are gathered chunk by chunk, so that the working arrays stay a few times a chunk
+    # whatever the resource's size; only the errors of differing elements are kept (for the quantiles).
+    acc = _Accumulator(max(top, 1))
+    for lo in range(0, a.size, CHUNK_ELEMENTS):
+        hi = min(a.size, lo + CHUNK_ELEMENTS)
+        (_float_chunk if is_float else _integer_chunk)(acc, a[lo:hi], b[lo:hi], lo, dtype, tolerance)
+    acc.finish(result, a, b, dtype, is_float)
     if result.differing:
-        offending = failing_at if failing_at.size else differing_at
+        offending = acc.first_failing if acc.first_failing else acc.first_differing
         entries = []
-        for flat in (int(i) for i in offending[: max(top, 1)]):
+        for flat in offending[: max(top, 1)]:
             in_shape = shape is not None and flat < int(np.prod(shape)) <= a.size  # e.g. level 0 of a mipmapped image
             index = tuple(int(i) for i in np.unravel_index(flat, cast(tuple[int, ...], shape))) if in_shape else (flat,)
             entries.append((index, _widen(a[flat: flat + 1], dtype)[0].item(), _widen(b[flat: flat + 1], dtype)[0].item()))
         result.first_index, result.first_recorded, result.first_live = entries[0]
         result.top = [{"index": list(i), "recorded": r, "live": v} for i, r, v in entries[:top]]
-    result.status = DIVERGED if failing_at.size else WITHIN
+    result.status = DIVERGED if result.beyond_tolerance else WITHIN
     return result
+
+
+#: elements compared at a time (the working arrays are a few times this many float64 values)
+CHUNK_ELEMENTS = 1 << 20
+
+
+class _Accumulator:
+    """What :func:`compare` gathers over the chunks: counts, maxima, sums, ULP bucket counts, the first
+    offending indices, and the absolute errors of the differing elements (with which of them are beyond
+    the tolerance), from which the quantiles come at the end."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.differing = self.failing = self.nan = self.inf = 0
+        self.max_abs = self.max_rel = self.beyond_max_abs = self.beyond_max_rel = 0.0
+        self.max_ulp = self.beyond_max_ulp = 0
+        self.rel_sum = self.beyond_rel_sum = 0.0
+        self.ulp_all = np.zeros(len(ULP_BUCKETS), np.int64)
+        self.ulp_beyond = np.zeros(len(ULP_BUCKETS), np.int64)
+        self.errors: list[np.ndarray] = []  # abs errors of the differing elements, in order
+        self.beyond: list[np.ndarray] = []  # which of them are beyond the tolerance
+        self.first_differing: list[int] = []
+        self.first_failing: list[int] = []
+
+    def add(self, at: np.ndarray, differs: np.ndarray, failing: np.ndarray, abs_err: np.ndarray, rel: np.ndarray,
+            ulp: np.ndarray | None = None) -> None:
+        """One chunk: ``at`` the flat indices of its candidate elements, and for each of them whether it
+        differs and whether it is beyond the tolerance (``failing`` implies ``differs``), its absolute
+        and relative errors (inf where the recorded value is 0), and for floats its ULP distance."""
+        self.differing += int(differs.sum())
+        self.failing += int(failing.sum())
+        self.max_abs = max(self.max_abs, float(abs_err.max(initial=0.0)))
+        self.max_rel = max(self.max_rel, float(rel.max(initial=0.0)))
+        self.beyond_max_abs = max(self.beyond_max_abs, float(abs_err[failing].max(initial=0.0)))
+        self.beyond_max_rel = max(self.beyond_max_rel, float(rel[failing].max(initial=0.0)))
+        finite_rel = np.where(np.isfinite(rel), rel, 0.0)
+        self.rel_sum += float(finite_rel[differs].sum())
+        self.beyond_rel_sum += float(finite_rel[failing].sum())
+        self.errors.append(abs_err[differs])
+        self.beyond.append(failing[differs])
+        if ulp is not None:
+            self.max_ulp = max(self.max_ulp, int(ulp.max(initial=0)))
+            self.beyond_max_ulp = max(self.beyond_max_ulp, int(ulp[failing].max(initial=0)))
+            self.ulp_all += _ulp_counts(ulp[differs])
+            self.ulp_beyond += _ulp_counts(ulp[failing])
+        for found, mask in ((self.first_differing, differs), (self.first_failing, failing)):
+            if len(found) < self.keep:
+                found += [int(i) for i in at[mask][: self.keep - len(found)]]
+
+    def finish(self, result: Comparison, a: np.ndarray, b: np.ndarray, dtype: str, is_float: bool) -> None:
+        """Fill ``result``'s counts and statistics."""
+        result.differing, result.beyond_tolerance = self.differing, self.failing
+        result.max_abs, result.max_rel = self.max_abs, self.max_rel
+        result.beyond_max_abs, result.beyond_max_rel = self.beyond_max_abs, self.beyond_max_rel
+        errors = np.concatenate(self.errors) if self.errors else np.zeros(0)
+        beyond = np.concatenate(self.beyond) if self.beyond else np.zeros(0, bool)
+        self.errors, self.beyond = [], []  # (the chunks' copies, as large as the errors)
+        with np.errstate(over="ignore", invalid="ignore"):  # sums of huge errors are inf: reported so
+            # beyond first: the summaries reorder the arrays they are given
+            past = {"abs": _error_summary(errors[beyond], self.failing), "max_rel": self.beyond_max_rel,
+                    "mean_rel": self.beyond_rel_sum / self.failing if self.failing else 0.0}
+            del beyond
+            everything = {"abs": _error_summary(errors, a.size), "max_rel": self.max_rel,
+                          "mean_rel": self.rel_sum / a.size if a.size else 0.0}
+            self._sides(result, a, b, dtype, is_float, everything, past)
+
+    def _sides(self, result: Comparison, a: np.ndarray, b: np.ndarray, dtype: str, is_float: bool,
+               everything: dict[str, Any], past: dict[str, Any]) -> None:
+        if is_float:
+            result.nan_mismatches, result.inf_mismatches = self.nan, self.inf
+            result.max_ulp, result.beyond_max_ulp = self.max_ulp, self.beyond_max_ulp
+            everything.update(max_ulp=self.max_ulp, ulp_histogram=_histogram(self.ulp_all, a.size - self.differing))
+            past.update(max_ulp=self.beyond_max_ulp, ulp_histogram=_histogram(self.ulp_beyond, 0))
+            result.statistics = {"all": everything, "beyond": past, "recorded": _values(a, dtype),
+                                 "live": _values(b, dtype), "cosine_similarity": _cosine(a, b, dtype)}
+        else:
+            result.statistics = {"all": everything, "beyond": past, "recorded": _values(a), "live": _values(b)}
+
+
+def _float_chunk(acc: _Accumulator, a: np.ndarray, b: np.ndarray, offset: int, dtype: str, tolerance: Tolerance) -> None:
+    # Bitwise-equal elements have no error of any kind: the statistics are taken over the others
+    # only, which keeps a replay with a few diverged elements as cheap as an identical one.
+    where = np.flatnonzero(_bits(a, dtype) != _bits(b, dtype))
+    sa, sb = a[where], b[where]
+    with np.errstate(invalid="ignore"):  # signalling NaNs widen to quiet NaNs, which is what we compare
+        fa, fb = _widen(sa, dtype).astype(np.float64), _widen(sb, dtype).astype(np.float64)
+    nan_a, nan_b = np.isnan(fa), np.isnan(fb)
+    nan_bad = nan_a ^ nan_b
+    inf_a, inf_b = np.isinf(fa), np.isinf(fb)
+    inf_bad = (inf_a | inf_b) & ~(nan_a | nan_b) & ~((inf_a & inf_b) & (fa == fb))
+    finite = ~(nan_a | nan_b | inf_a | inf_b)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        abs_err = np.where(finite, np.abs(fa - fb), 0.0)
+        rel_err = np.where(finite & (fa != 0), abs_err / np.abs(fa), np.where(abs_err > 0, np.inf, 0.0))
+    ulp = np.where(finite, ulp_distance(_bits(sa, dtype), _bits(sb, dtype)), np.uint64(0))
+    differs = (abs_err > 0) | nan_bad | inf_bad
+    ok_value = (abs_err <= tolerance.atol + tolerance.rtol * np.abs(np.where(finite, fa, 0.0)))
+    if tolerance.ulp:
+        ok_value |= ulp <= np.uint64(min(tolerance.ulp, ULP_CEILING))  # any larger tolerance accepts every distance
+    failing = (differs & finite & ~ok_value) | nan_bad | inf_bad
+    acc.nan += int(nan_bad.sum())
+    acc.inf += int(inf_bad.sum())
+    acc.add(offset + where, differs, failing, abs_err, rel_err, ulp)
+
+
+def _integer_chunk(acc: _Accumulator, a: np.ndarray, b: np.ndarray, offset: int, dtype: str, tolerance: Tolerance) -> None:
+    idx = np.flatnonzero(a != b)  # exact, in the native type (no float64 rounding of 64-bit values)
+    ra, rb = a[idx], b[idx]
+    if a.itemsize < 8:  # exact in int64, and the gaps (< 2**33) exact in float64: vectorized
+        gaps = np.abs(ra.astype(np.int64) - rb.astype(np.int64)).astype(np.float64)
+        base = np.abs(ra.astype(np.int64)).astype(np.float64)
+        beyond = gaps > tolerance.atol if tolerance.atol else np.ones(idx.size, dtype=bool)
+    else:  # 64-bit: exact Python integers for the differing elements only
+        gap = [abs(int(x) - int(y)) for x, y in zip(ra.tolist(), rb.tolist())]
+        gaps = np.asarray([float(g) for g in gap], np.float64)
+        base = np.asarray([float(abs(int(x))) for x in ra.tolist()], np.float64)
+        beyond = (np.array([g > tolerance.atol for g in gap], dtype=bool) if tolerance.atol
+                  else np.ones(idx.size, dtype=bool))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rels = np.where(base > 0, gaps / np.where(base > 0, base, 1.0), np.where(gaps > 0, np.inf, 0.0))
+    acc.add(offset + idx, np.ones(idx.size, dtype=bool), beyond, gaps, rels)

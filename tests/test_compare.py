@@ -741,3 +741,37 @@ def test_tolerance_presets(tmp_path: Path) -> None:
     f.write_text('preset = "loose"\n')
     with pytest.raises(UsageError, match="preset: unknown tolerance preset 'loose'"):
         load_tolerance_file(f)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float8e4m3", "int8", "uint64"])
+def test_statistics_gathered_in_chunks_equal_those_of_one_pass(dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """compare() works through large data a chunk at a time: with chunks of 1,000 elements the counts,
+    maxima, quantiles, histograms and first offending elements are exactly those of one chunk (the sums
+    within rounding)."""
+    import replay.compare as C
+
+    rng = np.random.default_rng(7)
+    storage = np.dtype(DTYPES[dtype][0])
+    raw = rng.integers(0, 256, 25_000 * storage.itemsize, dtype=np.uint8)
+    a = raw.tobytes()
+    changed = raw.copy()
+    flip = rng.random(changed.size) < 0.2
+    changed[flip] = rng.integers(0, 256, int(flip.sum()), dtype=np.uint8)
+    b = changed.tobytes()
+    tolerance = Tolerance(ulp=3, atol=1e-3) if DTYPES[dtype][1] else Tolerance(atol=20)
+    whole = compare("r", a, b, dtype=dtype, tolerance=tolerance, top=7)
+    monkeypatch.setattr(C, "CHUNK_ELEMENTS", 1000)
+    chunked = compare("r", a, b, dtype=dtype, tolerance=tolerance, top=7)
+    assert whole.differing > 1000 and whole.beyond_tolerance > 0
+    for name in ("status", "differing", "beyond_tolerance", "max_abs", "max_rel", "beyond_max_abs", "beyond_max_rel",
+                 "max_ulp", "beyond_max_ulp", "nan_mismatches", "inf_mismatches", "first_index"):
+        assert getattr(chunked, name) == getattr(whole, name), name
+    assert repr(chunked.top) == repr(whole.top)  # (NaN values: equal as text, not as floats)
+    for part in ("all", "beyond"):
+        w, c = whole.statistics[part], chunked.statistics[part]
+        assert (c["abs"]["max"], c["abs"]["median"], c["abs"]["p99"]) == (w["abs"]["max"], w["abs"]["median"], w["abs"]["p99"])
+        assert c["abs"]["mean"] == pytest.approx(w["abs"]["mean"]) and c["mean_rel"] == pytest.approx(w["mean_rel"])
+        assert c.get("ulp_histogram") == w.get("ulp_histogram")
+    for side in ("recorded", "live"):
+        assert chunked.statistics[side] == pytest.approx(whole.statistics[side])
+    assert chunked.statistics.get("cosine_similarity") == pytest.approx(whole.statistics.get("cosine_similarity"))
