@@ -318,16 +318,18 @@ def _float_chunk(acc: _Accumulator, a: np.ndarray, b: np.ndarray, offset: int, d
 def _integer_chunk(acc: _Accumulator, a: np.ndarray, b: np.ndarray, offset: int, dtype: str, tolerance: Tolerance) -> None:
     idx = np.flatnonzero(a != b)  # exact, in the native type (no float64 rounding of 64-bit values)
     ra, rb = a[idx], b[idx]
-    if a.itemsize < 8:  # exact in int64, and the gaps (< 2**33) exact in float64: vectorized
+    if a.itemsize < 8:  # exact in int64, and the gaps (< 2**33) exact in float64
         gaps = np.abs(ra.astype(np.int64) - rb.astype(np.int64)).astype(np.float64)
         base = np.abs(ra.astype(np.int64)).astype(np.float64)
         beyond = gaps > tolerance.atol if tolerance.atol else np.ones(idx.size, dtype=bool)
-    else:  # 64-bit: exact Python integers for the differing elements only
-        gap = [abs(int(x) - int(y)) for x, y in zip(ra.tolist(), rb.tolist())]
-        gaps = np.asarray([float(g) for g in gap], np.float64)
-        base = np.asarray([float(abs(int(x))) for x in ra.tolist()], np.float64)
-        beyond = (np.array([g > tolerance.atol for g in gap], dtype=bool) if tolerance.atol
-                  else np.ones(idx.size, dtype=bool))
+    else:  # 64-bit: the gap |x - y| < 2**64 is exact in uint64 arithmetic (modulo 2**64), for int64 too
+        ua, ub = ra.view(np.uint64), rb.view(np.uint64)
+        exact = np.where(ra >= rb, ua - ub, ub - ua)
+        gaps = exact.astype(np.float64)  # rounded for the statistics, as any float
+        base = np.where(ra < 0, np.uint64(0) - ua, ua).astype(np.float64) if ra.dtype.kind == "i" else ua.astype(np.float64)
+        # an integer gap g is beyond atol exactly when g > floor(atol); compared as integers, unrounded
+        beyond = (exact > np.uint64(math.floor(tolerance.atol)) if tolerance.atol < 2.0**64
+                  else np.zeros(idx.size, dtype=bool)) if tolerance.atol else np.ones(idx.size, dtype=bool)
     with np.errstate(divide="ignore", invalid="ignore"):
         rels = np.where(base > 0, gaps / np.where(base > 0, base, 1.0), np.where(gaps > 0, np.inf, 0.0))
     acc.add(offset + idx, np.ones(idx.size, dtype=bool), beyond, gaps, rels)

@@ -303,6 +303,17 @@ def test_large_64_bit_integers_that_differ_diverge(dtype: str, a: int, b_: int) 
     assert cmp([a], [b_], dtype).status == DIVERGED
 
 
+def test_64_bit_gaps_are_judged_exactly_against_atol() -> None:
+    """A gap of 2**53 + 1 rounds to 2**53 as a float: it is beyond an atol of 2**53 all the same; and the
+    widest gap, from the smallest int64 to the largest, is 2**64 - 1."""
+    near = cmp([2**62, 7], [2**62 + 2**53 + 1, 7 + 2**53], "int64", atol=2.0**53)
+    assert (near.status, near.differing, near.beyond_tolerance, near.first_index) == (DIVERGED, 2, 1, (0,))
+    assert cmp([2**62], [2**62 + 2**53 + 1], "uint64", atol=2.0**53 + 2).status == WITHIN
+    widest = cmp([-(2**63)], [2**63 - 1], "int64")
+    assert widest.max_abs == float(2**64 - 1) and widest.max_rel == 2.0  # against |recorded| = 2**63
+    assert cmp([-(2**63)], [2**63 - 1], "int64", atol=2.0**64).status == WITHIN
+
+
 def test_bool_is_exact() -> None:
     assert cmp([0, 1], [0, 1], "bool", np.uint8).status == IDENTICAL
     c = cmp([0, 1], [1, 1], "bool", np.uint8)
