@@ -194,7 +194,10 @@ def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *,
     result = Comparison(uid, dtype, DIVERGED, a.size)
     # The statistics are gathered chunk by chunk, so that the working arrays stay a few times a chunk
     # whatever the resource's size; only the errors of differing elements are kept (for the quantiles).
-    acc = _Accumulator(max(top, 1))
+    # (the elements whose bits differ: at least as many as differ in value, so the errors fit)
+    unequal = sum(int(np.count_nonzero(_bits(ca, dtype) != _bits(cb, dtype) if is_float else ca != cb))
+                  for ca, cb in zip(_chunks(a), _chunks(b)))
+    acc = _Accumulator(max(top, 1), unequal)
     for lo in range(0, a.size, CHUNK_ELEMENTS):
         hi = min(a.size, lo + CHUNK_ELEMENTS)
         (_float_chunk if is_float else _integer_chunk)(acc, a[lo:hi], b[lo:hi], lo, dtype, tolerance)
@@ -221,7 +224,7 @@ class _Accumulator:
     offending indices, and the absolute errors of the differing elements (with which of them are beyond
     the tolerance), from which the quantiles come at the end."""
 
-    def __init__(self, keep: int) -> None:
+    def __init__(self, keep: int, capacity: int) -> None:
         self.keep = keep
         self.differing = self.failing = self.nan = self.inf = 0
         self.max_abs = self.max_rel = self.beyond_max_abs = self.beyond_max_rel = 0.0
@@ -229,8 +232,10 @@ class _Accumulator:
         self.rel_sum = self.beyond_rel_sum = 0.0
         self.ulp_all = np.zeros(len(ULP_BUCKETS), np.int64)
         self.ulp_beyond = np.zeros(len(ULP_BUCKETS), np.int64)
-        self.errors: list[np.ndarray] = []  # abs errors of the differing elements, in order
-        self.beyond: list[np.ndarray] = []  # which of them are beyond the tolerance
+        # the abs errors of the differing elements, in order, and which of them are beyond the
+        # tolerance: filled chunk by chunk (at most ``capacity`` elements differ)
+        self.errors = np.empty(capacity, np.float64)
+        self.beyond = np.empty(capacity, bool)
         self.first_differing: list[int] = []
         self.first_failing: list[int] = []
 
@@ -239,7 +244,10 @@ class _Accumulator:
         """One chunk: ``at`` the flat indices of its candidate elements, and for each of them whether it
         differs and whether it is beyond the tolerance (``failing`` implies ``differs``), its absolute
         and relative errors (inf where the recorded value is 0), and for floats its ULP distance."""
-        self.differing += int(differs.sum())
+        count = int(differs.sum())
+        self.errors[self.differing: self.differing + count] = abs_err[differs]
+        self.beyond[self.differing: self.differing + count] = failing[differs]
+        self.differing += count
         self.failing += int(failing.sum())
         self.max_abs = max(self.max_abs, float(abs_err.max(initial=0.0)))
         self.max_rel = max(self.max_rel, float(rel.max(initial=0.0)))
@@ -248,8 +256,6 @@ class _Accumulator:
         finite_rel = np.where(np.isfinite(rel), rel, 0.0)
         self.rel_sum += float(finite_rel[differs].sum())
         self.beyond_rel_sum += float(finite_rel[failing].sum())
-        self.errors.append(abs_err[differs])
-        self.beyond.append(failing[differs])
         if ulp is not None:
             self.max_ulp = max(self.max_ulp, int(ulp.max(initial=0)))
             self.beyond_max_ulp = max(self.beyond_max_ulp, int(ulp[failing].max(initial=0)))
@@ -264,14 +270,13 @@ class _Accumulator:
         result.differing, result.beyond_tolerance = self.differing, self.failing
         result.max_abs, result.max_rel = self.max_abs, self.max_rel
         result.beyond_max_abs, result.beyond_max_rel = self.beyond_max_abs, self.beyond_max_rel
-        errors = np.concatenate(self.errors) if self.errors else np.zeros(0)
-        beyond = np.concatenate(self.beyond) if self.beyond else np.zeros(0, bool)
-        self.errors, self.beyond = [], []  # (the chunks' copies, as large as the errors)
+        errors, beyond = self.errors[: self.differing], self.beyond[: self.differing]
         with np.errstate(over="ignore", invalid="ignore"):  # sums of huge errors are inf: reported so
-            # beyond first: the summaries reorder the arrays they are given
-            past = {"abs": _error_summary(errors[beyond], self.failing), "max_rel": self.beyond_max_rel,
+            # beyond first: the summaries reorder the arrays they are given (all of the errors, when
+            # every differing element is beyond the tolerance: the same values, no copy)
+            past = {"abs": _error_summary(errors if self.failing == self.differing else errors[beyond], self.failing),
+                    "max_rel": self.beyond_max_rel,
                     "mean_rel": self.beyond_rel_sum / self.failing if self.failing else 0.0}
-            del beyond
             everything = {"abs": _error_summary(errors, a.size), "max_rel": self.max_rel,
                           "mean_rel": self.rel_sum / a.size if a.size else 0.0}
             self._sides(result, a, b, dtype, is_float, everything, past)
