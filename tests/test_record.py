@@ -246,6 +246,32 @@ def _readonly_input_trace(builder: ScenarioBuilder, tmp_path: Path) -> tuple[Pat
     return trace_path, data
 
 
+def test_embedded_files_are_their_sources_byte_for_byte(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """Every embedded file reads back as its source's bytes: .npy inputs whose payloads are buffers'
+    initial states (one blob serves both; the file is only hashed), one whose payload is no resource's
+    initial state (raw data: the payload is stored on its own), a .npy with bytes after its payload
+    (stored whole) and the shader source."""
+    builder.shader("accumulate", ACCUMULATE).buffer("inc", 4 * N, INC, shader_access="readonly")
+    builder.buffer("acc", 4 * N, np.arange(N, dtype=np.float32) * 3).raw("plain", np.arange(16, dtype=np.int32))
+    for k in range(3):
+        builder.dispatch("accumulate", [(0, 0, "inc"), (0, 1, "acc")], [N // 64])
+        builder.boundary(["acc"], k)
+    trailing = builder.root / "trailing.npy"
+    np.save(trailing, np.ones(N, np.float32))
+    trailing.write_bytes(trailing.read_bytes() + b"tail")
+    builder.resources.append({"raw_data": {"uid": "extra", "src": "trailing.npy"}})
+    trace_path = tmp_path / "files.vkt"
+    record_ok(builder.save(), trace_path, "--checkpoint-every", 0)
+    with Trace.open(trace_path) as trace:
+        assert set(trace.files) == {"accumulate.comp", "inc.npy", "acc.npy", "plain.npy", "trailing.npy"}
+        for name in trace.files:
+            assert trace.file_bytes(name) == (builder.root / name).read_bytes(), name
+        initial = trace.checkpoints[-1]
+        assert trace.files["inc.npy"][1] == initial["inc"] and trace.files["acc.npy"][1] == initial["acc"]
+        assert trace.files["plain.npy"][1] not in initial.values() and "plain.npy" in trace.npy_headers
+        assert "trailing.npy" not in trace.npy_headers  # stored whole
+
+
 def test_readonly_input_snapshots_stored_once(builder: ScenarioBuilder, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A 1 MiB readonly buffer of random data captured at 50 boundaries: its 50 MiB of snapshots cost
     1 MiB. (The embedded input .npy shares its payload blob with the initial state.)"""
