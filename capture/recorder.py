@@ -50,7 +50,7 @@ from vkcore.exec.session import Session
 from vkcore.resources.staging import CaptureLayout, build_layout
 
 from . import kinds, records
-from .container import DELTA_MIN_BYTES, PARALLEL_PLANES_MIN_BYTES, PreparedBlob, TraceWriter
+from .container import DELTA_MIN_BYTES, PARALLEL_PLANES_MIN_BYTES, PLANE_WIDTH, PreparedBlob, TraceWriter
 from .embed import EmbeddedFile, portable_scenario
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -456,17 +456,18 @@ class TraceRecorder:
 
     def _put_all(self, payloads: list[Any]) -> list[str]:
         """Store several blobs, each content once; returns their keys. Small blobs are compressed in
-        parallel; a large one is compressed (its planes in parallel) and written before the next, so
-        that they all split their planes into one buffer, which the frames' residuals then reuse."""
+        parallel. Large ones, whose planes are compressed in parallel already, go a few at a time (one
+        per ``PLANE_WIDTH`` cores) and are written before the next few: on a machine of few cores they
+        then split their planes into one buffer, which the frames' residuals reuse after them."""
         keys = [records.content_key(p) for p in payloads]
         first = {key: i for i, key in reversed(list(enumerate(keys)))}
         unique = sorted(first.values())
-        small = [i for i in unique if memoryview(payloads[i]).nbytes < PARALLEL_PLANES_MIN_BYTES]
-        for p in self.compress_all([payloads[i] for i in small], [keys[i] for i in small]):
-            self.writer.write_prepared(p)
-        for i in unique:
-            if i not in small:
-                self.writer.write_prepared(self.compress_all([payloads[i]], [keys[i]])[0])
+        small = {i for i in unique if memoryview(payloads[i]).nbytes < PARALLEL_PLANES_MIN_BYTES}
+        large = [i for i in unique if i not in small]
+        at_once = max(1, (os.cpu_count() or 1) // PLANE_WIDTH)
+        for batch in [sorted(small)] + [large[k : k + at_once] for k in range(0, len(large), at_once)]:
+            for p in self.compress_all([payloads[i] for i in batch], [keys[i] for i in batch]):
+                self.writer.write_prepared(p)
         return [key.hex() for key in keys]
 
     def gather_preamble(self, session: Session, argv: list[str]) -> Preamble:
