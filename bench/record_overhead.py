@@ -9,7 +9,9 @@
               whose every element changes). Target: record/run <= 1.25x (1.1x on a GPU). Beside it, the
               disk floor: the time to write the trace's bytes into a new file (what ``record`` does; and,
               apart, the fsync that ``record --fsync`` adds), against the time the target allows beyond
-              the run.
+              the run. And ``record`` of the same scenario capturing nothing (its boundaries name no
+              resource; ``--checkpoint-every 0``): what a trace costs before any frame is captured (the
+              initial state, the scenario and its files, the writer), in the same alternation.
 (b) size      trace size vs the raw snapshot bytes, vs the same trace with every blob stored whole (as
               format 2.0 stored them: no temporal deltas; rewritten from the trace), and vs ``zstd -3``
               (the CLI) over the same snapshot bytes concatenated in frame order (read back from the
@@ -202,6 +204,7 @@ class TimeResult:
     check: str
     run: list[Sample] = field(default_factory=list)
     record: list[Sample] = field(default_factory=list)
+    nothing: list[Sample] = field(default_factory=list)  # record capturing nothing (no boundary resources, no checkpoints)
     disk_floor: list[float] = field(default_factory=list)  # seconds to write the trace's bytes
     fsync_floor: list[float] = field(default_factory=list)  # seconds to fsync them then
 
@@ -210,6 +213,7 @@ class TimeResult:
         fr = median([s.frames_s for s in self.run if s.frames_s is not None] or [float("nan")])
         frec = median([s.frames_s for s in self.record if s.frames_s is not None] or [float("nan")])
         pairs = [b.wall_s / a.wall_s for a, b in zip(self.run, self.record)]
+        nothing = median([s.wall_s for s in self.nothing]) if self.nothing else None
         return {
             "scenario": self.scenario, "description": self.description, "check": self.check,
             "run_wall_s": r, "record_wall_s": rec, "ratio_wall": rec / r, "ratio_wall_pairwise_median": median(pairs),
@@ -217,6 +221,7 @@ class TimeResult:
             "run_peak_mib": median([s.peak_mib for s in self.run]), "record_peak_mib": median([s.peak_mib for s in self.record]),
             "run_cpu_s": median([s.cpu_s for s in self.run]), "record_cpu_s": median([s.cpu_s for s in self.record]),
             "trace_mib": (self.record[0].trace_bytes or 0) / MiB if self.record else None,
+            "nothing_wall_s": nothing, "ratio_nothing": None if nothing is None else nothing / r,
             "disk_floor_s": median(self.disk_floor) if self.disk_floor else None,
             "fsync_floor_s": median(self.fsync_floor) if self.fsync_floor else None,
         }
@@ -262,9 +267,11 @@ def bench_time(children: Children, work: Path, runs: int, log: Callable[[str], N
     results = []
     for name, frames, size in (("100x3x1MiB", 100, MiB), ("20x3x16MiB", 20, 16 * MiB)):
         sc = make_scenario(work, name, frames, size)
+        bare = make_scenario(work, name + "-nothing", frames, size, capture=())
         log(f"(a) {name}: {sc.description}")
         out, trace = work / "out", work / "t.vkt"
         children.vkcap("run", sc.path, "--output", out)  # warm-up: shader cache, page cache
+        children.vkcap("record", bare.path, "-o", trace, "--output", out, "--checkpoint-every", "0")
         children.vkcap("record", sc.path, "-o", trace, "--output", out)
         res = TimeResult(name, sc.description, check_record_matches_run(trace, out, sc))
         log(f"    check: {res.check}")
@@ -278,11 +285,15 @@ def bench_time(children: Children, work: Path, runs: int, log: Callable[[str], N
             written, synced = disk_floor(trace, work)
             res.disk_floor.append(written)
             res.fsync_floor.append(synced)
+            b = children.vkcap("record", bare.path, "-o", work / "nothing.vkt", "--output", out, "--checkpoint-every", "0")
+            res.nothing.append(b)
             log(f"    {i + 1}/{runs}: run {s.wall_s:.3f} s (frames {s.frames_s:.3f}, cpu {s.cpu_s:.3f}), "
                 f"record {t.wall_s:.3f} s (frames {t.frames_s:.3f}, cpu {t.cpu_s:.3f}), "
-                f"writing the trace's bytes {written:.3f} s, syncing them {synced:.3f} s")
+                f"writing the trace's bytes {written:.3f} s, syncing them {synced:.3f} s, "
+                f"recording nothing {b.wall_s:.3f} s")
         results.append(res)
         shutil.rmtree(sc.path.parent)
+        shutil.rmtree(bare.path.parent)
     return results
 
 
@@ -473,7 +484,7 @@ def print_report(doc: dict[str, Any]) -> None:
         t = Table(title=f"(a) record vs run, wall time of the vkcap process (median of {runs}, alternating)")
         for col in ("scenario", "run s", "record s", "record/run", "frames: run s", "frames: record s", "cpu: run s",
                     "cpu: record s", "trace MiB", "record - run s", f"allowed: {target - 1:.2f} x run s", "disk floor s",
-                    "+ fsync s", f"target <= {target}x"):
+                    "+ fsync s", "nothing captured / run", f"target <= {target}x"):
             t.add_column(col, justify="left" if col == "scenario" else "right")
         for r in doc["time"]:
             floor, fsync = r.get("disk_floor_s"), r.get("fsync_floor_s")
@@ -482,13 +493,15 @@ def print_report(doc: dict[str, Any]) -> None:
                       f"{r.get('record_cpu_s', 0):.3f}", f"{r['trace_mib']:.1f}",
                       f"{r['record_wall_s'] - r['run_wall_s']:.3f}", f"{(target - 1) * r['run_wall_s']:.3f}",
                       "-" if floor is None else f"{floor:.3f}", "-" if fsync is None else f"{fsync:.3f}",
+                      "-" if r.get("ratio_nothing") is None else f"{r['nothing_wall_s']:.3f} s = {r['ratio_nothing']:.2f}x",
                       _verdict(r["ratio_wall"] <= target))
         console.print(t)
         for r in doc["time"]:
             console.print(f"  {r['scenario']}: {r['description']}; {r['check']}")
         console.print("  disk floor: writing the trace's bytes into a new file beside it (1 MiB writes), measured after each "
                       "recording: a recording cannot cost less than that beyond a run; + fsync: syncing them then, which "
-                      "record adds with --fsync only")
+                      "record adds with --fsync only; nothing captured: record with boundaries that name no resource and "
+                      "--checkpoint-every 0 (the trace still holds the initial state, the scenario and its files)")
     if "size" in doc:
         t = Table(title="(b) trace size vs raw snapshots, whole blobs (no deltas) and zstd -3 over the same bytes (100 frames, 1 MiB buffers)")
         for col in ("case", "raw MiB", "trace file MiB", "snapshot blobs MiB", "whole blobs MiB", "file / whole",
