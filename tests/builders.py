@@ -74,7 +74,10 @@ class ScenarioBuilder:
     def file(self, name: str, text: str | bytes) -> Path:
         p = self.root / name
         p.parent.mkdir(parents=True, exist_ok=True)
-        (p.write_bytes if isinstance(text, bytes) else p.write_text)(text)  # type: ignore[operator]
+        if isinstance(text, bytes):
+            p.write_bytes(text)
+        else:
+            p.write_text(text)
         return p
 
     def npy(self, name: str, array: np.ndarray) -> str:
