@@ -239,8 +239,8 @@ def _code(at: Located, vgf: Any, seg: Any, module: Any, graph: Any) -> _Code:
         if sub.shader_ref in trace.spirv:
             spirv = bytes(trace.blob(trace.spirv[sub.shader_ref], what=f"SPIR-V of shader '{sub.shader_ref}'"))
             return _Code(spirv, shader.get("entry", "main"), f"{what} (as the trace recorded it)", sources, shader)
-        # The trace records the SPIR-V of the shaders dispatches run, not of substitutions: the replay
-        # compiles the embedded source again, and so does this.
+        # A trace recorded before substitutions' SPIR-V was recorded (2026-11-27): the replay compiles
+        # the embedded source again, and so does this.
         from vkcore.shaders.compile import load_shader
 
         spec = at.scenario.by_uid[sub.shader_ref]

@@ -35,7 +35,9 @@ from vkcore.scenario.npyio import read_header
 from vkcore.shaders.pipelines import PipelineCache, PipelineFactory
 from vkcore.exec.resource_set import FACTORIES, ResourceSet
 from vkcore.resources.base import free_staging, staging_buffer
-from vkcore.scenario.model import DispatchGraph, ShaderSubstitution, Tensor, load_scenario
+from replay.replayer import rebuild_scenario
+from vkcore.scenario.model import DispatchGraph, Shader, ShaderSubstitution, Tensor, load_scenario
+from vkcore.shaders.compile import load_shader
 from vkcore.device.sync import FULL_BARRIER, BarrierBatch, memory_barrier
 
 TOSA = Path(__file__).parent / "tosa"
@@ -706,6 +708,14 @@ def test_compute_graph_compute_recorded_replayed_and_bisected(vgfs: dict[str, Pa
     assert vkcap("replay", trace).returncode == 0
     with Trace.open(trace) as t:  # B is bound by the graph alone: a checkpoint must hold it too
         assert set(t.checkpoints[3]) == {"A", "A2", "B", "O", "P"}
+        # the substituted shader's SPIR-V is recorded, and a replay runs it as recorded (nothing recompiled)
+        original = load_scenario(scenario)
+        compiled = load_shader(original, original.by_uid["negate"]).code  # type: ignore[arg-type]
+        assert bytes(t.blob(t.spirv["negate"], what="negate")) == compiled
+        rebuilt = rebuild_scenario(t, tmp_path / "rebuilt")
+        negate = rebuilt.by_uid["negate"]
+        assert isinstance(negate, Shader) and negate.type == "SPIR-V"
+        assert rebuilt.src_path(negate.src).read_bytes() == compiled
     bad = builder.file("bad.comp", NEGATE_GLSL.replace("-x);", "-x + ((h == 1u && w == 2u && c == 1u) ? 0.25 : 0.0));"))
     proc = vkcap("bisect", trace, "--no-isolate", "--replace-shader", f"negate={bad}", "--json", tmp_path / "b.json")
     assert proc.returncode == 1, proc.stderr

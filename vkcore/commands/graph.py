@@ -48,7 +48,8 @@ class GraphKind(NoDeviceWork):
                 with validation.at(cmd.place):
                     by_key[key] = PreparedGraph.create(session.ctx, session.scenario, cmd, session.resources,
                                                        session.factory, session.raw, timer=session.timer,
-                                                       readable_sessions=session.options.readable_graph_sessions)
+                                                       readable_sessions=session.options.readable_graph_sessions,
+                                                       load_module=session.module)
             session.graphs[cmd.index] = by_key[key]
             if session.options.profiling:
                 session.graph_queries[cmd.index] = session.reserve_queries(2)

@@ -31,7 +31,7 @@ class SpirvGraphKind(GraphKind):
                     session.graphs[cmd.index] = PreparedGraph.create(
                         session.ctx, session.scenario, as_graph_command(cmd), session.resources, session.factory,
                         session.raw, timer=session.timer, model=model,
-                        readable_sessions=session.options.readable_graph_sessions)
+                        readable_sessions=session.options.readable_graph_sessions, load_module=session.module)
             except VgfError as exc:  # told about the command, not about a VGF file it never had
                 problem = exc.message.split(": ", 1)[-1] if "does not match its module" in exc.message else exc.message
                 raise ScenarioError(f"the SPIR-V graph '{shader.uid}' does not match this command: {problem}",

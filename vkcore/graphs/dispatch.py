@@ -327,6 +327,7 @@ class PreparedGraph:
         timer: Any = None,
         model: tuple[VgfFile, str, Graph] | None = None,
         readable_sessions: bool = False,
+        load_module: Callable[[Shader], SpirvModule] | None = None,
     ) -> "PreparedGraph":
         """Check everything against the VGF, then create intermediates, pipelines and descriptor sets.
         ``model``: (the model, how messages name it, the graph it stands for) where no VGF file is read
@@ -335,12 +336,15 @@ class PreparedGraph:
 
         ``resources`` is the session's :class:`~vkcore.exec.resource_set.ResourceSet` (``resources[uid]``);
         ``raw_data(uid)`` returns the bytes of a ``raw_data`` resource. ``timer``, when given, is a
-        :class:`vkcore.exec.session.HostTimer`.
+        :class:`vkcore.exec.session.HostTimer`. ``load_module(spec)`` gives the SPIR-V of a scenario shader
+        that a ``shader_substitutions`` entry names (a session's, which a recording stores with the
+        other shaders' SPIR-V); by default it is loaded (GLSL compiled) here.
 
         Raises :class:`ScenarioError` / :class:`VgfError` (exit 2) for anything wrong with the scenario or
         the VGF, before any Vulkan call; :class:`DeviceError` when the device fails.
         """
-        checker = _Checker(ctx, scenario, command, resources, raw_data, timer, model)
+        checker = _Checker(ctx, scenario, command, resources, raw_data, timer, model,
+                           load_module or (lambda spec: load_shader(scenario, spec)))
         prepared = checker.check()
         try:
             prepared._build(pipeline_factory, timer, readable_sessions)
@@ -567,8 +571,10 @@ class PreparedGraph:
 
 class _Checker:
     def __init__(self, ctx: VulkanContext, scenario: Scenario, command: DispatchGraph, resources: Any,
-                 raw_data: Callable[[str], bytes], timer: Any, model: tuple[VgfFile, str, Graph] | None = None) -> None:
+                 raw_data: Callable[[str], bytes], timer: Any, model: tuple[VgfFile, str, Graph] | None,
+                 load_module: Callable[[Shader], SpirvModule]) -> None:
         self.ctx = ctx
+        self.load_module = load_module
         self.scenario = scenario
         self.command = command
         self.resources = resources
@@ -851,7 +857,7 @@ class _Checker:
             shader_spec = self.scenario.by_uid.get(sub.shader_ref)  # type: ignore[assignment]
             if not isinstance(shader_spec, Shader):
                 raise self.fail(f"'{sub.shader_ref}' is not a shader resource", f"{sub_place}.shader_ref")
-            spirv = load_shader(self.scenario, shader_spec)
+            spirv = self.load_module(shader_spec)
             code_label = f"shader '{shader_spec.uid}' (substituted for {what})"
             entry = shader_spec.entry
             uid = f"{g}::{module.name}={shader_spec.uid}"
