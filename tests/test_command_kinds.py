@@ -1,9 +1,12 @@
 """Command kinds: one module each, registered once; the planner asks them, not the command types."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 
-from tests.builders import ADD_FLOAT, ScenarioBuilder
+from tests.builders import ADD_FLOAT, REPO, ScenarioBuilder
 from vkcore.commands import KINDS, by_kind, kind_of
 from vkcore.exec.plan import make_plan, unwritable_resources, written_resources
 from vkcore.scenario.model import COMMAND_KINDS, load_scenario
@@ -36,3 +39,30 @@ def test_frames_bindings_and_writes_come_from_the_kinds(builder: ScenarioBuilder
     read_only = {"add": {(0, 0), (0, 1)}}
     assert unwritable_resources(scenario, read_only) == frozenset({"b"})
     assert kind_of(scenario.commands[0]).declared_writes(scenario, scenario.commands[0]) == ["c"]
+
+
+LAZY_KINDS = ("vkcore.commands.fragment", "vkcore.commands.graph", "vkcore.commands.spirv_graph",
+              "vkcore.commands.optical_flow")
+
+
+def test_kinds_with_layers_of_their_own_are_imported_by_the_scenarios_that_use_them(builder: ScenarioBuilder) -> None:
+    """A fresh interpreter that loads everything a compute scenario's replay and recording need, and
+    looks up the kinds of its commands, has imported no graphics, graph or optical-flow kind (nor the
+    graph layer); looking up a fragment pass's kind imports that one, and only it."""
+    builder.shader("add", ADD_FLOAT)
+    for uid in "abc":
+        builder.buffer(uid, 16, np.zeros(4, np.float32))
+    builder.dispatch("add", [(0, 0, "a"), (0, 1, "b"), (0, 2, "c")], [4, 1, 1]).boundary(["c"], 0)
+    probe = f"""
+import sys
+import capture.recorder, replay.replayer, vkcap.cli
+from vkcore.commands import kind_of
+from vkcore.scenario.model import DispatchFragment, load_scenario
+scenario = load_scenario({str(builder.save())!r})
+assert [kind_of(c).command_type.KIND for c in scenario.commands] == ["dispatch_compute", "mark_boundary"]
+print(sorted(m for m in sys.modules if m in {LAZY_KINDS!r} or m.startswith("vkcore.graphs")))
+kind_of(DispatchFragment.__new__(DispatchFragment))
+print(sorted(m for m in sys.modules if m in {LAZY_KINDS!r}))
+"""
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["[]", "['vkcore.commands.fragment']"]
