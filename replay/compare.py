@@ -21,8 +21,9 @@ TOP = 5  # offending indices listed by default (--top)
 
 
 def _error_summary(errors: np.ndarray, count: int) -> dict[str, float]:
-    """max/mean/median/p99 of ``errors`` (float64, reordered in place) padded with zeros to ``count``
-    elements (the elements equal on both sides have no error; they are not materialised)."""
+    """max/mean/median/p99 of ``errors`` (float64, or unsigned integers; reordered in place) padded with
+    zeros to ``count`` elements (the elements equal on both sides have no error; they are not
+    materialised)."""
     if count == 0:
         return {"max": 0.0, "mean": 0.0, "median": 0.0, "p99": 0.0}
     values = errors
@@ -36,7 +37,8 @@ def _error_summary(errors: np.ndarray, count: int) -> dict[str, float]:
     def quantile(q: float) -> float:
         return 0.0 if ranks[q] < 0 else float(values[ranks[q]])
 
-    return {"max": float(values.max()) if values.size else 0.0, "mean": float(values.sum() / count),
+    total = values.sum(dtype=np.float64 if values.dtype.kind == "f" else np.uint64)  # integers: exact
+    return {"max": float(values.max()) if values.size else 0.0, "mean": float(total / count),
             "median": quantile(0.5), "p99": quantile(0.99)}
 
 
@@ -197,7 +199,11 @@ def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *,
     # (the elements whose bits differ: at least as many as differ in value, so the errors fit)
     unequal = sum(int(np.count_nonzero(_bits(ca, dtype) != _bits(cb, dtype) if is_float else ca != cb))
                   for ca, cb in zip(_chunks(a), _chunks(b)))
-    acc = _Accumulator(max(top, 1), unequal)
+    # Integer gaps of up to 32 bits are kept in an unsigned type of the elements' width (|x - y| of two
+    # N-bit integers fits N unsigned bits): the default raw-byte comparison keeps one byte per differing
+    # element, not eight. Float errors, and 64-bit integer gaps (rounded), stay float64.
+    error_type = np.dtype(np.float64) if is_float or a.itemsize == 8 else np.dtype(f"u{a.itemsize}")
+    acc = _Accumulator(max(top, 1), unequal, error_type)
     for lo in range(0, a.size, CHUNK_ELEMENTS):
         hi = min(a.size, lo + CHUNK_ELEMENTS)
         (_float_chunk if is_float else _integer_chunk)(acc, a[lo:hi], b[lo:hi], lo, dtype, tolerance)
@@ -222,9 +228,10 @@ CHUNK_ELEMENTS = 1 << 20
 class _Accumulator:
     """What :func:`compare` gathers over the chunks: counts, maxima, sums, ULP bucket counts, the first
     offending indices, and the absolute errors of the differing elements (with which of them are beyond
-    the tolerance), from which the quantiles come at the end."""
+    the tolerance), from which the quantiles come at the end; kept as ``error_type``, which must hold
+    every error exactly (or be float64)."""
 
-    def __init__(self, keep: int, capacity: int) -> None:
+    def __init__(self, keep: int, capacity: int, error_type: np.dtype = np.dtype(np.float64)) -> None:
         self.keep = keep
         self.differing = self.failing = self.nan = self.inf = 0
         self.max_abs = self.max_rel = self.beyond_max_abs = self.beyond_max_rel = 0.0
@@ -234,7 +241,7 @@ class _Accumulator:
         self.ulp_beyond = np.zeros(len(ULP_BUCKETS), np.int64)
         # the abs errors of the differing elements, in order, and which of them are beyond the
         # tolerance: filled chunk by chunk (at most ``capacity`` elements differ)
-        self.errors = np.empty(capacity, np.float64)
+        self.errors = np.empty(capacity, error_type)
         self.beyond = np.empty(capacity, bool)
         self.first_differing: list[int] = []
         self.first_failing: list[int] = []
