@@ -34,7 +34,7 @@ class KindRegistry(Mapping[type, CommandKind]):
                 self._entries[command_type] = (module, name)
             else:
                 self._entries[entry.command_type] = entry
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a kind module that looked up a kind while imported would not deadlock
 
     def __getitem__(self, command_type: type) -> CommandKind:
         entry = self._entries[command_type]
