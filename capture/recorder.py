@@ -579,16 +579,10 @@ class _FilePayload:
         return memoryview(data)[self.offset:]
 
 
-#: bytes read at a time while hashing an embedded file
-_HASH_CHUNK = 1 << 20
-
-
 def _file_payload(f: EmbeddedFile) -> _FilePayload:
     """Hash ``f`` without holding it in memory. A ``.npy`` input whose payload fills the rest of the
     file is hashed from the end of its header (the header is kept apart, the payload stored as a
     blob shared with the resource's initial state); any other file whole."""
-    import xxhash
-
     size = f.source.stat().st_size
     offset, header = 0, None
     if f.role == "input" and f.source.suffix.lower() == ".npy":
@@ -598,14 +592,9 @@ def _file_payload(f: EmbeddedFile) -> _FilePayload:
             npy = None
         if npy is not None and npy.data_offset + npy.nbytes == size:
             offset = npy.data_offset
-    digest = xxhash.xxh3_128()
-    buffer = bytearray(_HASH_CHUNK)
-    with open(f.source, "rb") as stream:
-        if offset:
-            header = stream.read(offset)
-        while n := stream.readinto(buffer):
-            digest.update(memoryview(buffer)[:n])
-    return _FilePayload(f.source, digest.hexdigest(), header, offset, size)
+            with open(f.source, "rb") as stream:
+                header = stream.read(offset)
+    return _FilePayload(f.source, records.file_content_key(f.source, offset).hex(), header, offset, size)
 
 
 def _version() -> str:

@@ -96,6 +96,18 @@ def content_key(data: Any) -> bytes:
     return xxhash.xxh3_128_digest(data)
 
 
+def file_content_key(path: Any, offset: int = 0, chunk: int = 1 << 20) -> bytes:
+    """:func:`content_key` of the bytes of file ``path`` from ``offset`` to its end, read ``chunk``
+    bytes at a time into one buffer: the file is never held in memory."""
+    h = xxhash.xxh3_128()
+    buffer = bytearray(chunk)
+    with open(path, "rb", buffering=0) as f:
+        f.seek(offset)
+        while n := f.readinto(buffer):
+            h.update(memoryview(buffer)[:n])
+    return h.digest()
+
+
 def key_bytes(key: str | bytes) -> bytes:
     """Normalise a content key given as 32 hex characters or 16 bytes; ValueError otherwise."""
     if isinstance(key, str):

@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-import xxhash
 
 from vkcore.errors import EXIT_FAILURE, TraceError, UsageError, VkcapError
 
@@ -219,11 +218,7 @@ def latest_state_before(trace: Trace, seq: int) -> int:
 
 def source_hash(path: Path) -> str:
     """xxh3-128 of a file's bytes, as 32 hex digits (``xxhsum -H2`` prints the same)."""
-    h = xxhash.xxh3_128()
-    with open(path, "rb", buffering=0) as f:
-        while chunk := f.read(_HASH_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+    return records.file_content_key(path, chunk=_HASH_CHUNK).hex()
 
 
 class _Hasher(threading.Thread):

@@ -597,3 +597,12 @@ def test_error_types_share_a_base() -> None:
         assert issubclass(cls, ContainerError)
     e = TraceCorrupt("payload checksum mismatch", path="/x.vkt", offset=123, key="ab" * 16)
     assert str(e) == f"/x.vkt: record at offset 123: blob {'ab' * 16}: payload checksum mismatch"
+
+
+def test_file_content_key_is_the_content_key_of_the_bytes_from_the_offset(tmp_path: Path) -> None:
+    data = bytes(random.Random(5).getrandbits(8) for _ in range(10_000))
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    for offset in (0, 7, 4096, len(data)):
+        for chunk in (1000, 1 << 20):  # several reads, and one
+            assert R.file_content_key(path, offset, chunk) == R.content_key(data[offset:])
