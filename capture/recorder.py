@@ -195,7 +195,7 @@ class TraceRecorder:
         self._bounds: dict[bytes, int] = {}
         # Residuals (and snapshot copies) go in the writer's blob buffers: on the VMs we measured, a page
         # written for the first time costs about 9 us (2.3 ms/MiB), and those buffers are written already.
-        self._residuals = writer.blob_buffers
+        self._buffers = writer.blob_buffers
         # Staging slots: one frame on the GPU while the others are compressed in parallel, as many as
         # the cores can compress at once (each blob's planes run in parallel too).
         self.slots = 1 + min(8, max(2, os.cpu_count() or 1))
@@ -342,13 +342,13 @@ class TraceRecorder:
                 continue
             spare = h.prev_data  # the reference before the last, or a free buffer: receives this snapshot
             if spare is None and self._kept + size <= DELTA_KEEP_BYTES:
-                spare = self._residuals.take(size)
+                spare = self._buffers.take(size)
                 self._kept += size
             refs = [(h.key, h.data)] + ([(h.prev_key, h.prev_data)] if h.prev_key is not None else [])
-            out = self._residuals.take(size)
+            out = self._buffers.take(size)
             reuse = h.choice if len(refs) == 2 else None
             residual = self.writer.residual(view, refs, out, keep=spare, choice=reuse)
-            residual.release = lambda out=out: self._residuals.give(out)
+            residual.release = lambda out=out: self._buffers.give(out)
             if reuse is not None:
                 residual.whole_estimate = h.whole_estimate
             elif len(refs) == 2 and residual.inner is not None and residual.whole_probe is not None:
@@ -462,10 +462,10 @@ class TraceRecorder:
         keys = [records.content_key(p) for p in payloads]
         first = {key: i for i, key in reversed(list(enumerate(keys)))}
         unique = sorted(first.values())
-        small = {i for i in unique if memoryview(payloads[i]).nbytes < PARALLEL_PLANES_MIN_BYTES}
-        large = [i for i in unique if i not in small]
+        small = [i for i in unique if memoryview(payloads[i]).nbytes < PARALLEL_PLANES_MIN_BYTES]
+        large = [i for i in unique if memoryview(payloads[i]).nbytes >= PARALLEL_PLANES_MIN_BYTES]
         at_once = max(1, (os.cpu_count() or 1) // PLANE_WIDTH)
-        for batch in [sorted(small)] + [large[k : k + at_once] for k in range(0, len(large), at_once)]:
+        for batch in [small] + [large[k : k + at_once] for k in range(0, len(large), at_once)]:
             for p in self.compress_all([payloads[i] for i in batch], [keys[i] for i in batch]):
                 self.writer.write_prepared(p)
         return [key.hex() for key in keys]
