@@ -3,12 +3,12 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 STAMPS := .stamps
-APT_PACKAGES := libvulkan1 mesa-vulkan-drivers glslang-tools spirv-tools zstd vulkan-validationlayers gfxreconstruct renderdoccmd chromium
+APT_PACKAGES := gcc libvulkan1 mesa-vulkan-drivers glslang-tools spirv-tools zstd vulkan-validationlayers gfxreconstruct renderdoccmd chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test typecheck bench setup clean golden
 
-setup: $(STAMPS)/system $(VENV)/.installed
+setup: $(STAMPS)/system $(VENV)/.installed capture/_kernels.so
 	@# Bytecode for our modules even where PYTHONDONTWRITEBYTECODE is set: it halves start-up.
 	@$(VENV)/bin/python -m compileall -q vkcore capture replay vkcap >/dev/null
 
@@ -25,6 +25,10 @@ $(VENV)/.installed: pyproject.toml
 	@[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
 	@$(VENV)/bin/pip install -q --disable-pip-version-check -e ".[test,ray]"
 	@touch $@
+
+# The encoders' compiled loops (capture/kernels_build.py): a plain shared library, any Python version.
+capture/_kernels.so: capture/kernels.c capture/kernels_build.py | $(STAMPS)/system $(VENV)/.installed
+	@$(VENV)/bin/python -m capture.kernels_build
 
 demo: setup
 	$(VENV)/bin/vkcap run examples/add/scenario.json --output build/demo

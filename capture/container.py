@@ -260,7 +260,7 @@ def _fsync_dir(path: str) -> None:
 
 
 class BlobBuffers:
-    """Free blob-sized buffers (uint8 arrays), for the next blobs of the same size: their planes, a
+    """Free blob-sized buffers (writable memoryviews), for the next blobs of the same size: their planes, a
     recorder's residuals. A fresh buffer faults in a page per 4 KiB as it is first written (about 9 us
     each on the VMs we measured), and copying the raw planes out of a reused one held the GIL; either
     way, compressing threads queued behind each other. Thread-safe; keeps at most ``keep_bytes``."""
@@ -277,9 +277,9 @@ class BlobBuffers:
             if free:
                 self._bytes -= nbytes
                 return free.pop()
-        import numpy as np
+        from .kernels import new_buffer
 
-        return np.empty(nbytes, np.uint8)
+        return new_buffer(nbytes)
 
     def give(self, buffer: Any) -> None:
         with self._lock:
@@ -528,7 +528,7 @@ class TraceWriter:
         recent first, for :meth:`compress_blob`: DIFF against the first, or LINEAR against the first
         two, and the residual's codec, as a probe of each says compresses smallest
         (``capture/delta.py``), or as ``choice`` (transform, residual codec) says, without a probe;
-        in ``out`` (a uint8 array of at least ``len(data)`` bytes) when given. With ``keep`` (a uint8
+        in ``out`` (a writable buffer of at least ``len(data)`` bytes) when given. With ``keep`` (a writable
         array of ``len(data)`` bytes, possibly the second reference's own), ``data`` is copied into it
         on the way. Thread-safe; releases the GIL."""
         from . import delta, planes
@@ -549,10 +549,10 @@ class TraceWriter:
         used = delta.REF_COUNT[transform]
         # the differences only: the zigzag (three more passes over the data) is left to compress_blob,
         # which a recorder runs for several frames in parallel, where this runs for one at a time
-        residual = delta.compute(view, buffers[:used], transform, delta.WIDTH, out, keep, self._plane_map(len(view)),
-                                 zigzag=False)
+        residual, nonzero = delta.compute_counted(view, buffers[:used], transform, delta.WIDTH, out, keep,
+                                                  self._plane_map(len(view)), zigzag=False)
         return delta.Residual(transform, delta.WIDTH, tuple(R.key_bytes(k) for k, _ in refs[:used]), residual,
-                              inner, probe, whole_probe=whole_probe, zigzagged=False)
+                              inner, probe, whole_probe=whole_probe, zigzagged=False, nonzero=nonzero)
 
     def _prepare(self, view: memoryview, *, skip_if_stored: bool, copy_raw: bool, key: bytes | None = None,
                  delta: Residual | None = None) -> PreparedBlob:
@@ -628,7 +628,8 @@ class TraceWriter:
 
         def sparse() -> tuple[int, tuple[Any, ...], _Lease | None]:
             compress = self._residual_compressor(len(res)).compress
-            return D.SPARSE, tuple(D.encode_sparse(res, residual.width, compress, zigzagged=residual.zigzagged)), None
+            parts = D.encode_sparse(res, residual.width, compress, zigzagged=residual.zigzagged, nonzero=residual.nonzero)
+            return D.SPARSE, tuple(parts), None
 
         if residual.inner != D.SPARSE:
             residual.finish()  # (SPARSE zigzags only the elements it keeps)

@@ -30,19 +30,21 @@ Stored layout (all integers little-endian; docs/trace-format.md section 4.4 is n
                    not zero: ceil(n / 8) bytes once decoded), the non-zero elements in order
                    (w bytes each once decoded), the raw_len % w tail bytes
 
-This module is pure: no file I/O, no knowledge of traces. Residuals are computed in chunks of at most
-:data:`CHUNK_BYTES`, which keeps the arithmetic in the CPU's cache and the scratch memory small.
+This module is pure: no file I/O, no knowledge of traces. Encoding runs the compiled loops of
+:mod:`capture.kernels` (one pass over memory each, and no numpy in a recording process), in chunks of
+:data:`CHUNK_BYTES` that a caller may spread over threads; decoding uses numpy.
 """
 from __future__ import annotations
 
 import struct
-import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Final, Iterable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Final, Iterable, NamedTuple, Sequence
 
-import numpy as np
-
+from . import kernels
 from .zstdframe import FrameError, inflate
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DELTA_HEADER: Final = struct.Struct("<BBB5x")
 KEY_BYTES: Final = 16
@@ -61,15 +63,13 @@ SPARSE_ENTRY: Final = struct.Struct("<QB7x")
 SPARSE_PART_CODECS: Final = frozenset({0, 1})
 #: element width the writer uses: 4 bytes (float32, int32), the commonest element of a snapshot.
 WIDTH: Final = 4
-#: bytes of the residual computed at a time.
+#: bytes of the residual computed at a time (by one thread, when the caller spreads chunks over threads).
 CHUNK_BYTES: Final = 1 << 20
 #: bytes from the middle of a blob whose residuals decide between DIFF and LINEAR, and their codec.
 PROBE_BYTES: Final = 16 << 10
 #: SPARSE is chosen over one zstd frame when its probe is at most 1 / SPARSE_BIAS times as large: it
 #: is several times faster, and its fixed overhead weighs more in a probe than in the whole residual.
 SPARSE_BIAS: Final = 0.8
-
-_local = threading.local()
 
 
 class DeltaError(ValueError):
@@ -96,7 +96,7 @@ class Residual:
     transform: int
     width: int
     refs: tuple[bytes, ...]
-    data: np.ndarray
+    data: memoryview
     inner: int | None = None
     probe: int | None = None
     release: Callable[[], None] | None = None
@@ -109,6 +109,8 @@ class Residual:
     whole_estimate: int | None = None
     #: whether ``data`` holds the residual, or still the plain differences (``compute(..., zigzag=False)``)
     zigzagged: bool = True
+    #: how many of its elements are not zero, when the code that computed it counted them
+    nonzero: int | None = None
 
     def finish(self) -> None:
         """Make ``data`` the residual (zigzag the differences, in place) unless it is already."""
@@ -154,101 +156,71 @@ def unpack_header(stored: bytes | memoryview) -> DeltaHeader:
 # the transform
 
 
-def _scratch(nbytes: int) -> np.ndarray:
-    """This thread's scratch buffer of at least ``nbytes`` (at most CHUNK_BYTES are ever asked)."""
-    buf = getattr(_local, "scratch", None)
-    if buf is None or buf.nbytes < nbytes:
-        buf = _local.scratch = np.empty(max(nbytes, CHUNK_BYTES), np.uint8)
-    return buf
-
-
-def _elements(buf: Any, width: int, n: int) -> np.ndarray:
-    return np.frombuffer(buf, f"<u{width}", count=n)
-
-
-def compute(raw: Any, refs: Sequence[Any], transform: int, width: int, out: np.ndarray | None = None,
-            keep: np.ndarray | None = None, map_chunks: Callable[..., Iterable[Any]] = map,
-            zigzag: bool = True) -> np.ndarray:
+def compute(raw: Any, refs: Sequence[Any], transform: int, width: int, out: Any = None,
+            keep: Any = None, map_chunks: Callable[..., Iterable[Any]] = map,
+            zigzag: bool = True) -> memoryview:
     """The residual of ``raw`` against ``refs`` (buffers of ``len(raw)`` bytes, most recent first):
-    a uint8 array of ``len(raw)`` bytes (``out[:len(raw)]`` when given). With ``keep`` (a uint8 array
-    of ``len(raw)`` bytes, which may be the last reference itself: each chunk of it is read before it
-    is written), ``raw`` is copied into it on the way, while in the cache. ``map_chunks`` (e.g. a
-    thread pool's ``map``) may compute the chunks in parallel: they are independent, and numpy
-    releases the GIL. Without ``zigzag`` the elements are the plain differences ``x - p``, which
-    :func:`zigzag_in_place` (or :func:`encode_sparse`, for the values it keeps) turns into the
-    residual later: a recorder computes differences in frame order, one frame at a time, and leaves
-    the rest to the threads that encode frames in parallel."""
+    ``len(raw)`` bytes (``out[:len(raw)]`` when ``out``, a writable buffer, is given; else a new
+    buffer), as a writable memoryview of format ``B``. With ``keep`` (a writable buffer of ``len(raw)``
+    bytes, which may be the last reference itself: each element of it is read before it is written),
+    ``raw`` is copied into it on the way, while in the cache. ``map_chunks`` (e.g. a thread pool's
+    ``map``) may compute the chunks in parallel: they are independent. Without ``zigzag`` the elements
+    are the plain differences ``x - p``, which :func:`zigzag_in_place` (or :func:`encode_sparse`, for
+    the values it keeps) turns into the residual later: a recorder computes differences in frame
+    order, one frame at a time, and leaves the rest to the threads that encode frames in parallel."""
+    return compute_counted(raw, refs, transform, width, out, keep, map_chunks, zigzag)[0]
+
+
+def compute_counted(raw: Any, refs: Sequence[Any], transform: int, width: int, out: Any = None,
+                    keep: Any = None, map_chunks: Callable[..., Iterable[Any]] = map,
+                    zigzag: bool = True) -> tuple[memoryview, int]:
+    """:func:`compute`, and how many of the residual's whole elements are not zero."""
     raw = memoryview(raw).cast("B")
     size = len(raw)
     if REF_COUNT.get(transform) != len(refs) or width not in WIDTHS:
         raise ValueError(f"transform {transform} of width {width} takes {REF_COUNT.get(transform)} references, got {len(refs)}")
-    if any(memoryview(r).nbytes != size for r in refs) or (keep is not None and keep.nbytes != size):
+    if any(memoryview(r).nbytes != size for r in refs) or (keep is not None and memoryview(keep).nbytes != size):
         raise ValueError("a delta's references must have the length of the data")
     n = size // width
-    res = (np.empty(size, np.uint8) if out is None else out[:size])
-    cur = _elements(raw, width, n)
-    a = _elements(refs[0], width, n)
-    b = _elements(refs[1], width, n) if transform == LINEAR else None
-    e = res[: n * width].view(f"<u{width}")
-    kept = None if keep is None else keep[: n * width].view(f"<u{width}")
-    step = max(1, CHUNK_BYTES // width)
-    shift = 8 * width - 1
+    res = (kernels.new_buffer(size) if out is None else memoryview(out).cast("B")[:size])
+    a = memoryview(refs[0]).cast("B")
+    b = memoryview(refs[1]).cast("B") if transform == LINEAR else None
+    kept = None if keep is None else memoryview(keep).cast("B")
+    step = max(1, CHUNK_BYTES // width) * width
 
-    def chunk(lo: int) -> None:
-        hi = min(n, lo + step)
-        d = e[lo:hi]
-        s = _scratch((hi - lo) * width).view(f"<u{width}")[: hi - lo]
-        if b is None:
-            np.subtract(cur[lo:hi], a[lo:hi], out=d)
-        else:
-            np.subtract(a[lo:hi], b[lo:hi], out=d)  # a - b
-            np.add(d, a[lo:hi], out=d)  # the prediction 2a - b
-            np.subtract(cur[lo:hi], d, out=d)
-        if kept is not None:
-            kept[lo:hi] = cur[lo:hi]
-        if zigzag:
-            _zigzag(d, s, shift)
+    def chunk(lo: int) -> int:
+        hi = min(n * width, lo + step)
+        return kernels.residual(raw[lo:hi], a[lo:hi], None if b is None else b[lo:hi], res[lo:hi],
+                                None if kept is None else kept[lo:hi], (hi - lo) // width, width, zigzag)
 
-    for _ in map_chunks(chunk, range(0, n, step)):
-        pass
-    res[n * width :] = np.frombuffer(raw, np.uint8, offset=n * width)
-    if keep is not None:
-        keep[n * width :] = res[n * width :]
-    return res
+    zeros = sum(map_chunks(chunk, range(0, n * width, step)))
+    res[n * width :] = raw[n * width :]
+    if kept is not None:
+        kept[n * width :] = raw[n * width :]
+    return res, n - zeros
 
 
-def _zigzag(d: np.ndarray, scratch: np.ndarray, shift: int) -> None:
-    """Differences ``d`` (unsigned elements) to their zigzag codes, in place; ``scratch`` as long as ``d``."""
-    signed = d.dtype.str.replace("u", "i")
-    np.right_shift(d.view(signed), shift, out=scratch.view(signed))  # all ones where negative
-    np.left_shift(d, 1, out=d)
-    np.bitwise_xor(d, scratch, out=d)
-
-
-def zigzag_in_place(differences: np.ndarray, width: int) -> None:
-    """Turn the plain differences that ``compute(..., zigzag=False)`` left in ``differences`` (a uint8
-    array) into the residual it would have computed."""
-    n = differences.nbytes // width
-    e = differences[: n * width].view(f"<u{width}")
-    step = max(1, CHUNK_BYTES // width)
-    for lo in range(0, n, step):
-        hi = min(n, lo + step)
-        _zigzag(e[lo:hi], _scratch((hi - lo) * width).view(f"<u{width}")[: hi - lo], 8 * width - 1)
+def zigzag_in_place(differences: Any, width: int) -> None:
+    """Turn the plain differences that ``compute(..., zigzag=False)`` left in ``differences`` (a
+    writable buffer) into the residual it would have computed."""
+    kernels.zigzag(differences, memoryview(differences).nbytes // width, width)
 
 
 def restore(residual: Any, refs: Sequence[Any], transform: int, width: int) -> memoryview:
     """The raw bytes whose residual against ``refs`` is ``residual``: the inverse of :func:`compute`,
     as a read-only view of a new buffer. The caller checked the lengths (``refs`` as long as ``residual``)."""
+    import numpy as np
+
     residual = memoryview(residual).cast("B")
     size = len(residual)
     n = size // width
     raw = np.empty(size, np.uint8)
-    z = _elements(residual, width, n)
-    a = _elements(refs[0], width, n)
-    b = _elements(refs[1], width, n) if transform == LINEAR else None
+    z = np.frombuffer(residual, f"<u{width}", count=n)
+    a = np.frombuffer(refs[0], f"<u{width}", count=n)
+    b = np.frombuffer(refs[1], f"<u{width}", count=n) if transform == LINEAR else None
     e = raw[: n * width].view(f"<u{width}")
     step = max(1, CHUNK_BYTES // width)
-    low = _scratch(min(n, step) * width).view(f"<u{width}")
+    low = np.empty(min(n, step), f"<u{width}")
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         d, s = e[lo:hi], low[: hi - lo]
@@ -268,38 +240,36 @@ def restore(residual: Any, refs: Sequence[Any], transform: int, width: int) -> m
 # SPARSE: a residual that is mostly zero
 
 
-def encode_sparse(residual: Any, width: int, compress: Callable[[Any], bytes], zigzagged: bool = True) -> list[Any]:
+def encode_sparse(residual: Any, width: int, compress: Callable[[Any], bytes], zigzagged: bool = True,
+                  nonzero: int | None = None) -> list[Any]:
     """The SPARSE encoding of ``residual`` as buffers to write one after the other: its entries, the
     bitmap of its non-zero elements, those elements, the tail; each of the first two compressed by
     ``compress`` (one zstd frame of its input) unless that is not smaller. No part aliases ``residual``.
     With ``zigzagged`` false, ``residual`` holds plain differences (``compute(..., zigzag=False)``):
     their non-zero elements are the residual's (zigzag keeps zero at zero), and only those are turned
-    into residual elements."""
+    into residual elements. ``nonzero``: how many elements are not zero, when the caller counted them."""
     view = memoryview(residual).cast("B")
     n = len(view) // width
-    elements = _elements(view, width, n)
-    mask = elements != 0
-    bits = np.packbits(mask, bitorder="little")
-    values = np.compress(mask, elements)
-    if not zigzagged:
-        _zigzag(values, np.empty_like(values), 8 * width - 1)
+    bits, values = kernels.sparse(view, n, width, zigzag=not zigzagged, nonzero=nonzero)
     parts: list[tuple[int, Any]] = []
-    for body in (bits, values.view(np.uint8)):
-        packed = compress(body) if body.nbytes else b""
-        parts.append((1, packed) if len(packed) < body.nbytes else (0, body.data))
-    entries = b"".join(SPARSE_ENTRY.pack(memoryview(body).nbytes, codec) for codec, body in parts)
+    for body in (bits, values):
+        packed = compress(body) if body else b""
+        parts.append((1, packed) if len(packed) < len(body) else (0, body))
+    entries = b"".join(SPARSE_ENTRY.pack(len(body), codec) for codec, body in parts)
     return [entries, *(body for _, body in parts), view[n * width :].tobytes()]
 
 
-def sparse_size(residual: Any, width: int, compress: Callable[[Any], bytes]) -> int:
+def sparse_size(residual: Any, width: int, compress: Callable[[Any], bytes], nonzero: int | None = None) -> int:
     """Bytes :func:`encode_sparse` stores for ``residual``."""
-    return sum(memoryview(p).nbytes for p in encode_sparse(residual, width, compress))
+    return sum(memoryview(p).nbytes for p in encode_sparse(residual, width, compress, nonzero=nonzero))
 
 
 def decode_sparse(stored: bytes | memoryview, raw_len: int, width: int, dctx: Any) -> np.ndarray:
     """The residual of ``raw_len`` bytes that SPARSE ``stored`` encodes, elements of ``width`` bytes;
     :class:`DeltaError` unless ``stored`` is exactly such an encoding. Allocates at most ``raw_len``
     bytes, an n-byte mask and the stored parts decoded (each bounded before it is inflated)."""
+    import numpy as np
+
     n, tail = divmod(raw_len, width)
     nbits = -(-n // 8)
     head = 2 * SPARSE_ENTRY.size
@@ -370,12 +340,12 @@ def choose(raw: Any, refs: Sequence[Any], width: int, compress: Callable[[Any], 
     sliced = [memoryview(b).cast("B")[window] for b in (raw, *refs[:2])]
     residuals = []
     for transform in (DIFF, LINEAR)[: min(2, len(refs))]:
-        res = compute(sliced[0], sliced[1 : 1 + REF_COUNT[transform]], transform, width)
+        res, nonzero = compute_counted(sliced[0], sliced[1 : 1 + REF_COUNT[transform]], transform, width)
         n = res.nbytes // width
-        residuals.append((n - int(np.count_nonzero(res[: n * width].view(f"<u{width}"))), n, transform, res))
+        residuals.append((n - nonzero, n, transform, res))
     zeros, n, transform, res = max(residuals, key=lambda r: r[0])
     if 2 * zeros >= n:
-        sparse, plain = sparse_size(res, width, compress), len(compress(res))
+        sparse, plain = sparse_size(res, width, compress, nonzero=n - zeros), len(compress(res))
         return (transform, SPARSE, sparse) if SPARSE_BIAS * sparse <= plain else (transform, 1, plain)
     best: tuple[int, int, int] | None = None
     for _, _, transform, res in residuals:

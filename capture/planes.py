@@ -14,16 +14,18 @@ Stored layout (all integers little-endian; docs/trace-format.md is normative)::
     tail            the raw_len % w bytes after the last whole element, raw
 
 This module is pure: no file I/O, no knowledge of traces. :func:`encode` (and :func:`encode_parts`) is
-thread-safe given one compressor per thread; :func:`decode` bounds every allocation by the raw length it is told.
+thread-safe given one compressor per thread, and splits planes with the compiled loop of
+:mod:`capture.kernels` (no numpy in a recording process); :func:`decode` uses numpy, and bounds every
+allocation by the raw length it is told.
 """
 from __future__ import annotations
 
 import struct
 from typing import Any, Callable, Final, Iterable
 
-import numpy as np
 import zstandard
 
+from . import kernels
 from .zstdframe import FrameError, inflate
 
 PLANES_HEADER: Final = struct.Struct("<B7x")
@@ -49,29 +51,22 @@ def overhead(width: int) -> int:
     return PLANES_HEADER.size + width * PLANE_ENTRY.size
 
 
-def _elements_and_planes(view: memoryview, width: int, out: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """``view``'s ``n = len(view) // width`` whole elements as little-endian integers (byte k is bits
-    8k..8k+7), and room for their ``(width, n)`` planes: in ``out`` when given (a uint8 array of at
-    least ``width * n`` bytes), else new."""
+def _planes(view: memoryview, width: int, out: Any) -> list[memoryview]:
+    """Room for the ``width`` planes of ``view``'s ``n = len(view) // width`` whole elements: ``n``
+    bytes each, in ``out`` when given (a writable buffer of at least ``width * n`` bytes), else new."""
     n = len(view) // width
-    elements = np.frombuffer(view, f"<u{width}", count=n)
-    planes = (np.empty(width * n, np.uint8) if out is None else out[: width * n]).reshape(width, n)
-    return elements, planes
+    room = kernels.new_buffer(width * n) if out is None else memoryview(out).cast("B")
+    return [room[k * n : (k + 1) * n] for k in range(width)]
 
 
-def _fill_plane(elements: np.ndarray, planes: np.ndarray, k: int) -> np.ndarray:
-    """Write plane ``k`` (byte k of every element) and return it; shifting is faster than a
-    transposing copy."""
-    np.right_shift(elements, 8 * k, out=planes[k], casting="unsafe")
-    return planes[k]
-
-
-def split(view: memoryview, width: int, out: np.ndarray | None = None) -> np.ndarray:
-    """The ``(width, n)`` byte planes of ``view``'s first ``n = len(view) // width`` elements
-    (written into ``out``, a uint8 array of at least ``width * n`` bytes, when given)."""
-    elements, planes = _elements_and_planes(view, width, out)
-    for k in range(width):
-        _fill_plane(elements, planes, k)
+def split(view: memoryview, width: int, out: Any = None) -> list[memoryview]:
+    """The ``width`` byte planes of ``view``'s first ``n = len(view) // width`` elements, plane k
+    holding byte k of each (bits 8k..8k+7 of the little-endian integer); written into ``out`` (a
+    writable buffer of at least ``width * n`` bytes) when given."""
+    view = memoryview(view).cast("B")
+    planes = _planes(view, width, out)
+    for k, plane in enumerate(planes):
+        kernels.plane(view, len(plane), width, k, plane)
     return planes
 
 
@@ -103,7 +98,7 @@ def prefers_planes(view: memoryview, width: int, cctx: zstandard.ZstdCompressor)
     return sizes is not None and sizes[1] < PLANAR_GAIN * sizes[0]
 
 
-def _plane_cost(plane: np.ndarray, cctx: zstandard.ZstdCompressor) -> int:
+def _plane_cost(plane: memoryview, cctx: zstandard.ZstdCompressor) -> int:
     return min(len(plane), len(cctx.compress(plane)))  # type: ignore[arg-type]  # zstandard's stubs refuse an ndarray
 
 
@@ -111,12 +106,12 @@ def encode_parts(
     view: memoryview,
     width: int,
     compressor: Callable[[int], zstandard.ZstdCompressor],
-    out: np.ndarray | None = None,
+    out: Any = None,
     map_planes: Callable[..., Iterable[tuple[int, Any]]] = map,
 ) -> list[Any]:
     """The PLANES encoding of ``view`` as a list of buffers to be written one after the other: every
     plane zstd-compressed unless a probe of it shows it would not shrink (then it is stored raw).
-    The planes are split into ``out`` (a uint8 array of at least ``len(view)`` bytes; a new one when
+    The planes are split into ``out`` (a writable buffer of at least ``len(view)`` bytes; a new one when
     None) and raw planes are returned as views of it, so ``out`` must stay untouched until the parts
     are written; no part aliases ``view``, which the caller may reuse at once. Not copying raw planes
     out, nor joining the parts, saves copies of the data made while holding the GIL.
@@ -126,20 +121,23 @@ def encode_parts(
     the planes in parallel: they are independent, and shifting and zstd release the GIL."""
     if width not in WIDTHS:
         raise ValueError(f"plane width {width} is not one of {sorted(WIDTHS)}")
-    elements, planes = _elements_and_planes(view, width, out)
+    view = memoryview(view).cast("B")
+    planes = _planes(view, width, out)
+    n = len(view) // width
 
     def one_plane(k: int) -> tuple[int, Any]:
-        plane = _fill_plane(elements, planes, k)
+        plane = planes[k]
+        kernels.plane(view, n, width, k, plane)
         probe = plane[:PROBE_BYTES]
         if len(compressor(len(probe)).compress(probe)) <= RAW_IF_ABOVE * len(probe):  # type: ignore[arg-type]  # as above
             packed = compressor(len(plane)).compress(plane)  # type: ignore[arg-type]  # as above
             if len(packed) < len(plane):
                 return PLANE_ZSTD, packed
-        return PLANE_RAW, plane.data
+        return PLANE_RAW, plane
 
     coded = list(map_planes(one_plane, range(width)))
     entries = [PLANES_HEADER.pack(width), *(PLANE_ENTRY.pack(len(body), codec) for codec, body in coded)]
-    return [b"".join(entries), *(body for _, body in coded), view[elements.size * width :].tobytes()]
+    return [b"".join(entries), *(body for _, body in coded), view[n * width :].tobytes()]
 
 
 def encode(view: memoryview, width: int, compressor: Callable[[int], zstandard.ZstdCompressor]) -> bytes:
@@ -152,6 +150,8 @@ def decode(stored: bytes | memoryview, raw_len: int, dctx: zstandard.ZstdDecompr
     their own; :class:`PlanesError` if ``stored`` is not exactly such an encoding. Never allocates
     more than ``raw_len`` plus one plane. (A view, not ``bytes``: copying a large result into a new
     ``bytes`` object would cost more than the whole decoding.)"""
+    import numpy as np
+
     if len(stored) < PLANES_HEADER.size:
         raise PlanesError(f"PLANES data is {len(stored)} bytes, shorter than its header")
     (width,) = PLANES_HEADER.unpack_from(stored)

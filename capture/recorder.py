@@ -5,7 +5,7 @@ The recording is a three-stage pipeline, all in one trio nursery:
 1. the executor runs frames on the GPU and copies each frame's captures into a staging slot;
 2. the recorder's ``consume`` hashes the slot's blobs and computes their residuals against the same
    resources' previous snapshots (in frame order: ``plan_blobs``), then compresses them in worker threads,
-   in parallel (zstd, xxhash and numpy release the GIL), and frees the slot as soon as that is done;
+   in parallel (zstd, xxhash and the compiled kernels release the GIL), and frees the slot as soon as that is done;
 3. a writer task appends the compressed blobs (each content stored once) and the frame's records, in
    frame order, in a worker thread.
 
@@ -119,7 +119,7 @@ class _History:
     """The latest snapshots of one resource, as the next snapshot's delta references."""
 
     key: bytes  # the latest snapshot's content key
-    data: Any  # its bytes (a uint8 numpy array, a copy)
+    data: memoryview  # its bytes (a copy, writable)
     bound: int  # decoding it decodes at most this many deltas
     prev_key: bytes | None = None  # the one before, when ``key`` was offered as a delta of it (LINEAR needs both)
     prev_data: Any = None  # its bytes; kept (as a spare buffer) after prev_key is dropped
@@ -320,8 +320,6 @@ class TraceRecorder:
         LINEAR delta's second reference is the first one's own reference (or in its closure when the
         writer stored the first whole), so it adds nothing. Content planned before (a duplicate) is
         whatever was written then, with that bound, and starts the resource's chain afresh."""
-        import numpy as np
-
         from .delta import PROBE_BYTES
 
         plans = []
@@ -366,8 +364,6 @@ class TraceRecorder:
     def _remember(self, uid: str, key: bytes, view: Any, bound: int) -> None:
         """Keep a copy of ``view`` as ``uid``'s latest snapshot, the first of a new chain: the next
         snapshot may be a DIFF of it, not LINEAR (what it was stored as is not known here)."""
-        import numpy as np
-
         size = memoryview(view).nbytes
         h = self._history.get(uid)
         if h is None or h.data.nbytes != size:
@@ -376,10 +372,10 @@ class TraceRecorder:
                 del self._history[uid]
             if size < DELTA_MIN_BYTES or self._kept + size > DELTA_KEEP_BYTES:
                 return
-            h = self._history[uid] = _History(b"", np.empty(size, np.uint8), bound)
+            h = self._history[uid] = _History(b"", self._buffers.take(size), bound)
             self._kept += size
         if h.key != key:  # else unchanged (captured, not written): h.data holds it already
-            np.copyto(h.data, np.frombuffer(view, np.uint8))
+            h.data[:] = memoryview(view).cast("B")
         h.key, h.bound, h.prev_key, h.choice = key, bound, None, None  # prev_data stays, as a spare buffer
         h.whole_estimate = None
 
@@ -768,8 +764,8 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
 
 
 def _prefetch_codec() -> threading.Thread:
-    """Import the PLANES codec (and with it numpy, which a plain run never loads) in a background
-    thread, so that the import overlaps the driver's start-up instead of delaying the first snapshot."""
+    """Import the PLANES codec (zstandard, the compiled kernels) in a background thread, so that the
+    import overlaps the driver's start-up instead of delaying the first snapshot."""
     thread = threading.Thread(target=importlib.import_module, args=("capture.planes",), name="vkcap-prefetch", daemon=True)
     thread.start()
     return thread

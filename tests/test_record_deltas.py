@@ -95,6 +95,29 @@ def test_snapshots_are_deltas_between_key_frames_at_checkpoints(trace: Path) -> 
                 np.testing.assert_array_equal(np.frombuffer(t.snapshot(s, uid), np.float32), want)
 
 
+def test_recording_never_imports_numpy(scenario: Path, tmp_path: Path) -> None:
+    """The encoders run on the compiled loops (capture/kernels.c): a recording whose snapshots are
+    stored as LINEAR deltas, SPARSE residuals and byte planes loads no numpy, which costs a recording
+    about 50 ms on the 2-core machine."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "t.vkt"
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "vkcap", "record", str(scenario), "-o", str(path)],
+                          capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    assert done.returncode == 0, done.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "capture.kernels" in imported and "numpy" not in imported
+    with Trace.open(path) as t:
+        by_frame = {f.seq: f.snapshots for f in t.frames}
+        inner = {D.unpack_header(t.reader.read_prepared(by_frame[s][uid]).data[0])[:3] for uid in ("acc", "field")
+                 for s in range(FRAMES) if t.reader.blob_info(by_frame[s][uid]).codec == R.Codec.DELTA}
+        assert {(D.LINEAR, 4, D.SPARSE), (D.LINEAR, 4, R.Codec.ZSTD)} <= inner
+        for s in range(FRAMES):
+            for uid, want in expected(s).items():
+                np.testing.assert_array_equal(np.frombuffer(t.snapshot(s, uid), np.float32), want)
+
+
 def test_info_counts_the_snapshots_stored_as_deltas(trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from vkcap.commands_inspect import trace_summary
 

@@ -1,0 +1,123 @@
+"""The encoders' compiled loops (``kernels.c``) on Python buffers, and the buffers they fill.
+
+With these, recording needs no numpy: a residual, its SPARSE parts and a blob's byte planes are each one
+pass over memory in C instead of several numpy passes, and the process that records never pays for
+importing numpy (about 50 ms on the 2-core machine), which only analysis needs. Decoding (replay, diff)
+still uses numpy, which those commands import anyway.
+
+Every function takes any C-contiguous buffer (bytes, bytearray, memoryview, mmap, a numpy array) without
+copying it, calls the library without holding the GIL (cffi releases it) and is thread-safe. The library
+is built by ``make setup`` (:mod:`capture.kernels_build`); without it, the first call raises
+:class:`KernelsMissing`, which says how to build it.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+from vkcore.errors import VkcapError
+
+from ._kernels_cdefs import ffi
+from .kernels_build import LIBRARY
+
+WIDTHS = (1, 2, 4, 8)
+
+
+class KernelsMissing(VkcapError):
+    """The compiled library is not built (or not loadable on this machine)."""
+
+
+_lib: Any = None
+_lock = threading.Lock()
+# uninitialized memory, as numpy.empty gives: pages are first touched by the loop that fills them
+_alloc = ffi.new_allocator(should_clear_after_alloc=False)
+
+
+def _library() -> Any:
+    global _lib
+    if _lib is None:
+        with _lock:
+            if _lib is None:
+                if sys.byteorder != "little":
+                    raise KernelsMissing("the trace format's elements are little-endian; this host is not")
+                try:
+                    _lib = ffi.dlopen(str(LIBRARY))
+                except OSError as exc:
+                    raise KernelsMissing(f"{LIBRARY} cannot be loaded ({exc}); build it with `make setup` "
+                                         "or `python -m capture.kernels_build`") from None
+    return _lib
+
+
+def new_buffer(nbytes: int) -> memoryview:
+    """A writable buffer of ``nbytes`` uninitialized bytes (format ``B``)."""
+    return memoryview(ffi.buffer(_alloc("uint8_t[]", max(nbytes, 1)), nbytes))  # type: ignore[arg-type]
+
+
+def _in(data: Any) -> Any:
+    return ffi.from_buffer(data)
+
+
+def _out(data: Any) -> Any:
+    return ffi.from_buffer(data, require_writable=True)
+
+
+def _check_width(width: int) -> None:
+    if width not in WIDTHS:
+        raise ValueError(f"element width {width} is not one of {list(WIDTHS)}")
+
+
+def residual(cur: Any, a: Any, b: Any | None, out: Any, keep: Any | None, n: int, width: int, zigzag: bool) -> int:
+    """``out[i] = cur[i] - a[i]`` (``b`` None) or ``cur[i] - (2 a[i] - b[i])``, zigzagged when ``zigzag``,
+    for the first ``n`` elements of ``width`` bytes; ``keep[i] = cur[i]`` when ``keep`` is given (it may
+    be ``a`` or ``b``). Returns how many ``out[i]`` are zero. Every buffer holds at least ``n`` elements."""
+    _check_width(width)
+    nbytes = n * width
+    buffers = [cur, a, out] + [x for x in (b, keep) if x is not None]
+    if any(memoryview(x).nbytes < nbytes for x in buffers):
+        raise ValueError(f"a residual of {n} elements of {width} bytes needs {nbytes} bytes in every buffer")
+    null = ffi.NULL
+    zeros: int = _library().vkcap_residual(_in(cur), _in(a), null if b is None else _in(b), _out(out),
+                                          null if keep is None else _out(keep), n, width, int(zigzag))
+    return zeros
+
+
+def zigzag(data: Any, n: int, width: int) -> None:
+    """Zigzag the first ``n`` elements of ``data`` in place (plain differences to residual elements)."""
+    _check_width(width)
+    if memoryview(data).nbytes < n * width:
+        raise ValueError(f"{n} elements of {width} bytes do not fit {memoryview(data).nbytes} bytes")
+    _library().vkcap_zigzag(_out(data), n, width)
+
+
+def zeros(data: Any, n: int, width: int) -> int:
+    """How many of the first ``n`` elements of ``data`` are zero."""
+    _check_width(width)
+    if memoryview(data).nbytes < n * width:
+        raise ValueError(f"{n} elements of {width} bytes do not fit {memoryview(data).nbytes} bytes")
+    count: int = _library().vkcap_zeros(_in(data), n, width)
+    return count
+
+
+def sparse(data: Any, n: int, width: int, zigzag: bool, nonzero: int | None = None) -> tuple[bytearray, bytearray]:
+    """SPARSE's bitmap and values of the first ``n`` elements of ``data``: bit i (LSB first) set when
+    element i is not zero, and the non-zero elements in order (zigzagged when ``zigzag``). ``nonzero``
+    is their number when the caller knows it (else it is counted first)."""
+    if nonzero is None:
+        nonzero = n - zeros(data, n, width)
+    _check_width(width)
+    bits, values = bytearray(-(-n // 8)), bytearray(nonzero * width)
+    seen = _library().vkcap_sparse(_in(data), n, width, int(zigzag), _out(bits), _out(values), nonzero)
+    if seen != nonzero:
+        raise ValueError(f"{seen} non-zero elements, {nonzero} expected: the data changed while it was encoded")
+    return bits, values
+
+
+def plane(data: Any, n: int, width: int, k: int, out: Any) -> None:
+    """Byte plane ``k`` of the first ``n`` elements of ``data`` (byte k of each, bits 8k..8k+7) into
+    ``out`` (at least ``n`` bytes)."""
+    if not 0 <= k < width or width not in WIDTHS:
+        raise ValueError(f"no plane {k} of {width}-byte elements")
+    if memoryview(data).nbytes < n * width or memoryview(out).nbytes < n:
+        raise ValueError(f"plane {k} of {n} elements of {width} bytes does not fit the buffers given")
+    _library().vkcap_plane(_in(data), n, width, k, _out(out))
