@@ -7,12 +7,16 @@
 #   .whl: cp312 wheels of what the GPU image lacks (vulkan, cffi, trio, msgpack, zstandard,
 #         jsonschema, the ARM emulation layer; the reference runner's and the model converter's cp311
 #         wheels are unzipped: their binaries do not depend on the Python version).
+#   capture/_kernels.so: the encoders' compiled loops, built here by `make setup` (a plain shared library
+#         that needs nothing from glibc: any Python version); rebuilt there, since the image has cc.
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     $(ls .whl/*.whl | grep -v scenario_runner) || return 1
 python3 -c "import glob, zipfile; zipfile.ZipFile(glob.glob('.whl/ai_ml_sdk_scenario_runner*.whl')[0]).extractall('/tmp/site')"
 chmod +x /tmp/site/scenario_runner/binaries/bin/* /tmp/site/model_converter/binaries/bin/* /tmp/site/emulation_layer/deploy/lib/*.so 2>/dev/null
+if command -v cc >/dev/null; then python3 -m capture.kernels_build; fi
+[ -f capture/_kernels.so ] || { echo "capture/_kernels.so: carry it (make setup builds it)" >&2; return 1; }
 python3 -m compileall -q -j 0 /tmp/site vkcore capture replay vkcap >/dev/null 2>&1  # no per-run recompiles
 # vkcap itself runs from the checkout (PYTHONPATH); its metadata makes its pytest11 entry point (the
 # pytest plugin) visible, as `pip install` would.
