@@ -39,8 +39,7 @@ typedef uint64_t u64x __attribute__((aligned(1), may_alias));
         TX *out = out_, *keep = keep_;                                                                    \
         size_t zeros = 0;                                                                                 \
         /* one loop per case, so that each is a straight vectorizable loop */                           \
-        for (int mode = (b != 0) * 4 + (keep != 0) * 2 + (zigzag != 0), once = 1; once; once = 0)          \
-            switch (mode) {                                                                               \
+        switch ((b != 0) * 4 + (keep != 0) * 2 + (zigzag != 0)) {                                         \
             case 0: LOOP(T, ST, a[i], 0, 0); break;                                                       \
             case 1: LOOP(T, ST, a[i], 0, 1); break;                                                       \
             case 2: LOOP(T, ST, a[i], 1, 0); break;                                                       \
@@ -49,7 +48,7 @@ typedef uint64_t u64x __attribute__((aligned(1), may_alias));
             case 5: LOOP(T, ST, (T)((T)(a[i] << 1) - b[i]), 0, 1); break;                                 \
             case 6: LOOP(T, ST, (T)((T)(a[i] << 1) - b[i]), 1, 0); break;                                 \
             case 7: LOOP(T, ST, (T)((T)(a[i] << 1) - b[i]), 1, 1); break;                                 \
-            }                                                                                             \
+        }                                                                                                 \
         return zeros;                                                                                     \
     }
 RESIDUAL(uint8_t, int8_t, u8x)
