@@ -18,6 +18,23 @@ typedef uint16_t u16x __attribute__((aligned(1), may_alias));
 typedef uint32_t u32x __attribute__((aligned(1), may_alias));
 typedef uint64_t u64x __attribute__((aligned(1), may_alias));
 
+/* Instantiates a loop M(T, ST, TX) for each element type: unsigned, signed, unaligned pointee. */
+#define EACH_TYPE(M)               \
+    M(uint8_t, int8_t, u8x)        \
+    M(uint16_t, int16_t, u16x)     \
+    M(uint32_t, int32_t, u32x)     \
+    M(uint64_t, int64_t, u64x)
+
+/* Calls name_uint8_t ... name_uint64_t by `width`: the one entry point each loop has. */
+#define BY_WIDTH(name, args, unknown)                   \
+    switch (width) {                                    \
+    case 1: return name##_uint8_t args;                 \
+    case 2: return name##_uint16_t args;                \
+    case 4: return name##_uint32_t args;                \
+    case 8: return name##_uint64_t args;                \
+    }                                                   \
+    return unknown;
+
 /* zigzag: 0, -1, 1, -2 ... become 0, 1, 2, 3 ... (d read as a signed difference). */
 #define ZIGZAG(T, ST, d) ((T)((T)((d) << 1) ^ (T)((ST)(d) >> (8 * sizeof(T) - 1))))
 
@@ -51,42 +68,23 @@ typedef uint64_t u64x __attribute__((aligned(1), may_alias));
         }                                                                                                 \
         return zeros;                                                                                     \
     }
-RESIDUAL(uint8_t, int8_t, u8x)
-RESIDUAL(uint16_t, int16_t, u16x)
-RESIDUAL(uint32_t, int32_t, u32x)
-RESIDUAL(uint64_t, int64_t, u64x)
+EACH_TYPE(RESIDUAL)
 
 size_t vkcap_residual(const void *cur, const void *a, const void *b, void *out, void *keep, size_t n, int width,
                       int zigzag) {
-    switch (width) {
-    case 1: return residual_uint8_t(cur, a, b, out, keep, n, zigzag);
-    case 2: return residual_uint16_t(cur, a, b, out, keep, n, zigzag);
-    case 4: return residual_uint32_t(cur, a, b, out, keep, n, zigzag);
-    case 8: return residual_uint64_t(cur, a, b, out, keep, n, zigzag);
-    }
-    return (size_t)-1;
+    BY_WIDTH(residual, (cur, a, b, out, keep, n, zigzag), (size_t)-1)
 }
 
 /* Zigzag n plain differences in place. */
 #define ZIGZAG_ALL(T, ST, TX)                                                  \
-    static void zigzag_##T(void *d_, size_t n) {                               \
+    static int zigzag_##T(void *d_, size_t n) {                                \
         TX *d = d_;                                                            \
         for (size_t i = 0; i < n; i++) d[i] = ZIGZAG(T, ST, (T)d[i]);          \
+        return 0;                                                              \
     }
-ZIGZAG_ALL(uint8_t, int8_t, u8x)
-ZIGZAG_ALL(uint16_t, int16_t, u16x)
-ZIGZAG_ALL(uint32_t, int32_t, u32x)
-ZIGZAG_ALL(uint64_t, int64_t, u64x)
+EACH_TYPE(ZIGZAG_ALL)
 
-int vkcap_zigzag(void *d, size_t n, int width) {
-    switch (width) {
-    case 1: zigzag_uint8_t(d, n); return 0;
-    case 2: zigzag_uint16_t(d, n); return 0;
-    case 4: zigzag_uint32_t(d, n); return 0;
-    case 8: zigzag_uint64_t(d, n); return 0;
-    }
-    return -1;
-}
+int vkcap_zigzag(void *d, size_t n, int width) { BY_WIDTH(zigzag, (d, n), -1) }
 
 /* SPARSE's two parts of n elements: bits (ceil(n / 8) bytes; bit i, LSB first, set when element i is
  * not zero) and values (the non-zero elements in order, zigzagged when `zigzag`: the elements are then
@@ -114,43 +112,34 @@ int vkcap_zigzag(void *d, size_t n, int width) {
         }                                                                                                  \
         return seen;                                                                                       \
     }
-SPARSE(uint8_t, int8_t, u8x)
-SPARSE(uint16_t, int16_t, u16x)
-SPARSE(uint32_t, int32_t, u32x)
-SPARSE(uint64_t, int64_t, u64x)
+EACH_TYPE(SPARSE)
 
 size_t vkcap_sparse(const void *e, size_t n, int width, int zigzag, uint8_t *bits, void *values, size_t count) {
-    switch (width) {
-    case 1: return sparse_uint8_t(e, n, zigzag, bits, values, count);
-    case 2: return sparse_uint16_t(e, n, zigzag, bits, values, count);
-    case 4: return sparse_uint32_t(e, n, zigzag, bits, values, count);
-    case 8: return sparse_uint64_t(e, n, zigzag, bits, values, count);
-    }
-    return (size_t)-1;
+    BY_WIDTH(sparse, (e, n, zigzag, bits, values, count), (size_t)-1)
 }
 
 /* How many of n elements are zero. */
-size_t vkcap_zeros(const void *e_, size_t n, int width) {
-    size_t zeros = 0;
-    switch (width) {
-    case 1: { const u8x *e = e_; for (size_t i = 0; i < n; i++) zeros += e[i] == 0; break; }
-    case 2: { const u16x *e = e_; for (size_t i = 0; i < n; i++) zeros += e[i] == 0; break; }
-    case 4: { const u32x *e = e_; for (size_t i = 0; i < n; i++) zeros += e[i] == 0; break; }
-    case 8: { const u64x *e = e_; for (size_t i = 0; i < n; i++) zeros += e[i] == 0; break; }
-    default: return (size_t)-1;
+#define ZEROS(T, ST, TX)                                                           \
+    static size_t zeros_##T(const void *e_, size_t n) {                        \
+        const TX *e = e_;                                                      \
+        size_t zeros = 0;                                                      \
+        for (size_t i = 0; i < n; i++) zeros += e[i] == 0;                     \
+        return zeros;                                                          \
     }
-    return zeros;
-}
+EACH_TYPE(ZEROS)
+
+size_t vkcap_zeros(const void *e, size_t n, int width) { BY_WIDTH(zeros, (e, n), (size_t)-1) }
 
 /* Byte plane k of n elements: plane[i] = byte k of element i (bits 8k..8k+7). */
-int vkcap_plane(const void *src_, size_t n, int width, int k, uint8_t *plane) {
-    const uint8_t *src = src_;
-    if (k < 0 || k >= width) return -1;
-    switch (width) {
-    case 2: { const u16x *e = src_; for (size_t i = 0; i < n; i++) plane[i] = (uint8_t)(e[i] >> (8 * k)); return 0; }
-    case 4: { const u32x *e = src_; for (size_t i = 0; i < n; i++) plane[i] = (uint8_t)(e[i] >> (8 * k)); return 0; }
-    case 8: { const u64x *e = src_; for (size_t i = 0; i < n; i++) plane[i] = (uint8_t)(e[i] >> (8 * k)); return 0; }
+#define PLANE(T, ST, TX)                                                                   \
+    static int plane_##T(const void *e_, size_t n, int k, uint8_t *plane) {            \
+        const TX *e = e_;                                                              \
+        for (size_t i = 0; i < n; i++) plane[i] = (uint8_t)(e[i] >> (8 * k));           \
+        return 0;                                                                      \
     }
-    for (size_t i = 0; i < n; i++) plane[i] = src[i * (size_t)width + (size_t)k];
-    return 0;
+EACH_TYPE(PLANE)
+
+int vkcap_plane(const void *src, size_t n, int width, int k, uint8_t *plane) {
+    if (k < 0 || k >= width) return -1;
+    BY_WIDTH(plane, (src, n, k, plane), -1)
 }

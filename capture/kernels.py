@@ -51,7 +51,7 @@ def _library() -> Any:
 
 def new_buffer(nbytes: int) -> memoryview:
     """A writable buffer of ``nbytes`` uninitialized bytes (format ``B``)."""
-    return memoryview(ffi.buffer(_alloc("uint8_t[]", max(nbytes, 1)), nbytes))  # type: ignore[arg-type]
+    return memoryview(ffi.buffer(_alloc("uint8_t[]", max(nbytes, 1)), nbytes))
 
 
 def _in(data: Any) -> Any:
@@ -62,20 +62,20 @@ def _out(data: Any) -> Any:
     return ffi.from_buffer(data, require_writable=True)
 
 
-def _check_width(width: int) -> None:
+def _check_fit(what: str, n: int, width: int, *buffers: Any) -> None:
+    """``width`` is an element width and every buffer holds ``n`` elements of it (the loops trust both)."""
     if width not in WIDTHS:
         raise ValueError(f"element width {width} is not one of {list(WIDTHS)}")
+    nbytes = n * width
+    if any(memoryview(x).nbytes < nbytes for x in buffers):
+        raise ValueError(f"{what} of {n} elements of {width} bytes needs {nbytes} bytes in every buffer")
 
 
 def residual(cur: Any, a: Any, b: Any | None, out: Any, keep: Any | None, n: int, width: int, zigzag: bool) -> int:
     """``out[i] = cur[i] - a[i]`` (``b`` None) or ``cur[i] - (2 a[i] - b[i])``, zigzagged when ``zigzag``,
     for the first ``n`` elements of ``width`` bytes; ``keep[i] = cur[i]`` when ``keep`` is given (it may
     be ``a`` or ``b``). Returns how many ``out[i]`` are zero. Every buffer holds at least ``n`` elements."""
-    _check_width(width)
-    nbytes = n * width
-    buffers = [cur, a, out] + [x for x in (b, keep) if x is not None]
-    if any(memoryview(x).nbytes < nbytes for x in buffers):
-        raise ValueError(f"a residual of {n} elements of {width} bytes needs {nbytes} bytes in every buffer")
+    _check_fit("a residual", n, width, cur, a, out, *(x for x in (b, keep) if x is not None))
     null = ffi.NULL
     zeros: int = _library().vkcap_residual(_in(cur), _in(a), null if b is None else _in(b), _out(out),
                                           null if keep is None else _out(keep), n, width, int(zigzag))
@@ -84,17 +84,13 @@ def residual(cur: Any, a: Any, b: Any | None, out: Any, keep: Any | None, n: int
 
 def zigzag(data: Any, n: int, width: int) -> None:
     """Zigzag the first ``n`` elements of ``data`` in place (plain differences to residual elements)."""
-    _check_width(width)
-    if memoryview(data).nbytes < n * width:
-        raise ValueError(f"{n} elements of {width} bytes do not fit {memoryview(data).nbytes} bytes")
+    _check_fit("a zigzag", n, width, data)
     _library().vkcap_zigzag(_out(data), n, width)
 
 
 def zeros(data: Any, n: int, width: int) -> int:
     """How many of the first ``n`` elements of ``data`` are zero."""
-    _check_width(width)
-    if memoryview(data).nbytes < n * width:
-        raise ValueError(f"{n} elements of {width} bytes do not fit {memoryview(data).nbytes} bytes")
+    _check_fit("a count", n, width, data)
     count: int = _library().vkcap_zeros(_in(data), n, width)
     return count
 
@@ -103,9 +99,9 @@ def sparse(data: Any, n: int, width: int, zigzag: bool, nonzero: int | None = No
     """SPARSE's bitmap and values of the first ``n`` elements of ``data``: bit i (LSB first) set when
     element i is not zero, and the non-zero elements in order (zigzagged when ``zigzag``). ``nonzero``
     is their number when the caller knows it (else it is counted first)."""
+    _check_fit("a SPARSE encoding", n, width, data)
     if nonzero is None:
         nonzero = n - zeros(data, n, width)
-    _check_width(width)
     bits, values = bytearray(-(-n // 8)), bytearray(nonzero * width)
     seen = _library().vkcap_sparse(_in(data), n, width, int(zigzag), _out(bits), _out(values), nonzero)
     if seen != nonzero:

@@ -99,7 +99,7 @@ def prefers_planes(view: memoryview, width: int, cctx: zstandard.ZstdCompressor)
 
 
 def _plane_cost(plane: memoryview, cctx: zstandard.ZstdCompressor) -> int:
-    return min(len(plane), len(cctx.compress(plane)))  # type: ignore[arg-type]  # zstandard's stubs refuse an ndarray
+    return min(len(plane), len(cctx.compress(plane)))
 
 
 def encode_parts(
@@ -129,8 +129,8 @@ def encode_parts(
         plane = planes[k]
         kernels.plane(view, n, width, k, plane)
         probe = plane[:PROBE_BYTES]
-        if len(compressor(len(probe)).compress(probe)) <= RAW_IF_ABOVE * len(probe):  # type: ignore[arg-type]  # as above
-            packed = compressor(len(plane)).compress(plane)  # type: ignore[arg-type]  # as above
+        if len(compressor(len(probe)).compress(probe)) <= RAW_IF_ABOVE * len(probe):
+            packed = compressor(len(plane)).compress(plane)
             if len(packed) < len(plane):
                 return PLANE_ZSTD, packed
         return PLANE_RAW, plane
