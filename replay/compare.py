@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from .results import DIVERGED, DTYPES, IDENTICAL, WITHIN, Comparison, Tolerance
+from .results import DIVERGED, DTYPES, WITHIN, Comparison, Tolerance, identical
 
 ULP_CEILING = 2**64 - 1  # the largest ULP distance (a uint64): a tolerance is clamped to it
 # The ULP histogram's buckets: (label, lowest distance), each up to the next one's lowest.
@@ -161,12 +161,6 @@ def _bits(a: np.ndarray, dtype: str) -> np.ndarray:
     if dtype in FLOAT8:
         return a.view(np.uint8)
     return a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
-
-
-def identical(uid: str, nbytes: int, dtype: str = "bytes") -> Comparison:
-    """The comparison of two equal snapshots of ``nbytes`` bytes read as ``dtype``."""
-    storage, _ = DTYPES[dtype]
-    return Comparison(uid, dtype, IDENTICAL, nbytes // np.dtype(storage).itemsize)
 
 
 def compare(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, *, dtype: str = "bytes",

@@ -13,8 +13,8 @@ from typing import Any, Iterable
 from capture.trace import Trace
 from vkcore.errors import TraceError
 
-from .compare import compare, identical
-from .results import Comparison, FrameResult
+from .compare import compare
+from .results import Comparison, FrameResult, identical
 from .tolerances import TolerancePolicy, resource_shape
 
 # Fields of a resource that may differ between two recordings of the same scenario.

@@ -28,10 +28,9 @@ from vkcore.scenario.model import Scenario, Shader, load_scenario
 from vkcore.exec.session import Session, SessionOptions
 from vkcore.resources.staging import CaptureLayout, build_layout
 
-from .compare import compare, identical
 from .isolate import ProgressFile
 from .options import ReplayOptions
-from .results import DIVERGED, Comparison, FrameResult
+from .results import DIVERGED, Comparison, FrameResult, identical
 
 if TYPE_CHECKING:
     import trio
@@ -301,6 +300,8 @@ class Comparer:
             # The key is the recorded bytes' xxh3-128: equal keys, equal bytes (what deduplication
             # relies on too). Hashing is cheaper than reading and decoding the recorded blob.
             return identical(uid, len(live), dtype)
+        from .compare import compare  # numpy: loaded by the first snapshot that differs, not at start-up
+
         recorded = self.trace.blob(recorded_key, what=what)
         shape = self.shape_of(uid)
         policy = self.options.tolerances

@@ -125,6 +125,11 @@ class Comparison:
         return json_safe(d)
 
 
+def identical(uid: str, nbytes: int, dtype: str = "bytes") -> Comparison:
+    """The comparison of two equal snapshots of ``nbytes`` bytes read as ``dtype``."""
+    return Comparison(uid, dtype, IDENTICAL, nbytes // itemsize(dtype))
+
+
 @dataclass
 class FrameResult:
     seq: int

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from replay.compare import DIVERGED, DTYPES, IDENTICAL, WITHIN, Comparison, Tolerance, compare
+from replay.compare import DIVERGED, DTYPES, WITHIN, Comparison, Tolerance, compare
+from replay.results import IDENTICAL
 from replay.tolerances import TolerancePolicy, load_tolerance_file
 from vkcore.errors import UsageError
 

@@ -752,3 +752,16 @@ def test_replay_of_a_killed_recording(tmp_path: Path) -> None:
     doc = read_json(out)
     assert [f["frame"] for f in doc["frames"]] == [last]
     assert doc["started_from_checkpoint"] == max(c for c in range(-1, last) if c == -1 or (c + 1) % 16 == 0)
+
+
+def test_a_replay_that_finds_nothing_changed_never_imports_numpy(tmp_path: Path) -> None:
+    """Start-up: numpy (40-60 ms of a process) is loaded by the first snapshot that differs, so a
+    replay whose snapshots all match their recorded content keys runs without it."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "vkcap", "replay", str(REPO / "traces" / "add.vkt"),
+                           "--frame", "1", "--json", str(tmp_path / "r.json")], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "replay.replayer" in imported and "numpy" not in imported
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [(f["frame"], r["uid"], r["status"], r["count"]) for f in report["frames"] for r in f["resources"]] == [
+        (1, "out", "identical", 16384)]
