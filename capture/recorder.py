@@ -1,17 +1,18 @@
 """``record``: run a scenario through the executor and write every frame boundary into a trace.
 
-The recording is a three-stage pipeline, all in one trio nursery:
+The recording is a three-stage pipeline:
 
 1. the executor runs frames on the GPU and copies each frame's captures into a staging slot;
-2. the recorder's ``consume`` hashes the slot's blobs and computes their residuals against the same
-   resources' previous snapshots (in frame order: ``plan_blobs``), then compresses them in worker threads,
-   in parallel (zstd, xxhash and the compiled kernels release the GIL), and frees the slot as soon as that is done;
-3. a writer task appends the compressed blobs (each content stored once) and the frame's records, in
-   frame order, in a worker thread.
+2. the recorder's ``consume``, called in the thread that waited for the frame, in frame order, hashes
+   the slot's blobs and computes their residuals against the same resources' previous snapshots
+   (``plan_blobs``), then hands them to compressing threads, in parallel (zstd, xxhash and the
+   compiled kernels release the GIL); the slot is free as soon as they are compressed;
+3. a writer thread appends the compressed blobs (each content stored once) and the frame's records,
+   in frame order.
 
-So the GPU runs frame N+2 while frame N+1 is compressed and frame N is written. Bounded channels keep
-the memory in flight to a few frames however long the recording. The records of the trace are
-described in ``docs/trace-format.md``.
+So the GPU runs frame N+2 while frame N+1 is compressed and frame N is written, and a frame crosses
+between trio and a thread only once. A bounded queue keeps the memory in flight to a few frames
+however long the recording. The records of the trace are described in ``docs/trace-format.md``.
 
 Temporal deltas: the recorder keeps a copy of each captured resource's last two snapshots (the
 initial state first). A snapshot of the same length is offered to the writer as a delta against them
@@ -28,18 +29,19 @@ import json
 import logging
 import os
 import platform
+import queue
 import signal
 import socket
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from vkcore.errors import EXIT_FAILURE, VkcapError
-from vkcore.exec.executor import Event, FrameSnapshot, StopRequest, raise_single
+from vkcore.exec.executor import Event, FrameSnapshot, StopRequest, raise_single, when_all
 from vkcore.scenario.npyio import NpyFormatError, read_header
 from vkcore.exec.plan import Frame, Plan
 from vkcore.exec.runner import RunOptions, RunResult, run_async
@@ -140,18 +142,18 @@ class _Plan:
 
 
 @dataclass
-class CompressedFrame:
-    """A frame whose blobs are compressed and ready to append (the staging slot is already free)."""
+class QueuedFrame:
+    """A frame handed to the writer, in frame order: its blobs being compressed (one future each)."""
 
     seq: int
     pass_index: int
     frame: Frame
     layout: CaptureLayout
-    prepared: list[PreparedBlob]
+    blobs: list[Future[PreparedBlob]]
 
 
 class TraceRecorder:
-    """The executor's frame consumer, feeding a :class:`TraceWriter` through a writer task."""
+    """The executor's frame consumer, feeding a :class:`TraceWriter` through a writer thread."""
 
     def __init__(self, writer: TraceWriter, plan: Plan, options: RecordOptions, resources: ResourceSet,
                  graphs: dict[int, Any] | None = None, unwritable: frozenset[str] = frozenset()) -> None:
@@ -176,18 +178,19 @@ class TraceRecorder:
         self.reused_bytes = 0  # snapshot bytes named by reference to the initial state
         self._layouts: dict[tuple[int, bool], CaptureLayout] = {}
         self._pool = ThreadPoolExecutor(max_workers=options.compress_workers, thread_name_prefix="vkcap-compress")
-        self.queue: Any = None  # the send side of the writer channel, set by record_async
-        self._turns: dict[int, Any] = {}  # seq -> trio.Event set when that frame may be queued
-        self._next_seq = 0  # a recording always starts at frame 0
+        # Frames go to the writer thread in frame order; a full queue holds the executor's slots, which
+        # slows the submission down to what the disk takes.
+        self._to_write: queue.Queue[QueuedFrame | None] = queue.Queue(WRITE_QUEUE)
+        self._writer_thread: threading.Thread | None = None
+        self._frames_ended = False
+        self.preamble_done = threading.Event()  # set once the preamble is written, or failed to be
+        self.write_failure: BaseException | None = None  # what stopped the writer thread, if anything
+        self._write_stopped = False  # a write or a compression failed: the remaining frames are dropped
         self._synced = 0
         self._sync_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vkcap-sync")
         self._syncing: Any = None  # the Future of the fsync (or cache release) in flight
-        # Deltas: blobs are planned (hashed, residuals computed) in frame order, then compressed in parallel.
-        # Frames are planned in the thread that then compresses them (one hand-off a frame), in order:
-        # a thread waits on _planning until _next_plan is its frame.
-        self._planning = threading.Condition()
-        self._next_plan = 0
-        self._unplanned: set[int] = set()  # frames whose consumer was cancelled before planning them
+        # Deltas: blobs are planned (hashed, residuals computed) in frame order as the executor hands the
+        # frames over, then compressed in parallel.
         self._history: dict[str, _History] = {}  # uid -> its latest snapshots
         self._kept = 0  # bytes of snapshots held in _history
         # content key -> at most how many deltas decode it, for every blob planned or in the preamble
@@ -232,45 +235,25 @@ class TraceRecorder:
     def layout(self, frame: Frame, seq: int) -> CaptureLayout:
         return self._layout(frame, self.is_checkpoint(seq))
 
-    async def consume(self, snapshot: FrameSnapshot) -> None:
-        """Plan the slot's blobs (in frame order), compress them (in parallel) and queue them for the
-        writer, in frame order.
-
-        Frames are consumed concurrently; the one with the next sequence number is planned and queued
-        first. The slot is free when this returns."""
-        import trio
-
+    def consume(self, snapshot: FrameSnapshot) -> Future[None] | None:
+        """Plan the slot's blobs (here: frames come in order), hand them to the compressing threads and
+        the frame to the writer thread; the slot is free once they are compressed. Raises the writer
+        thread's failure, if it stopped, which ends the run."""
+        if self.write_failure is not None:
+            raise self.write_failure
         views = [snapshot.slot.view(i) for i in snapshot.layout.items]
-        if not self.options.deltas:
-            prepared = await trio.to_thread.run_sync(self.compress_all, views)
+        if self.options.deltas:
+            plans: list[_Plan | None] = list(self.plan_blobs(snapshot.layout.items, views, self.is_checkpoint(snapshot.seq)))
         else:
-            started: list[bool] = []
+            plans = [None] * len(views)
+        blobs = [self._pool.submit(self._compress, view, plan) for view, plan in zip(views, plans)]
+        self._to_write.put(QueuedFrame(snapshot.seq, snapshot.pass_index, snapshot.frame, snapshot.layout, blobs))
+        return when_all(blobs)
 
-            def plan_and_compress() -> list[PreparedBlob]:
-                started.append(True)
-                plans = self._plan_in_turn(snapshot.seq, snapshot.layout.items, views)
-                return self.compress_all(views, None, plans)
-
-            try:
-                prepared = await trio.to_thread.run_sync(plan_and_compress)
-            except BaseException:
-                if not started:  # cancelled before its thread started: let the next frames be planned
-                    self._end_turn(snapshot.seq, planned=False)
-                raise
-        if snapshot.seq != self._next_seq:
-            await self._turns.setdefault(snapshot.seq, trio.Event()).wait()
-        await self.queue.send(CompressedFrame(snapshot.seq, snapshot.pass_index, snapshot.frame, snapshot.layout, prepared))
-        self._next_seq = snapshot.seq + 1
-        self._turns.pop(snapshot.seq, None)
-        self._turns.setdefault(self._next_seq, trio.Event()).set()
-
-    def compress_all(self, views: list[Any], keys: list[bytes] | None = None,
-                     plans: list[_Plan] | None = None) -> list[PreparedBlob]:
-        """Hash (unless their content ``keys`` are given, or ``plans`` from :meth:`plan_blobs`) and compress
-        every view; the results never alias the views (safe to reuse them)."""
-        if plans is None:
-            known: list[bytes | None] = list(keys) if keys is not None else [None] * len(views)
-            plans = [_Plan(k) if k is not None else None for k in known]  # type: ignore[misc]
+    def compress_all(self, views: list[Any], keys: list[bytes] | None = None) -> list[PreparedBlob]:
+        """Hash (unless their content ``keys`` are given) and compress every view, in parallel; the
+        results never alias the views (safe to reuse them)."""
+        plans = [_Plan(k) for k in keys] if keys is not None else [None] * len(views)
         if len(views) <= 1:
             return [self._compress(v, p) for v, p in zip(views, plans)]
         return list(self._pool.map(self._compress, views, plans))
@@ -285,29 +268,6 @@ class TraceRecorder:
         finally:
             if plan.residual is not None:
                 plan.residual.done()
-
-    def _plan_in_turn(self, seq: int, items: tuple[Any, ...], views: list[Any]) -> list[_Plan]:
-        """:meth:`plan_blobs` for frame ``seq`` once the frames before it are planned (blocking this
-        worker thread until then), then let the next one be planned."""
-        with self._planning:
-            while self._next_plan < seq:
-                self._planning.wait()
-        try:
-            return self.plan_blobs(items, views, self.is_checkpoint(seq))
-        finally:
-            self._end_turn(seq, planned=True)
-
-    def _end_turn(self, seq: int, planned: bool) -> None:
-        """Frame ``seq`` is planned, or will never be (its consumer was cancelled first)."""
-        with self._planning:
-            if not planned and seq > self._next_plan:
-                self._unplanned.add(seq)
-            elif seq >= self._next_plan:
-                self._next_plan = seq + 1
-                while self._next_plan in self._unplanned:
-                    self._unplanned.discard(self._next_plan)
-                    self._next_plan += 1
-            self._planning.notify_all()
 
     def plan_blobs(self, items: tuple[Any, ...], views: list[Any], checkpoint: bool) -> list[_Plan]:
         """Hash a frame's blobs and compute the residuals of those that may be stored as deltas of the
@@ -381,31 +341,64 @@ class TraceRecorder:
 
     # -- the writer stage ------------------------------------------------------------------------
 
-    async def writer_loop(self, receive: Any, preamble: Preamble, preamble_done: Any) -> None:
-        """Write the preamble, then append queued frames in order, in a worker thread, until the
-        channel closes. The frames run on the GPU (and are compressed) while the preamble is written;
-        ``preamble_done`` (a trio.Event) is set once it is, or could not be, written."""
-        import trio
+    def start_writer(self, preamble: Preamble) -> None:
+        """Write the preamble, then the frames :meth:`consume` queues, in frame order, in a thread of
+        their own until :meth:`end_frames`. The frames run on the GPU (and are compressed) while the
+        preamble is written; :attr:`preamble_done` is set once it is, or could not be, written."""
+        self._writer_thread = threading.Thread(target=self._write_all, args=(preamble,), name="vkcap-writer", daemon=True)
+        self._writer_thread.start()
 
-        async with receive:
-            try:
-                await trio.to_thread.run_sync(self.write_preamble, preamble)
-            finally:
-                preamble_done.set()
-            async for compressed in receive:
-                await trio.to_thread.run_sync(self.write_frame, compressed)
+    def end_frames(self) -> None:
+        """No frame follows: the writer thread ends once it has written those queued. Idempotent."""
+        if self._writer_thread is not None and not self._frames_ended:
+            self._frames_ended = True
+            self._to_write.put(None)
 
-    def write_frame(self, compressed: CompressedFrame) -> None:
+    def wait_preamble(self) -> None:
+        """Wait until the preamble is written or failed to be (at once when the writer never started)."""
+        if self._writer_thread is not None:
+            self.preamble_done.wait()
+
+    def join_writer(self) -> None:
+        """Wait for the writer thread (after :meth:`end_frames`)."""
+        if self._writer_thread is not None:
+            self._writer_thread.join()
+
+    def _write_all(self, preamble: Preamble) -> None:
         try:
-            self._append_frame(compressed)
+            self.write_preamble(preamble)
+        except BaseException as exc:
+            self._stop_writing(exc)
+        finally:
+            self.preamble_done.set()
+        while (queued := self._to_write.get()) is not None:
+            if self._write_stopped:
+                continue  # drained, so that consume() never waits on a full queue
+            try:
+                prepared = [blob.result() for blob in queued.blobs]
+            except BaseException:  # the run fails with this error: the executor has it too
+                self._write_stopped = True
+                continue
+            try:
+                self.write_frame(queued, prepared)
+            except BaseException as exc:
+                self._stop_writing(exc)
+
+    def _stop_writing(self, failure: BaseException) -> None:
+        self.write_failure = failure
+        self._write_stopped = True
+
+    def write_frame(self, queued: QueuedFrame, prepared: list[PreparedBlob]) -> None:
+        try:
+            self._append_frame(queued, prepared)
         except OSError as exc:
             raise TraceWriteFailed(
-                f"cannot write the trace ({exc.strerror or exc}) at frame {compressed.seq}; "
-                f"frames 0-{compressed.seq - 1} were complete", file=self.options.trace,
+                f"cannot write the trace ({exc.strerror or exc}) at frame {queued.seq}; "
+                f"frames 0-{queued.seq - 1} were complete", file=self.options.trace,
             ) from None
 
-    def _append_frame(self, c: CompressedFrame) -> None:
-        for p in c.prepared:
+    def _append_frame(self, c: QueuedFrame, prepared: list[PreparedBlob]) -> None:
+        for p in prepared:
             self.writer.write_prepared(p)
         written = self.writer.stats.file_bytes
         if written - self._synced >= SYNC_EVERY and (self._syncing is None or self._syncing.done()):
@@ -417,7 +410,7 @@ class TraceRecorder:
             else:
                 self._syncing = self._sync_pool.submit(self.writer.release_cache)
             self._synced = written
-        boundary = {i.uid: p.key for i, p in zip(c.layout.items, c.prepared) if i.after_command is None}
+        boundary = {i.uid: p.key for i, p in zip(c.layout.items, prepared) if i.after_command is None}
         unchanged = [u for u in c.frame.capture if u in self.unwritable]
         if self.is_checkpoint(c.seq):
             unchanged += [u for u in self.checkpoint_set if u in self.unwritable and u not in unchanged]
@@ -432,7 +425,7 @@ class TraceRecorder:
             "snapshots": {uid: boundary[uid] for uid in c.frame.capture},
         }
         dispatch_level = [
-            self._dispatch_entry(i, p.key) for i, p in zip(c.layout.items, c.prepared) if i.after_command is not None
+            self._dispatch_entry(i, p.key) for i, p in zip(c.layout.items, prepared) if i.after_command is not None
         ]
         if dispatch_level:
             body["dispatches"] = dispatch_level
@@ -640,18 +633,20 @@ class _Recording:
 
     writer: TraceWriter | None = None
     recorder: TraceRecorder | None = None
-    preamble_done: Any = None  # a trio.Event, once the writer task runs
     end: dict[str, Any] | None = None  # the END record, once the run ended without failing
 
     async def before_close(self, result: RunResult | None) -> None:
         """Return once nothing reads the session's memory any more (the preamble is written). When the
-        run did not fail (``result``), close the frame queue and set the END record: the writer task
-        then finishes the trace (index, fsync, rename) while the session and the device close."""
-        if self.preamble_done is not None:
-            await self.preamble_done.wait()
+        run did not fail (``result``), end the frames and set the END record: the writer thread then
+        writes the last ones and the trace is finished (index, fsync, rename) while the session and
+        the device close."""
+        import trio
+
+        if self.recorder is not None:
+            await trio.to_thread.run_sync(self.recorder.wait_preamble)
         if result is not None and self.recorder is not None:
             self.end = {"status": "interrupted" if result.interrupted else "complete", "error": ""}
-            await self.recorder.queue.aclose()
+            self.recorder.end_frames()
 
 
 class _Consumer:
@@ -674,8 +669,8 @@ class _Consumer:
     def layout(self, frame: Frame, seq: int) -> CaptureLayout:
         return self._recorder().layout(frame, seq)
 
-    async def consume(self, snapshot: FrameSnapshot) -> None:
-        await self._recorder().consume(snapshot)
+    def consume(self, snapshot: FrameSnapshot) -> Future[None] | None:
+        return self._recorder().consume(snapshot)
 
 
 async def record_async(options: RecordOptions, argv: list[str], on_event: Callable[[Event], None] | None = None,
@@ -689,8 +684,6 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
     prefetch = _prefetch_codec()
     stop = stop or StopRequest()
     state = _Recording()
-    send, receive = trio.open_memory_channel(WRITE_QUEUE)
-
     nursery: Any = None
 
     async def on_session(session: Session) -> None:
@@ -700,14 +693,17 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
         assert resources is not None
         state.recorder = TraceRecorder(state.writer, session.plan, options, resources, session.graphs,
                                        session.unwritable_resources())
-        state.recorder.queue = send
         preamble = await trio.to_thread.run_sync(state.recorder.gather_preamble, session, argv)
-        state.preamble_done = trio.Event()
-        nursery.start_soon(write_and_finish, state.recorder, state.writer, preamble)
+        state.recorder.start_writer(preamble)
+        nursery.start_soon(finish_when_written, state.recorder, state.writer)
 
-    async def write_and_finish(recorder: TraceRecorder, writer: TraceWriter, preamble: Preamble) -> None:
-        await recorder.writer_loop(receive, preamble, state.preamble_done)
-        if state.end is not None and recorder.frames_written:
+    async def finish_when_written(recorder: TraceRecorder, writer: TraceWriter) -> None:
+        await trio.to_thread.run_sync(recorder.join_writer)
+        if state.end is None:  # the run failed: with the writer's error when that was its cause
+            return
+        if recorder.write_failure is not None:
+            raise recorder.write_failure
+        if recorder.frames_written:
             failure = await trio.to_thread.run_sync(_finish, writer, {**state.end, "frames": recorder.frames_written},
                                                     options.trace)
             if failure is not None:
@@ -718,10 +714,13 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
     try:
         try:
             async with trio.open_nursery() as nursery:
-                async with send:
+                try:
                     result = await run_async(options.run, consumer=_Consumer(state), on_session=on_session,
                                              before_close=state.before_close, stop=stop,
                                              scenario=scenario, on_event=on_event)
+                finally:
+                    if state.recorder is not None:
+                        state.recorder.end_frames()
         except BaseExceptionGroup as group:
             raise_single(group)
         if result is not None and result.interrupted:

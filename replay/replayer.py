@@ -214,9 +214,6 @@ class Comparer:
         self.stop_at_first_divergence = stop_at_first_divergence
         self.first_divergent: int | None = None  # set only when stopping at the first divergence
         self._results: list[FrameResult] = []
-        self._compared: dict[int, trio.Event] = {}  # when stopping at the first divergence: frames done
-        ordered = sorted(targets)
-        self._previous_target = dict(zip(ordered[1:], ordered))
         self.dtypes = dict(options.dtypes)
         self._layouts: dict[int, CaptureLayout] = {}
         self._align = {uid: int(m.get("texel_bytes", 1)) for uid, m in trace.resources.items() if m.get("kind") == "image"}
@@ -244,36 +241,19 @@ class Comparer:
         """Whether frame ``seq`` is compared: a target, and not after a divergence that ends the run."""
         return seq in self.targets and (self.first_divergent is None or seq < self.first_divergent)
 
-    async def consume(self, snapshot: FrameSnapshot) -> None:
-        import trio
-
-        if not self.stop_at_first_divergence:
-            return await self._compare_and_report(snapshot)
-        # Compare in frame order, so that a frame in flight behind a divergent one is never compared
-        # (reading and comparing a diverged snapshot costs milliseconds): wait for the previous target.
-        seq = snapshot.seq
-        done = self._compared.setdefault(seq, trio.Event())
-        try:
-            previous = self._previous_target.get(seq)
-            if previous is not None:
-                await self._compared.setdefault(previous, trio.Event()).wait()
-            await self._compare_and_report(snapshot)
-        finally:
-            done.set()
-
-    async def _compare_and_report(self, snapshot: FrameSnapshot) -> None:
-        import trio
-
-        if not self._wanted(snapshot.seq):  # frames still in flight after the run's last divergence
-            return
-        result = await trio.to_thread.run_sync(self._compare_frame, snapshot)
-        if not self._wanted(snapshot.seq):  # an earlier frame diverged meanwhile
-            return
+    def consume(self, snapshot: FrameSnapshot) -> None:
+        """Compare a target frame (in the thread that waited for it, frames in order): once a frame
+        diverged with ``stop_at_first_divergence``, frames still in flight behind it are not compared
+        (reading and comparing a diverged snapshot costs milliseconds)."""
+        if not self._wanted(snapshot.seq):
+            return None
+        result = self._compare_frame(snapshot)
         if result.diverged and self.stop_at_first_divergence:
             self.first_divergent = snapshot.seq
         self._results.append(result)
         if self.on_frame is not None:
             self.on_frame(result)
+        return None
 
     @property
     def results(self) -> list[FrameResult]:
@@ -293,8 +273,7 @@ class Comparer:
     def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str, command: int | None = None,
                     seq: int = 0) -> Comparison:
         """Compare ``live`` with the recorded blob; ``what`` labels it in messages, ``command`` is set for
-        a snapshot taken right after that command (dispatch level); ``seq`` is the frame's (frames are
-        compared concurrently: nothing here may depend on which frame was seen last)."""
+        a snapshot taken right after that command (dispatch level); ``seq`` is the frame's."""
         dtype = self.dtype_for(uid)
         if records.content_key(live).hex() == recorded_key:
             # The key is the recorded bytes' xxh3-128: equal keys, equal bytes (what deduplication

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.builders import ADD_FLOAT, ADD_INT, ScenarioBuilder, load_output, vkcap
+from tests.builders import ADD_FLOAT, ADD_INT, REPO, ScenarioBuilder, load_output, vkcap
 from vkcap.cli import main
 
 N = 256
@@ -400,3 +400,56 @@ def test_too_many_workgroups_are_refused(builder: ScenarioBuilder) -> None:
     proc = vkcap("run", scenario)
     assert proc.returncode == 2
     assert f"commands[0].dispatch_compute.rangeND[0]: {1 << 31} workgroups exceed this device's maxComputeWorkGroupCount[0]" in proc.stderr
+
+
+def test_a_consumers_work_holds_its_slot_until_done_and_its_failure_ends_the_run(tmp_path: Path) -> None:
+    """The executor's consumer protocol: ``consume`` sees the frames in order, one at a time; the work
+    it hands to its own threads keeps the frame's slot (never more frames in flight than slots); the
+    run waits for all of it, and fails with the first failure."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    import trio
+
+    from vkcore.exec.executor import NO_CAPTURE
+    from vkcore.exec.runner import RunOptions, run_async
+
+    pool = ThreadPoolExecutor(max_workers=8)
+    seen: list[int] = []
+    running: set[int] = set()
+    finished: list[int] = []
+    most = [0]
+    lock = threading.Lock()
+
+    def work(seq: int) -> None:
+        with lock:
+            running.add(seq)
+            most[0] = max(most[0], len(running))
+        time.sleep(0.02)
+        with lock:
+            running.discard(seq)
+            finished.append(seq)
+        if seq == 5:
+            raise ValueError("frame 5 failed")
+
+    class Consumer:
+        slots = 3
+
+        def slot_size(self, session: object) -> int:
+            return 0
+
+        def layout(self, frame: object, seq: int) -> object:
+            return NO_CAPTURE
+
+        def consume(self, snapshot: object) -> object:
+            seen.append(snapshot.seq)  # type: ignore[attr-defined]
+            return pool.submit(work, snapshot.seq)  # type: ignore[attr-defined]
+
+    options = RunOptions(REPO / "examples" / "add" / "scenario.json", output=tmp_path, repeat=10)
+    with pytest.raises(ValueError, match="frame 5 failed"):
+        trio.run(lambda: run_async(options, consumer=Consumer()))  # type: ignore[arg-type]
+    assert seen == list(range(len(seen))) and 6 <= len(seen) <= 6 + Consumer.slots
+    assert sorted(finished) == seen and not running  # nothing left reading a slot
+    assert most[0] <= Consumer.slots
+    pool.shutdown()

@@ -3,17 +3,24 @@
 One trio nursery per run holds two tasks. The *submitter* records (once) and submits frames in order,
 each signalling the fence of its ring slot; it takes a slot only when the slot is free, so at most
 ``slots`` frames are in flight. The *completer* waits for each fence in a worker thread
-(``trio.to_thread.run_sync``), reports events, hands the frame's staging slot to the consumer (the
-trace writer when recording), and frees the slot when the consumer returns. Frame N+1 therefore runs
-on the GPU while frame N's snapshot is hashed, compressed and written, and memory in flight stays
-bounded however many frames there are.
+(``trio.to_thread.run_sync``) and, in that same thread, hands the frame's staging slot to the consumer
+(the trace writer when recording, the comparer when replaying), then reports events. The slot is free
+when the consumer says so: at once, or when the work it handed to its own threads is done. Frame N+1
+therefore runs on the GPU while frame N's snapshot is hashed, compressed and written, memory in flight
+stays bounded however many frames there are, and a frame costs one hand-off between trio and a thread,
+recorded or not (a hand-off is about 0.1 ms: on a GPU that runs a frame in 0.3 ms, three of them were
+most of a recording's cost).
 """
 from __future__ import annotations
 
+import functools
 import sys
+import threading
 import time
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
-from typing import Callable, Protocol, Union
+from typing import Any, Callable, Iterable, Protocol, Union
 
 from .plan import Frame
 
@@ -61,7 +68,7 @@ EventHandler = Callable[[Event], None]
 class FrameSnapshot:
     """A finished frame's captured bytes: ``slot.view(item)`` for each item of ``layout``.
 
-    Valid only until the consumer's ``consume`` returns (the slot is then reused)."""
+    Valid until the consumer is done with it (see :meth:`FrameConsumer.consume`); the slot is then reused."""
 
     pass_index: int
     seq: int
@@ -79,11 +86,40 @@ class FrameConsumer(Protocol):
     def layout(self, frame: Frame, seq: int) -> CaptureLayout:
         """What to copy for this execution of ``frame``."""
 
-    async def consume(self, snapshot: FrameSnapshot) -> None:
-        """Read the snapshot (in worker threads as needed); return when done with its slot.
+    def consume(self, snapshot: FrameSnapshot) -> Future[None] | None:
+        """Read the snapshot, or hand it to threads of the consumer's own; None when done with its
+        slot, else a future that completes when done with it (its exception fails the run).
 
-        Several frames may be consumed at once (one task each, up to the number of slots); a
-        consumer that needs frame order restores it itself (``snapshot.seq``)."""
+        Called in the worker thread that waited for the frame's fence, right after the wait: one frame
+        at a time, in frame order (so a consumer needs no ordering of its own). Blocking here holds the
+        slot, which is how a consumer slows the submission down."""
+
+
+def when_all(futures: Iterable[Future[Any]]) -> Future[None] | None:
+    """A future that completes when every one of ``futures`` has (with the first exception among them,
+    if any); None when there are none."""
+    pending = list(futures)
+    if not pending:
+        return None
+    done: Future[None] = Future()
+    left = [len(pending)]
+    lock = threading.Lock()
+
+    def one_done(_: Future[Any]) -> None:
+        with lock:
+            left[0] -= 1
+            last = left[0] == 0
+        if last:
+            failed = next((f.exception() for f in pending if f.exception() is not None), None)
+            pending.clear()  # the futures hold their results: let them go with their owner
+            if failed is not None:
+                done.set_exception(failed)
+            else:
+                done.set_result(None)
+
+    for f in pending:
+        f.add_done_callback(one_done)
+    return done
 
 
 class StopRequest:
@@ -115,8 +151,9 @@ async def execute(
 
     Guarantees: frames execute in submission order, each ordered after the previous one by a full
     barrier; every submitted frame is waited for and consumed before this returns, also when ``stop``
-    ends the run early; consumers of different frames may run concurrently (``slots`` bounds them);
-    a GPU failure or timeout raises ``DeviceError``.
+    ends the run early; the consumer sees the frames one at a time, in order, while the work it hands
+    to its own threads may overlap later frames (``slots`` bounds them); a GPU failure or timeout
+    raises ``DeviceError``, a consumer's failure (its ``consume`` or the work it returned) its error.
     """
     import trio
 
@@ -160,36 +197,65 @@ async def execute(
                 count(pass_index, "Submit Commands", t)
                 await send.send((pass_index, seq, frame, slot, layout, time.perf_counter()))
 
-    async def consume(snapshot: FrameSnapshot, slot: int) -> None:
-        nonlocal completed
-        assert consumer is not None
-        await consumer.consume(snapshot)
-        completed += 1
-        free_send.send_nowait(slot)
+    token = trio.lowlevel.current_trio_token()
+    scope = trio.CancelScope()  # cancelled when a consumer's work fails
+    consuming: set[Future[None]] = set()  # what consumers still do with their slots
+    failures: list[BaseException] = []
 
-    async def completer(receive: trio.MemoryReceiveChannel, consumers: trio.Nursery) -> None:
+    def wait_and_consume(frame: Frame, slot: int, snapshot: FrameSnapshot | None) -> tuple[float, Future[None] | None]:
+        t = time.perf_counter()
+        session.wait(frame, slot, timeout_ns)
+        waited = time.perf_counter() - t
+        return waited, consumer.consume(snapshot) if consumer is not None and snapshot is not None else None
+
+    def slot_released(slot: int, done: Future[None]) -> None:  # in the trio thread
+        consuming.discard(done)
+        failed = done.exception()
+        if failed is not None:
+            failures.append(failed)
+            scope.cancel()
+        else:
+            free_send.send_nowait(slot)
+
+    def consumer_done(slot: int, done: Future[None]) -> None:  # in whichever thread finished the work
+        try:
+            token.run_sync_soon(slot_released, slot, done)
+        except trio.RunFinishedError:  # the run is over: nobody waits for the slot
+            pass
+
+    async def completer(receive: trio.MemoryReceiveChannel) -> None:
         nonlocal completed
         async with receive:
             async for pass_index, seq, frame, slot, layout, t0 in receive:
-                t = time.perf_counter()
-                await trio.to_thread.run_sync(session.wait, frame, slot, timeout_ns)
-                count(pass_index, "Wait for Fence", t)
+                snapshot = FrameSnapshot(pass_index, seq, frame, layout, session.ring.slots[slot]) if consumer else None
+                waited, pending = await trio.to_thread.run_sync(wait_and_consume, frame, slot, snapshot)
+                spent[(pass_index, "Wait for Fence")] = spent.get((pass_index, "Wait for Fence"), 0.0) + waited
                 emit(FrameFinished(pass_index, seq, frame, time.perf_counter() - t0))
                 for name, kind, begin, end in session.dispatch_timings(frame):
                     emit(DispatchTimed(pass_index, frame, name, kind, begin, end, session.ctx.timestamp_period))
-                if consumer is None:
-                    completed += 1
+                completed += 1
+                if pending is None:
                     free_send.send_nowait(slot)
-                else:  # frames are consumed concurrently; each frees its slot when done
-                    consumers.start_soon(consume, FrameSnapshot(pass_index, seq, frame, layout, session.ring.slots[slot]), slot)
+                else:
+                    consuming.add(pending)
+                    pending.add_done_callback(functools.partial(consumer_done, slot))
 
     send, receive = trio.open_memory_channel(slots)
     try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(completer, receive, nursery)
-            nursery.start_soon(submitter, send)
+        with scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(completer, receive)
+                nursery.start_soon(submitter, send)
     except BaseExceptionGroup as group:
         raise_single(group)
+    finally:
+        last = list(consuming)
+        if last:  # the slots may be reused (or freed) only once the consumers are done with them
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(wait_futures, last)
+    failed = failures or [e for e in (f.exception() for f in last) if e is not None]
+    if failed:
+        raise failed[0]
     for pass_index in sorted({p for p, _ in spent}):
         # Queries are reset inside each frame's command buffer: no host time, as the reference measures it.
         for name in ("Reset Query Pool", "Creating Command Buffer", "Submit Commands", "Wait for Fence"):
