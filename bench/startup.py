@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 STAGES = r"""
 import json, sys, time
 t0 = time.perf_counter()
-import trio, numpy
+import trio
 import vkcap.cli, replay.replayer, capture.trace
 from replay.options import ReplayOptions
 t1 = time.perf_counter()

@@ -141,3 +141,34 @@ def test_a_process_reuses_its_instances(monkeypatch: pytest.MonkeyPatch) -> None
         with VulkanContext() as ctx:
             assert ctx.device is not None
     assert len(created) <= 1
+
+
+def test_a_process_that_exits_after_its_work_leaves_at_most_its_last_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The console script leaves its last closed device to the process's exit (vkDestroyDevice takes
+    23 ms on NVIDIA's driver); the next device created destroys the one left before, so a long-lived
+    process never holds more than one; with validation on, close destroys at once."""
+    import vulkan as vk
+
+    from vkcore.device import lifetime, validation
+
+    destroyed: list[Any] = []
+    real = vk.vkDestroyDevice
+    monkeypatch.setattr(vk, "vkDestroyDevice", lambda d, a: (destroyed.append(d), real(d, a)))
+    monkeypatch.setattr(lifetime, "exits_after_work", True)
+    checker = validation.current()
+    assert checker is not None  # every test runs under the validation layer (conftest)
+    monkeypatch.setattr(validation, "current", lambda: None)
+    with VulkanContext() as first:
+        kept = first.device
+        destroyed.clear()  # (an early start's device, discarded when this one was made)
+    assert destroyed == [] and device._deferred_devices == [kept]
+    with VulkanContext() as second:
+        assert destroyed == [kept] and device._deferred_devices == []
+        left = second.device
+    assert device._deferred_devices == [left]
+    device._destroy_deferred_devices()
+    assert destroyed == [kept, left]
+    monkeypatch.setattr(validation, "current", lambda: checker)
+    with VulkanContext() as third:
+        checked = third.device
+    assert destroyed[-1] == checked and device._deferred_devices == []

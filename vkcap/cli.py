@@ -339,8 +339,12 @@ def entry() -> None:
 
     Everything is finished when ``main`` returns: outputs renamed into place, traces closed, the Vulkan
     device destroyed. Skipping the teardown of modules and driver threads saves tens of milliseconds
-    on every run, which matters for small scenarios.
+    on every run, which matters for small scenarios. For the same reason the last Vulkan device is
+    left to the exit (:func:`vkcore.device.lifetime.leave_last_device_to_exit`).
     """
+    from vkcore.device.lifetime import leave_last_device_to_exit
+
+    leave_last_device_to_exit()
     code = main()
     try:
         sys.stdout.flush()

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import vulkan as vk
 
 from ..errors import DeviceError, UnsupportedDeviceFeature, UsageError
-from . import native_support, validation
+from . import lifetime, native_support, validation
 from .layers import EmulationLayersUnavailable, prepare_emulation_layers
 
 TENSORS_EXT = "VK_ARM_tensors"
@@ -184,6 +184,7 @@ def _destroy_instance(instance: Any) -> None:
 
 @atexit.register
 def _destroy_idle_instances() -> None:
+    _destroy_deferred_devices()
     with _idle_lock:
         idle = [i for instances in _idle_instances.values() for i in instances]
         _idle_instances.clear()
@@ -286,9 +287,23 @@ def _queue_family(physical: Any, name: str) -> tuple[int, int]:
     return best[1], best[2]
 
 
+# Devices closed while the process ends without destroying them (see lifetime.leave_last_device_to_exit)
+_deferred_devices: list[Any] = []
+_deferred_lock = threading.Lock()
+
+
+def _destroy_deferred_devices() -> None:
+    with _deferred_lock:
+        devices = _deferred_devices[:]
+        _deferred_devices.clear()
+    for device in devices:
+        vk.vkDestroyDevice(device, None)
+
+
 def _open_device(index: int, physical: Any, name: str, requested: tuple[str, ...], robust: bool = False) -> _OpenDevice:
     """Create the logical device on ``physical`` with the ``requested`` extensions (optional ones whose
     feature the device lacks are dropped) and every core feature shaders may use, robustness off."""
+    _destroy_deferred_devices()
     queue_family, timestamp_bits = _queue_family(physical, name)
     extensions = list(requested)
     # Extension feature structs to query and enable, chained after the core ones.
@@ -603,7 +618,11 @@ class VulkanContext:
             return
         if getattr(self, "device", None) is not None:
             vk.vkDeviceWaitIdle(self.device)
-            vk.vkDestroyDevice(self.device, None)
+            if lifetime.exits_after_work and validation.current() is None:
+                with _deferred_lock:
+                    _deferred_devices.append(self.device)
+            else:
+                vk.vkDestroyDevice(self.device, None)
             self.device = None
         if getattr(self, "instance", None) is not None:
             _destroy_instance(self.instance)
