@@ -24,7 +24,6 @@ Guarantees, in short:
 from __future__ import annotations
 
 import os
-import secrets
 import threading
 import warnings
 from collections import Counter, OrderedDict
@@ -398,7 +397,7 @@ class TraceWriter:
         self.finalize_on_error = finalize_on_error
         zstandard.ZstdCompressor(level=level)  # validate the level now, not in a worker thread
         folder, name = os.path.split(self.path)
-        self.partial_path: str = os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(6)}.partial")
+        self.partial_path: str = os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(6).hex()}.partial")
         self.published_path: str | None = None  # where close() put the trace (see _publish_target)
         self._fd: int | None = _create_partial(self.path, self.partial_path)
         self._lock = threading.Lock()
