@@ -32,19 +32,16 @@ Stored layout (all integers little-endian; docs/trace-format.md section 4.4 is n
 
 This module is pure: no file I/O, no knowledge of traces. Encoding runs the compiled loops of
 :mod:`capture.kernels` (one pass over memory each, and no numpy in a recording process), in chunks of
-:data:`CHUNK_BYTES` that a caller may spread over threads; decoding uses numpy.
+:data:`CHUNK_BYTES` that a caller may spread over threads; so does decoding (nor in a replay).
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Final, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, Final, Iterable, NamedTuple, Sequence
 
 from . import kernels
 from .zstdframe import FrameError, inflate
-
-if TYPE_CHECKING:
-    import numpy as np
 
 DELTA_HEADER: Final = struct.Struct("<BBB5x")
 KEY_BYTES: Final = 16
@@ -209,31 +206,13 @@ def zigzag_in_place(differences: Any, width: int) -> None:
 def restore(residual: Any, refs: Sequence[Any], transform: int, width: int) -> memoryview:
     """The raw bytes whose residual against ``refs`` is ``residual``: the inverse of :func:`compute`,
     as a read-only view of a new buffer. The caller checked the lengths (``refs`` as long as ``residual``)."""
-    import numpy as np
-
     residual = memoryview(residual).cast("B")
     size = len(residual)
     n = size // width
-    raw = np.empty(size, np.uint8)
-    z = np.frombuffer(residual, f"<u{width}", count=n)
-    a = np.frombuffer(refs[0], f"<u{width}", count=n)
-    b = np.frombuffer(refs[1], f"<u{width}", count=n) if transform == LINEAR else None
-    e = raw[: n * width].view(f"<u{width}")
-    step = max(1, CHUNK_BYTES // width)
-    low = np.empty(min(n, step), f"<u{width}")
-    for lo in range(0, n, step):
-        hi = min(n, lo + step)
-        d, s = e[lo:hi], low[: hi - lo]
-        np.right_shift(z[lo:hi], 1, out=d)
-        np.bitwise_and(z[lo:hi], 1, out=s)
-        np.subtract(0, s, out=s)  # all ones where the difference is negative
-        np.bitwise_xor(d, s, out=d)
-        np.add(d, a[lo:hi], out=d)
-        if b is not None:
-            np.add(d, a[lo:hi], out=d)
-            np.subtract(d, b[lo:hi], out=d)
-    raw[n * width :] = np.frombuffer(residual, np.uint8, offset=n * width)
-    return raw.data.toreadonly()
+    raw = kernels.new_buffer(size)
+    kernels.restore(residual, refs[0], refs[1] if transform == LINEAR else None, raw, n, width)
+    raw[n * width :] = residual[n * width :]
+    return raw.toreadonly()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -264,12 +243,10 @@ def sparse_size(residual: Any, width: int, compress: Callable[[Any], bytes], non
     return sum(memoryview(p).nbytes for p in encode_sparse(residual, width, compress, nonzero=nonzero))
 
 
-def decode_sparse(stored: bytes | memoryview, raw_len: int, width: int, dctx: Any) -> np.ndarray:
+def decode_sparse(stored: bytes | memoryview, raw_len: int, width: int, dctx: Any) -> memoryview:
     """The residual of ``raw_len`` bytes that SPARSE ``stored`` encodes, elements of ``width`` bytes;
-    :class:`DeltaError` unless ``stored`` is exactly such an encoding. Allocates at most ``raw_len``
-    bytes, an n-byte mask and the stored parts decoded (each bounded before it is inflated)."""
-    import numpy as np
-
+    :class:`DeltaError` unless ``stored`` is exactly such an encoding. Allocates ``raw_len`` bytes and
+    the stored parts decoded (each bounded before it is inflated)."""
     n, tail = divmod(raw_len, width)
     nbits = -(-n // 8)
     head = 2 * SPARSE_ENTRY.size
@@ -291,12 +268,10 @@ def decode_sparse(stored: bytes | memoryview, raw_len: int, width: int, dctx: An
     bits = _part(bodies[0], nbits, "bitmap", dctx)
     if n % 8 and bits[-1] >> (n % 8):
         raise DeltaError("SPARSE bitmap has bits set beyond its last element")
-    mask = np.unpackbits(np.frombuffer(bits, np.uint8), count=n, bitorder="little").view(np.bool_)
-    count = int(np.count_nonzero(mask))
-    values = _part(bodies[1], count * width, "values", dctx)
-    out = np.zeros(raw_len, np.uint8)
-    out[: n * width].view(f"<u{width}")[mask] = np.frombuffer(values, f"<u{width}")
-    out[n * width :] = np.frombuffer(view, np.uint8, offset=pos)
+    values = _part(bodies[1], kernels.count_bits(bits, n) * width, "values", dctx)
+    out = kernels.new_buffer(raw_len)
+    kernels.unsparse(bits, values, n, width, out)
+    out[n * width :] = view[pos:]
     return out
 
 

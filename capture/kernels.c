@@ -143,3 +143,70 @@ int vkcap_plane(const void *src, size_t n, int width, int k, uint8_t *plane) {
     if (k < 0 || k >= width) return -1;
     BY_WIDTH(plane, (src, n, k, plane), -1)
 }
+
+/* ---- decoding: the inverses, for replay and diff ---------------------------------------------------- */
+
+/* unzigzag: 0, 1, 2, 3 ... become 0, -1, 1, -2 ... (as the element's unsigned bits). */
+#define UNZIGZAG(T, z) ((T)(((z) >> 1) ^ (T)(0 - ((z) & 1))))
+
+/* out[i] = unzigzag(z[i]) + a[i] (b NULL: DIFF) or + 2 a[i] - b[i] (LINEAR): the inverse of a zigzagged
+ * residual. out may not overlap z, a or b. */
+#define RESTORE(T, ST, TX)                                                                              \
+    static int restore_##T(const void *z_, const void *a_, const void *b_, void *out_, size_t n) {     \
+        const TX *z = z_, *a = a_, *b = b_;                                                             \
+        TX *out = out_;                                                                                 \
+        if (b == 0)                                                                                     \
+            for (size_t i = 0; i < n; i++) out[i] = (T)(UNZIGZAG(T, (T)z[i]) + a[i]);                   \
+        else                                                                                            \
+            for (size_t i = 0; i < n; i++) out[i] = (T)(UNZIGZAG(T, (T)z[i]) + (T)((T)(a[i] << 1) - b[i])); \
+        return 0;                                                                                       \
+    }
+EACH_TYPE(RESTORE)
+
+int vkcap_restore(const void *z, const void *a, const void *b, void *out, size_t n, int width) {
+    BY_WIDTH(restore, (z, a, b, out, n), -1)
+}
+
+/* Byte k of each of n elements of `width` bytes at dst from plane[i]: the inverse of vkcap_plane. */
+int vkcap_unplane(const uint8_t *plane, size_t n, int width, int k, uint8_t *dst) {
+    if (k < 0 || k >= width || (width != 1 && width != 2 && width != 4 && width != 8)) return -1;
+    dst += k;
+    for (size_t i = 0; i < n; i++) dst[i * (size_t)width] = plane[i];
+    return 0;
+}
+
+/* How many bits are set in the first n bits of bits (LSB first). */
+size_t vkcap_count_bits(const uint8_t *bits, size_t n) {
+    size_t count = 0, whole = n / 8;
+    for (size_t i = 0; i < whole; i++) count += (size_t)__builtin_popcount(bits[i]);
+    if (n % 8) count += (size_t)__builtin_popcount(bits[whole] & ((1u << (n % 8)) - 1));
+    return count;
+}
+
+/* The n elements SPARSE's parts describe into out: values in order where bit i is set, zero elsewhere
+ * (values are stored as they are, zigzagged or not). values holds `count` elements; returns how many
+ * set bits there were, and stores at most count of them. */
+#define UNSPARSE(T, ST, TX)                                                                                 \
+    static size_t unsparse_##T(const uint8_t *bits, const void *values_, size_t count, size_t n, void *out_) { \
+        const TX *values = values_;                                                                         \
+        TX *out = out_;                                                                                     \
+        size_t k = 0;                                                                                       \
+        for (size_t at = 0; at < n; at += 8) {                                                              \
+            size_t m = n - at < 8 ? n - at : 8;                                                             \
+            unsigned byte = bits[at / 8];                                                                   \
+            for (size_t j = 0; j < m; j++) {                                                                \
+                T v = 0;                                                                                    \
+                if (byte >> j & 1) {                                                                        \
+                    if (k < count) v = values[k];                                                           \
+                    k++;                                                                                    \
+                }                                                                                           \
+                out[at + j] = v;                                                                            \
+            }                                                                                               \
+        }                                                                                                   \
+        return k;                                                                                           \
+    }
+EACH_TYPE(UNSPARSE)
+
+size_t vkcap_unsparse(const uint8_t *bits, const void *values, size_t count, size_t n, int width, void *out) {
+    BY_WIDTH(unsparse, (bits, values, count, n, out), (size_t)-1)
+}

@@ -1,9 +1,9 @@
-"""The encoders' compiled loops (``kernels.c``) on Python buffers, and the buffers they fill.
+"""The codecs' compiled loops (``kernels.c``) on Python buffers, and the buffers they fill.
 
-With these, recording needs no numpy: a residual, its SPARSE parts and a blob's byte planes are each one
-pass over memory in C instead of several numpy passes, and the process that records never pays for
-importing numpy (about 50 ms on the 2-core machine), which only analysis needs. Decoding (replay, diff)
-still uses numpy, which those commands import anyway.
+With these, neither recording nor reading a trace needs numpy: a residual, its SPARSE parts and a
+blob's byte planes, and their inverses, are each one pass over memory in C instead of several numpy
+passes, and a process that records or replays without finding a difference never pays for importing
+numpy (40-60 ms), which only numeric comparison needs.
 
 Every function takes any C-contiguous buffer (bytes, bytearray, memoryview, mmap, a numpy array) without
 copying it, calls the library without holding the GIL (cffi releases it) and is thread-safe. The library
@@ -117,3 +117,44 @@ def plane(data: Any, n: int, width: int, k: int, out: Any) -> None:
     if memoryview(data).nbytes < n * width or memoryview(out).nbytes < n:
         raise ValueError(f"plane {k} of {n} elements of {width} bytes does not fit the buffers given")
     _library().vkcap_plane(_in(data), n, width, k, _out(out))
+
+
+# -- decoding ---------------------------------------------------------------------------------------
+
+
+def restore(z: Any, a: Any, b: Any | None, out: Any, n: int, width: int) -> None:
+    """The inverse of a zigzagged :func:`residual`: ``out[i] = unzigzag(z[i]) + a[i]`` (``b`` None) or
+    ``+ 2 a[i] - b[i]``, for the first ``n`` elements of ``width`` bytes. ``out`` overlaps no input."""
+    _check_fit("a restore", n, width, z, a, out, *(x for x in (b,) if x is not None))
+    _library().vkcap_restore(_in(z), _in(a), ffi.NULL if b is None else _in(b), _out(out), n, width)
+
+
+def unplane(plane: Any, n: int, width: int, k: int, out: Any) -> None:
+    """Byte ``k`` of each of the first ``n`` elements of ``width`` bytes in ``out`` from ``plane[i]``:
+    the inverse of :func:`plane`. The elements' other bytes are left as they are."""
+    if not 0 <= k < width or width not in WIDTHS:
+        raise ValueError(f"no plane {k} of {width}-byte elements")
+    if memoryview(plane).nbytes < n or memoryview(out).nbytes < n * width:
+        raise ValueError(f"plane {k} of {n} elements of {width} bytes does not fit the buffers given")
+    _library().vkcap_unplane(_in(plane), n, width, k, _out(out))
+
+
+def count_bits(bits: Any, n: int) -> int:
+    """How many of the first ``n`` bits of ``bits`` (LSB first) are set."""
+    if memoryview(bits).nbytes < -(-n // 8):
+        raise ValueError(f"{n} bits need {-(-n // 8)} bytes")
+    count: int = _library().vkcap_count_bits(_in(bits), n)
+    return count
+
+
+def unsparse(bits: Any, values: Any, n: int, width: int, out: Any) -> None:
+    """The first ``n`` elements of ``width`` bytes into ``out`` from SPARSE's parts: the next of
+    ``values`` where bit i of ``bits`` is set, zero elsewhere. ``values`` must hold exactly one element
+    per set bit (:func:`count_bits` counts them)."""
+    _check_fit("a SPARSE decoding", n, width, out)
+    count, extra = divmod(memoryview(values).nbytes, width)
+    if memoryview(bits).nbytes < -(-n // 8) or extra:
+        raise ValueError(f"SPARSE parts of {n} elements of {width} bytes do not fit the buffers given")
+    used = _library().vkcap_unsparse(_in(bits), _in(values), count, n, width, _out(out))
+    if used != count:
+        raise ValueError(f"{used} bits set for {count} values")

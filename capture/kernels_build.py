@@ -28,6 +28,10 @@ int vkcap_zigzag(void *d, size_t n, int width);
 size_t vkcap_sparse(const void *e, size_t n, int width, int zigzag, uint8_t *bits, void *values, size_t count);
 size_t vkcap_zeros(const void *e, size_t n, int width);
 int vkcap_plane(const void *src, size_t n, int width, int k, uint8_t *plane);
+int vkcap_restore(const void *z, const void *a, const void *b, void *out, size_t n, int width);
+int vkcap_unplane(const uint8_t *plane, size_t n, int width, int k, uint8_t *dst);
+size_t vkcap_count_bits(const uint8_t *bits, size_t n);
+size_t vkcap_unsparse(const uint8_t *bits, const void *values, size_t count, size_t n, int width, void *out);
 """
 #: -O3 vectorizes the loops for the baseline x86-64 (SSE2) or aarch64 (NEON) the machine's Python runs on.
 CFLAGS = ("-O3", "-fPIC", "-shared", "-std=c99", "-Wall", "-Wextra", "-Werror")

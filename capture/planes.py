@@ -15,8 +15,8 @@ Stored layout (all integers little-endian; docs/trace-format.md is normative)::
 
 This module is pure: no file I/O, no knowledge of traces. :func:`encode` (and :func:`encode_parts`) is
 thread-safe given one compressor per thread, and splits planes with the compiled loop of
-:mod:`capture.kernels` (no numpy in a recording process); :func:`decode` uses numpy, and bounds every
-allocation by the raw length it is told.
+:mod:`capture.kernels` (no numpy in a recording process); :func:`decode` joins them with its inverse,
+and bounds every allocation by the raw length it is told.
 """
 from __future__ import annotations
 
@@ -150,8 +150,6 @@ def decode(stored: bytes | memoryview, raw_len: int, dctx: zstandard.ZstdDecompr
     their own; :class:`PlanesError` if ``stored`` is not exactly such an encoding. Never allocates
     more than ``raw_len`` plus one plane. (A view, not ``bytes``: copying a large result into a new
     ``bytes`` object would cost more than the whole decoding.)"""
-    import numpy as np
-
     if len(stored) < PLANES_HEADER.size:
         raise PlanesError(f"PLANES data is {len(stored)} bytes, shorter than its header")
     (width,) = PLANES_HEADER.unpack_from(stored)
@@ -161,8 +159,7 @@ def decode(stored: bytes | memoryview, raw_len: int, dctx: zstandard.ZstdDecompr
     pos = overhead(width)
     if len(stored) < pos:
         raise PlanesError(f"PLANES data is {len(stored)} bytes, shorter than its {width} plane entries")
-    raw = np.empty(raw_len, np.uint8)
-    elements = raw[: n * width].reshape(n, width)
+    raw = kernels.new_buffer(raw_len)
     for k in range(width):
         stored_len, codec = PLANE_ENTRY.unpack_from(stored, PLANES_HEADER.size + k * PLANE_ENTRY.size)
         if stored_len > len(stored) - pos:
@@ -181,9 +178,9 @@ def decode(stored: bytes | memoryview, raw_len: int, dctx: zstandard.ZstdDecompr
             raise PlanesError(f"plane {k} codec {codec} is unknown")
         if len(plane) != n:
             raise PlanesError(f"plane {k} holds {len(plane)} bytes, expected {n}")
-        elements[:, k] = np.frombuffer(plane, np.uint8)
+        kernels.unplane(plane, n, width, k, raw)
     if len(stored) - pos != tail_len:
         raise PlanesError(f"PLANES data ends with {len(stored) - pos} tail bytes, expected {tail_len}")
-    raw[n * width :] = np.frombuffer(stored, np.uint8, offset=pos)
-    return raw.data.toreadonly()
+    raw[n * width :] = memoryview(stored)[pos:]
+    return raw.toreadonly()
 

@@ -1,6 +1,7 @@
-"""The compiled encoder loops (capture/kernels.c) against numpy references written here, element by
+"""The compiled codec loops (capture/kernels.c) against numpy references written here, element by
 element: every width, sizes around the 8-element groups, unaligned buffers, and ``keep`` aliasing a
-reference. The declarations module is what capture/kernels_build.py emits."""
+reference; each decoding loop against the numpy expression of its inverse. The declarations module is
+what capture/kernels_build.py emits."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -111,6 +112,63 @@ def test_zigzag_in_place(width: int) -> None:
     buf = unaligned(d.tobytes())
     K.zigzag(buf, 77, width)
     assert np.frombuffer(buf, t).tolist() == zigzag(d).tolist()
+
+
+@pytest.mark.parametrize("width", K.WIDTHS)
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("linear", [False, True])
+def test_restore_adds_the_unzigzagged_residual_to_the_prediction(width: int, n: int, linear: bool) -> None:
+    rng = np.random.default_rng(n * 8 + width)
+    t = np.dtype(f"<u{width}")
+    z, a, b = (rng.integers(0, 2 ** (8 * width) - 1, n, dtype=t, endpoint=True) for _ in range(3))
+    difference = (z >> t.type(1)) ^ (t.type(0) - (z & t.type(1)))
+    with np.errstate(over="ignore"):
+        expected = difference + (a + a - b if linear else a)
+    out = unaligned(bytes(n * width))
+    K.restore(unaligned(z.tobytes()), unaligned(a.tobytes()), unaligned(b.tobytes()) if linear else None, out, n, width)
+    assert np.frombuffer(out, t).tolist() == expected.tolist()
+    cur, ra, rb = mostly_repeating(rng, n, width)  # and it is the residual's inverse
+    residual = bytearray(n * width)
+    K.residual(cur, ra, rb if linear else None, residual, None, n, width, True)
+    back = bytearray(n * width)
+    K.restore(residual, ra, rb if linear else None, back, n, width)
+    assert bytes(back) == cur
+
+
+@pytest.mark.parametrize("width", K.WIDTHS)
+@pytest.mark.parametrize("n", SIZES)
+def test_unplane_writes_byte_k_of_each_element(width: int, n: int) -> None:
+    rng = np.random.default_rng(n + 3)
+    planes = rng.integers(0, 256, (width, n), dtype=np.uint8)
+    out = unaligned(bytes(n * width))
+    for k in range(width):
+        K.unplane(unaligned(planes[k].tobytes()), n, width, k, out)
+    assert out.tobytes() == planes.T.tobytes()
+
+
+@pytest.mark.parametrize("width", K.WIDTHS)
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("density", [0.0, 0.05, 0.6, 1.0])
+def test_unsparse_puts_the_values_where_the_bits_are_set(width: int, n: int, density: float) -> None:
+    rng = np.random.default_rng(n * 3 + width)
+    t = np.dtype(f"<u{width}")
+    mask = rng.random(n) < density
+    bits = np.packbits(mask, bitorder="little").tobytes()
+    values = rng.integers(1, 2 ** (8 * width) - 1, int(mask.sum()), dtype=t, endpoint=True)
+    assert K.count_bits(unaligned(bits), n) == int(mask.sum())
+    out = unaligned(b"\xff" * (n * width))  # every element is written, zeros included
+    K.unsparse(unaligned(bits), unaligned(values.tobytes()), n, width, out)
+    expected = np.zeros(n, t)
+    expected[mask] = values
+    assert np.frombuffer(out, t).tolist() == expected.tolist()
+
+
+def test_count_bits_ignores_the_bits_past_n_and_unsparse_refuses_a_wrong_count() -> None:
+    assert K.count_bits(bytes([0xFF, 0xFF]), 11) == 11
+    with pytest.raises(ValueError, match="3 bits set for 2 values"):
+        K.unsparse(bytes([0b1011]), bytes(8), 4, 4, bytearray(16))
+    with pytest.raises(ValueError, match="do not fit"):
+        K.unsparse(bytes([1]), bytes(6), 4, 4, bytearray(16))
 
 
 def test_buffers_too_small_or_widths_unknown_are_refused() -> None:

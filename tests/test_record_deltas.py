@@ -203,3 +203,30 @@ def test_trim_copies_deltas_whose_references_it_holds_and_stores_the_others_whol
                 assert t.frame(s).snapshots[uid] == source.frame(s).snapshots[uid]
                 np.testing.assert_array_equal(np.frombuffer(t.snapshot(s, uid), np.float32), want)
     assert cli("replay", out) == 0
+
+
+def test_reading_every_snapshot_back_never_imports_numpy(trace: Path, tmp_path: Path) -> None:
+    """Decoding runs on the compiled loops too (capture/kernels.c): a process that reads back byte planes,
+    LINEAR deltas and SPARSE residuals loads no numpy, and what it reads is what numpy computes here."""
+    import subprocess
+    import sys
+
+    with Trace.open(trace) as t:
+        keys = [t.frames[s].snapshots[uid] for s in range(FRAMES) for uid in ("acc", "field")]
+        codecs = {t.reader.blob_info(k).codec for k in keys}
+        inner = {D.unpack_header(t.reader.read_prepared(k).data[0])[2] for k in keys
+                 if t.reader.blob_info(k).codec == R.Codec.DELTA}
+    assert {R.Codec.PLANES, R.Codec.DELTA} <= codecs and {D.SPARSE, R.Codec.ZSTD} <= inner
+    out = tmp_path / "snapshots.bin"
+    read_all = ("import sys; from capture.trace import Trace\n"
+                "with Trace.open(sys.argv[1]) as t, open(sys.argv[2], 'wb') as out:\n"
+                f"    [out.write(t.snapshot(s, uid)) for s in range({FRAMES}) for uid in ('acc', 'field')]\n")
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", read_all, str(trace), str(out)],
+                          capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    assert done.returncode == 0, done.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "capture.kernels" in imported and "numpy" not in imported
+    got = np.frombuffer(out.read_bytes(), np.float32).reshape(FRAMES, 2, N)
+    for s in range(FRAMES):
+        np.testing.assert_array_equal(got[s, 0], expected(s)["acc"])
+        np.testing.assert_array_equal(got[s, 1], expected(s)["field"])
