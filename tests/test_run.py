@@ -453,3 +453,43 @@ def test_a_consumers_work_holds_its_slot_until_done_and_its_failure_ends_the_run
     assert sorted(finished) == seen and not running  # nothing left reading a slot
     assert most[0] <= Consumer.slots
     pool.shutdown()
+
+
+def test_a_consumers_error_is_the_runs_error_whatever_the_submitter_was_doing(tmp_path: Path) -> None:
+    """A failing ``consume`` ends the completer, which closes the channel the submitter sends frames
+    on: the run fails with the consumer's error, never with the submitter's BrokenResourceError (which
+    a recording whose preamble hit a full disk once reported as an internal error). The race depends on
+    the order trio runs the two woken tasks in, which it varies: 40 runs lose it about 20 times without
+    the fix."""
+    from concurrent.futures import Future
+
+    import trio
+
+    from vkcore.exec.executor import NO_CAPTURE
+    from vkcore.exec.runner import RunOptions, run_async
+
+    class Failing:
+        slots = 2
+        held: Future[None] = Future()
+
+        def slot_size(self, session: object) -> int:
+            return 0
+
+        def layout(self, frame: object, seq: int) -> object:
+            return NO_CAPTURE
+
+        def consume(self, snapshot: object) -> Future[None] | None:
+            seq = snapshot.seq  # type: ignore[attr-defined]
+            if seq == 1:
+                return self.held  # holds its slot until frame 2's consume
+            if seq == 2:  # frees frame 1's slot, so the submitter runs on while the completer ends
+                self.held.set_result(None)
+                raise ValueError("no room left")
+            return None
+
+    options = RunOptions(REPO / "examples" / "add" / "scenario.json", output=tmp_path, repeat=20)
+    for _ in range(40):
+        consumer = Failing()
+        consumer.held = Future()
+        with pytest.raises(ValueError, match="no room left"):
+            trio.run(lambda: run_async(options, consumer=consumer))  # type: ignore[arg-type]

@@ -195,7 +195,10 @@ async def execute(
                 t = time.perf_counter()
                 session.submit(frame, cb, slot)
                 count(pass_index, "Submit Commands", t)
-                await send.send((pass_index, seq, frame, slot, layout, time.perf_counter()))
+                try:
+                    await send.send((pass_index, seq, frame, slot, layout, time.perf_counter()))
+                except trio.BrokenResourceError:  # the completer failed (a fence, a consumer): its error is the run's
+                    return
 
     token = trio.lowlevel.current_trio_token()
     scope = trio.CancelScope()  # cancelled when a consumer's work fails
