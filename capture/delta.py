@@ -30,9 +30,9 @@ Stored layout (all integers little-endian; docs/trace-format.md section 4.4 is n
                    not zero: ceil(n / 8) bytes once decoded), the non-zero elements in order
                    (w bytes each once decoded), the raw_len % w tail bytes
 
-This module is pure: no file I/O, no knowledge of traces. Encoding runs the compiled loops of
-:mod:`capture.kernels` (one pass over memory each, and no numpy in a recording process), in chunks of
-:data:`CHUNK_BYTES` that a caller may spread over threads; so does decoding (nor in a replay).
+This module is pure: no file I/O, no knowledge of traces. Encoding and decoding run the compiled loops
+of :mod:`capture.kernels` (one pass over memory each, and no numpy in a process that records or reads
+traces); residuals are computed in chunks of :data:`CHUNK_BYTES` that a caller may spread over threads.
 """
 from __future__ import annotations
 

@@ -71,6 +71,14 @@ def _check_fit(what: str, n: int, width: int, *buffers: Any) -> None:
         raise ValueError(f"{what} of {n} elements of {width} bytes needs {nbytes} bytes in every buffer")
 
 
+def _check_plane(k: int, n: int, width: int, elements: Any, plane: Any) -> None:
+    """Plane ``k`` exists for ``width``-byte elements, ``elements`` holds ``n`` of them and ``plane`` ``n`` bytes."""
+    if not 0 <= k < width or width not in WIDTHS:
+        raise ValueError(f"no plane {k} of {width}-byte elements")
+    if memoryview(elements).nbytes < n * width or memoryview(plane).nbytes < n:
+        raise ValueError(f"plane {k} of {n} elements of {width} bytes does not fit the buffers given")
+
+
 def residual(cur: Any, a: Any, b: Any | None, out: Any, keep: Any | None, n: int, width: int, zigzag: bool) -> int:
     """``out[i] = cur[i] - a[i]`` (``b`` None) or ``cur[i] - (2 a[i] - b[i])``, zigzagged when ``zigzag``,
     for the first ``n`` elements of ``width`` bytes; ``keep[i] = cur[i]`` when ``keep`` is given (it may
@@ -112,10 +120,7 @@ def sparse(data: Any, n: int, width: int, zigzag: bool, nonzero: int | None = No
 def plane(data: Any, n: int, width: int, k: int, out: Any) -> None:
     """Byte plane ``k`` of the first ``n`` elements of ``data`` (byte k of each, bits 8k..8k+7) into
     ``out`` (at least ``n`` bytes)."""
-    if not 0 <= k < width or width not in WIDTHS:
-        raise ValueError(f"no plane {k} of {width}-byte elements")
-    if memoryview(data).nbytes < n * width or memoryview(out).nbytes < n:
-        raise ValueError(f"plane {k} of {n} elements of {width} bytes does not fit the buffers given")
+    _check_plane(k, n, width, data, out)
     _library().vkcap_plane(_in(data), n, width, k, _out(out))
 
 
@@ -132,10 +137,7 @@ def restore(z: Any, a: Any, b: Any | None, out: Any, n: int, width: int) -> None
 def unplane(plane: Any, n: int, width: int, k: int, out: Any) -> None:
     """Byte ``k`` of each of the first ``n`` elements of ``width`` bytes in ``out`` from ``plane[i]``:
     the inverse of :func:`plane`. The elements' other bytes are left as they are."""
-    if not 0 <= k < width or width not in WIDTHS:
-        raise ValueError(f"no plane {k} of {width}-byte elements")
-    if memoryview(plane).nbytes < n or memoryview(out).nbytes < n * width:
-        raise ValueError(f"plane {k} of {n} elements of {width} bytes does not fit the buffers given")
+    _check_plane(k, n, width, out, plane)
     _library().vkcap_unplane(_in(plane), n, width, k, _out(out))
 
 

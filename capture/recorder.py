@@ -250,10 +250,10 @@ class TraceRecorder:
         self._to_write.put(QueuedFrame(snapshot.seq, snapshot.pass_index, snapshot.frame, snapshot.layout, blobs))
         return when_all(blobs)
 
-    def compress_all(self, views: list[Any], keys: list[bytes] | None = None) -> list[PreparedBlob]:
-        """Hash (unless their content ``keys`` are given) and compress every view, in parallel; the
-        results never alias the views (safe to reuse them)."""
-        plans = [_Plan(k) for k in keys] if keys is not None else [None] * len(views)
+    def compress_all(self, views: list[Any], keys: list[bytes]) -> list[PreparedBlob]:
+        """Compress every view, whose content keys are ``keys``, in parallel; the results never alias
+        the views (safe to reuse them)."""
+        plans = [_Plan(k) for k in keys]
         if len(views) <= 1:
             return [self._compress(v, p) for v, p in zip(views, plans)]
         return list(self._pool.map(self._compress, views, plans))

@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-
 from vkcore.errors import EXIT_FAILURE, TraceError, UsageError, VkcapError
 
 from . import kinds, records

@@ -16,7 +16,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from capture import kinds, records
 from capture.embed import safe_join
@@ -34,9 +34,6 @@ from vkcore.resources.staging import CaptureLayout, build_layout
 from .isolate import ProgressFile
 from .options import ReplayOptions
 from .results import DIVERGED, Comparison, FrameResult, identical
-
-if TYPE_CHECKING:
-    import trio
 
 NOTHING = CaptureLayout(())
 

@@ -102,13 +102,14 @@ def when_all(futures: Iterable[Future[Any]]) -> Future[None] | None:
     if not pending:
         return None
     done: Future[None] = Future()
-    left = [len(pending)]
+    left = len(pending)
     lock = threading.Lock()
 
     def one_done(_: Future[Any]) -> None:
+        nonlocal left
         with lock:
-            left[0] -= 1
-            last = left[0] == 0
+            left -= 1
+            last = left == 0
         if last:
             failed = next((f.exception() for f in pending if f.exception() is not None), None)
             pending.clear()  # the futures hold their results: let them go with their owner
@@ -174,8 +175,8 @@ async def execute(
     # Host time per pass of the run, in the reference runner's --perf-counters-dump-path names.
     spent: dict[tuple[int, str], float] = {}
 
-    def count(pass_index: int, name: str, since: float) -> None:
-        spent[(pass_index, name)] = spent.get((pass_index, name), 0.0) + time.perf_counter() - since
+    def count(pass_index: int, name: str, seconds: float) -> None:
+        spent[(pass_index, name)] = spent.get((pass_index, name), 0.0) + seconds
 
     async def submitter(send: trio.MemorySendChannel) -> None:
         async with send:
@@ -190,11 +191,11 @@ async def execute(
                 layout = consumer.layout(frame, seq) if consumer else NO_CAPTURE
                 t = time.perf_counter()
                 cb = session.command_buffer(frame, layout, slot)
-                count(pass_index, "Creating Command Buffer", t)
+                count(pass_index, "Creating Command Buffer", time.perf_counter() - t)
                 emit(FrameStarted(pass_index, frame, total, seq))
                 t = time.perf_counter()
                 session.submit(frame, cb, slot)
-                count(pass_index, "Submit Commands", t)
+                count(pass_index, "Submit Commands", time.perf_counter() - t)
                 try:
                     await send.send((pass_index, seq, frame, slot, layout, time.perf_counter()))
                 except trio.BrokenResourceError:  # the completer failed (a fence, a consumer): its error is the run's
@@ -232,7 +233,7 @@ async def execute(
             async for pass_index, seq, frame, slot, layout, t0 in receive:
                 snapshot = FrameSnapshot(pass_index, seq, frame, layout, session.ring.slots[slot]) if consumer else None
                 waited, pending = await trio.to_thread.run_sync(wait_and_consume, frame, slot, snapshot)
-                spent[(pass_index, "Wait for Fence")] = spent.get((pass_index, "Wait for Fence"), 0.0) + waited
+                count(pass_index, "Wait for Fence", waited)
                 emit(FrameFinished(pass_index, seq, frame, time.perf_counter() - t0))
                 for name, kind, begin, end in session.dispatch_timings(frame):
                     emit(DispatchTimed(pass_index, frame, name, kind, begin, end, session.ctx.timestamp_period))
