@@ -754,6 +754,35 @@ def test_replay_of_a_killed_recording(tmp_path: Path) -> None:
     assert doc["started_from_checkpoint"] == max(c for c in range(-1, last) if c == -1 or (c + 1) % 16 == 0)
 
 
+# Run in a child: names the C extension modules loaded while another thread (the driver's) runs.
+_EXTENSIONS_BESIDE_THE_DRIVER = """
+import importlib.machinery, json, sys, threading
+from vkcap.cli import main
+loaded, create = [], importlib.machinery.ExtensionFileLoader.create_module
+def watched(self, spec):
+    if threading.active_count() > 1:
+        loaded.append(spec.name)
+    return create(self, spec)
+importlib.machinery.ExtensionFileLoader.create_module = watched
+code = main(sys.argv[1:])
+print(json.dumps([code, loaded]))
+"""
+
+
+def test_a_replay_loads_the_c_modules_it_needs_before_the_driver_starts_loading(tmp_path: Path) -> None:
+    """Start-up: a process loads shared libraries one at a time, and the driver's thread loads for tens
+    of milliseconds; the modules every replay imports (the queue's, the trace's codecs) are loaded
+    before it starts, so that the imports beside it never wait for it."""
+    trace = tmp_path / "add.vkt"
+    assert main(["record", str(REPO / "examples" / "add" / "scenario.json"), "-o", str(trace), "--output", str(tmp_path)]) == 0
+    done = subprocess.run([sys.executable, "-c", _EXTENSIONS_BESIDE_THE_DRIVER, "replay", str(trace), "--frame", "1"],
+                          capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    code, loaded = json.loads(done.stdout.splitlines()[-1])
+    needed = {"_queue", "_heapq", "xxhash._xxhash", "zstandard.backend_c", "msgpack._cmsgpack"}
+    assert code == 0 and not needed & set(loaded), loaded
+
+
 def test_a_replay_that_finds_nothing_changed_never_imports_numpy(tmp_path: Path) -> None:
     """Start-up: numpy (40-60 ms of a process) is loaded by the first snapshot that differs, so a
     replay whose snapshots all match their recorded content keys runs without it. (Recorded here: the

@@ -22,7 +22,7 @@ ZSTD_MIN_LEVEL, ZSTD_MAX_LEVEL = -(1 << 17), 22  # zstd's ZSTD_minCLevel() and Z
 def cmd_record(args: argparse.Namespace) -> int:
     import logging
 
-    from .cli import check_run_flags, run_options, start_vulkan_early
+    from .cli import TRACE_CODECS, check_run_flags, run_options, start_vulkan_early
 
     if args.checkpoint_every < 0:
         raise UsageError(f"--checkpoint-every must be 0 or more, got {args.checkpoint_every}")
@@ -32,7 +32,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     if args.compression_threads < -1:
         raise UsageError(f"--compression-threads must be -1 (one per core), 0 (none) or more, got {args.compression_threads}")
     check_run_flags(args)
-    start_vulkan_early(device=args.device)  # before the imports below, which it overlaps
+    start_vulkan_early(device=args.device, also=TRACE_CODECS)  # before the imports below, which it overlaps
     run = run_options(args, capture_all=args.capture == "all")
     from capture.recorder import RecordOptions, default_trace_path, record
 

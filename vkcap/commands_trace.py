@@ -156,7 +156,7 @@ def prepare_html(args: argparse.Namespace) -> None:
 def cmd_replay(args: argparse.Namespace) -> int:
     import logging
 
-    from .cli import start_vulkan_early
+    from .cli import TRACE_CODECS, start_vulkan_early
 
     log = logging.getLogger("vkcap")
     check_compare_flags(args, [args.trace])  # before Vulkan starts, and before an isolated child does
@@ -165,7 +165,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     prepare_html(args)
     if args.isolate and not args.serve_probes and not in_isolated_child():  # a child never isolates again
         return replay_isolated(args, log)
-    start_vulkan_early(args.icd, args.device)  # the replay runs in this process (perhaps the probes' child)
+    start_vulkan_early(args.icd, args.device, also=TRACE_CODECS)  # the replay runs in this process (perhaps the probes' child)
     from capture.trace import Trace
     from replay.report import comparison_line, frames_document, print_frames
     from replay.replayer import replay
@@ -264,9 +264,9 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     check_compare_flags(args, [args.trace])  # --reference-icd's manifest too
     use_driver(args.icd)
     if server is None:  # the probes run here: let the driver start while the modules load
-        from .cli import start_vulkan_early
+        from .cli import TRACE_CODECS, start_vulkan_early
 
-        start_vulkan_early(device=args.device)
+        start_vulkan_early(device=args.device, also=TRACE_CODECS)
     from capture.trace import Trace
     from replay.bisect import Span, bisect_trace, dispatch_name
     from replay.report import comparison_line
