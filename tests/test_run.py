@@ -455,12 +455,62 @@ def test_a_consumers_work_holds_its_slot_until_done_and_its_failure_ends_the_run
     pool.shutdown()
 
 
+def test_frames_complete_without_trio_and_their_events_reach_trio_in_order(tmp_path: Path) -> None:
+    """The completing thread goes from one frame to the next by itself: with trio's thread held up in
+    an event handler (at frame 2's start), frames 0 and 1 are still waited for and consumed, in one
+    thread that is not trio's. The events it reports are emitted in trio's thread, each frame's
+    FrameStarted before its FrameFinished, the finished ones in frame order, all before the run
+    returns."""
+    import threading
+
+    import trio
+
+    from vkcore.exec.executor import NO_CAPTURE, FrameFinished, FrameStarted
+    from vkcore.exec.runner import RunOptions, run_async
+
+    consumers: set[int] = set()
+    consumed = {1: threading.Event()}
+    emitted: list[tuple[str, int, int]] = []
+    held_up: list[bool] = []
+
+    class Consumer:
+        slots = 3
+
+        def slot_size(self, session: object) -> int:
+            return 0
+
+        def layout(self, frame: object, seq: int) -> object:
+            return NO_CAPTURE
+
+        def consume(self, snapshot: object) -> None:
+            consumers.add(threading.get_ident())
+            if snapshot.seq in consumed:  # type: ignore[attr-defined]
+                consumed[snapshot.seq].set()  # type: ignore[attr-defined]
+
+    def on_event(event: object) -> None:
+        if isinstance(event, (FrameStarted, FrameFinished)):
+            emitted.append((type(event).__name__, event.seq, threading.get_ident()))
+        if isinstance(event, FrameStarted) and event.seq == 2:
+            held_up.append(consumed[1].wait(timeout=20))
+
+    options = RunOptions(REPO / "examples" / "add" / "scenario.json", output=tmp_path, repeat=30)
+    trio_thread = threading.get_ident()
+    trio.run(lambda: run_async(options, on_event=on_event, consumer=Consumer()))  # type: ignore[arg-type]
+    assert held_up == [True]
+    assert len(consumers) == 1 and trio_thread not in consumers
+    assert {thread for _, _, thread in emitted} == {trio_thread}
+    finished = [seq for kind, seq, _ in emitted if kind == "FrameFinished"]
+    started = [seq for kind, seq, _ in emitted if kind == "FrameStarted"]
+    assert finished == started == list(range(len(finished))) and len(finished) % 30 == 0
+    assert all(emitted.index(("FrameStarted", seq, trio_thread)) < emitted.index(("FrameFinished", seq, trio_thread))
+               for seq in finished)
+
+
 def test_a_consumers_error_is_the_runs_error_whatever_the_submitter_was_doing(tmp_path: Path) -> None:
-    """A failing ``consume`` ends the completer, which closes the channel the submitter sends frames
-    on: the run fails with the consumer's error, never with the submitter's BrokenResourceError (which
-    a recording whose preamble hit a full disk once reported as an internal error). The race depends on
-    the order trio runs the two woken tasks in, which it varies: 40 runs lose it about 20 times without
-    the fix."""
+    """A failing ``consume`` ends the completing thread while the submitter may still be submitting:
+    the run fails with the consumer's error. (When the two met through a trio channel, the submitter
+    could meet its closed end first, and a recording whose preamble hit a full disk was reported as an
+    internal error, BrokenResourceError; 40 runs lost that race about 20 times.)"""
     from concurrent.futures import Future
 
     import trio
