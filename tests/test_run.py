@@ -402,6 +402,19 @@ def test_too_many_workgroups_are_refused(builder: ScenarioBuilder) -> None:
     assert f"commands[0].dispatch_compute.rangeND[0]: {1 << 31} workgroups exceed this device's maxComputeWorkGroupCount[0]" in proc.stderr
 
 
+class CapturingNothing:
+    """A frame consumer (vkcore.exec.executor.FrameConsumer) that asks for no copies: tests of the
+    protocol define ``slots`` and ``consume``."""
+
+    def slot_size(self, session: object) -> int:
+        return 0
+
+    def layout(self, frame: object, seq: int) -> object:
+        from vkcore.exec.executor import NO_CAPTURE
+
+        return NO_CAPTURE
+
+
 def test_a_consumers_work_holds_its_slot_until_done_and_its_failure_ends_the_run(tmp_path: Path) -> None:
     """The executor's consumer protocol: ``consume`` sees the frames in order, one at a time; the work
     it hands to its own threads keeps the frame's slot (never more frames in flight than slots); the
@@ -412,7 +425,6 @@ def test_a_consumers_work_holds_its_slot_until_done_and_its_failure_ends_the_run
 
     import trio
 
-    from vkcore.exec.executor import NO_CAPTURE
     from vkcore.exec.runner import RunOptions, run_async
 
     pool = ThreadPoolExecutor(max_workers=8)
@@ -433,14 +445,8 @@ def test_a_consumers_work_holds_its_slot_until_done_and_its_failure_ends_the_run
         if seq == 5:
             raise ValueError("frame 5 failed")
 
-    class Consumer:
+    class Consumer(CapturingNothing):
         slots = 3
-
-        def slot_size(self, session: object) -> int:
-            return 0
-
-        def layout(self, frame: object, seq: int) -> object:
-            return NO_CAPTURE
 
         def consume(self, snapshot: object) -> object:
             seen.append(snapshot.seq)  # type: ignore[attr-defined]
@@ -465,7 +471,7 @@ def test_frames_complete_without_trio_and_their_events_reach_trio_in_order(tmp_p
 
     import trio
 
-    from vkcore.exec.executor import NO_CAPTURE, FrameFinished, FrameStarted
+    from vkcore.exec.executor import FrameFinished, FrameStarted
     from vkcore.exec.runner import RunOptions, run_async
 
     consumers: set[int] = set()
@@ -473,14 +479,8 @@ def test_frames_complete_without_trio_and_their_events_reach_trio_in_order(tmp_p
     emitted: list[tuple[str, int, int]] = []
     held_up: list[bool] = []
 
-    class Consumer:
+    class Consumer(CapturingNothing):
         slots = 3
-
-        def slot_size(self, session: object) -> int:
-            return 0
-
-        def layout(self, frame: object, seq: int) -> object:
-            return NO_CAPTURE
 
         def consume(self, snapshot: object) -> None:
             consumers.add(threading.get_ident())
@@ -515,18 +515,11 @@ def test_a_consumers_error_is_the_runs_error_whatever_the_submitter_was_doing(tm
 
     import trio
 
-    from vkcore.exec.executor import NO_CAPTURE
     from vkcore.exec.runner import RunOptions, run_async
 
-    class Failing:
+    class Failing(CapturingNothing):
         slots = 2
         held: Future[None] = Future()
-
-        def slot_size(self, session: object) -> int:
-            return 0
-
-        def layout(self, frame: object, seq: int) -> object:
-            return NO_CAPTURE
 
         def consume(self, snapshot: object) -> Future[None] | None:
             seq = snapshot.seq  # type: ignore[attr-defined]
