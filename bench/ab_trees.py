@@ -9,11 +9,15 @@ separate bench runs compare badly; this interleaving is the comparison to trust 
 Each round runs, for each tree: ``vkcap run`` and ``vkcap record`` of bench/record_overhead.py's (a)
 scenarios (100 frames x 1 MiB, 20 frames x 16 MiB), of the 1 MiB one capturing nothing
 (``--checkpoint-every 0``), and ``vkcap replay --frame 1`` of the add example recorded here. Prints,
-per tree, the medians and the median of each round's record/run ratio.
+per tree, the medians and the median of each round's record/run ratio. Then the executor's frame loop
+without a consumer and with the comparer, in the same alternation: ``vkcap run --repeat 10`` of the
+1 MiB scenario (1000 frames: the command, and the frame loop it reports) and ``vkcap replay`` of all
+100 frames of its trace, recorded here.
 """
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import subprocess
 import sys
@@ -30,9 +34,16 @@ from bench.record_overhead import MiB, make_scenario  # noqa: E402
 
 
 def timed(argv: list[str], cwd: Path) -> float:
+    return timed_loop(argv, cwd)[0]
+
+
+def timed_loop(argv: list[str], cwd: Path) -> tuple[float, float]:
+    """The command's wall time, and the frame loop's that ``vkcap run`` reports (nan for others)."""
     start = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, check=True, capture_output=True)
-    return time.perf_counter() - start
+    done = subprocess.run(argv, cwd=cwd, check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    loop = re.search(r"ran \d+ frame\(s\) on .* in ([0-9.]+) s", done.stderr)
+    return wall, float(loop.group(1)) if loop else float("nan")
 
 
 def main() -> None:
@@ -83,6 +94,31 @@ def main() -> None:
         t = times[("start-up", label, "replay")]
         print(f"| `replay add.vkt --frame 1` | {label} | - | - | median {statistics.median(t):.3f} s, "
               f"fastest {min(t):.3f} s |")
+
+    s1 = scenarios["100 x 1 MiB"][0]
+    trace = work / "s1.vkt"
+    subprocess.run([python, "-m", "vkcap", "record", str(s1), "-o", str(trace), "--output", str(work / "out")],
+                   cwd=REPO, check=True, capture_output=True)
+    loops = {
+        "`run --repeat 10` (1000 x 1 MiB)": [python, "-m", "vkcap", "run", str(s1), "--output", str(work / "out"), "--repeat", "10"],
+        "`replay` of its 100 frames": [python, "-m", "vkcap", "replay", str(trace)],
+    }
+    measured: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for name, argv in loops.items():
+        for tree in trees.values():
+            timed(argv, tree)
+        for _ in range(args.rounds):
+            for label, tree in trees.items():
+                measured.setdefault((name, label), []).append(timed_loop(argv, tree))
+    print()
+    print("| frame loop | tree | command s (median, fastest) | frame loop s (as run reports it) |")
+    print("| --- | --- | --- | --- |")
+    for name in loops:
+        for label in trees:
+            walls, inner = zip(*measured[(name, label)])
+            loop = statistics.median(inner)
+            print(f"| {name} | {label} | {statistics.median(walls):.3f}, {min(walls):.3f} | "
+                  f"{'-' if loop != loop else f'{loop:.3f}'} |")
 
 
 if __name__ == "__main__":
