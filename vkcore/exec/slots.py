@@ -2,8 +2,8 @@
 while it waits: the ring's free slots, and the events the thread reports.
 
 A thread that tells trio something (``run_sync_soon``) wakes the trio thread, which then runs a
-callback under the GIL that every thread of a recording needs: about 0.1 ms a frame on the GPU hosts we
-measured. A slot given back while the submitter has slots to spare, as in a steady pipeline, is taken on
+callback under the GIL that every thread of a recording needs: 0.1 ms or more a frame on the GPU hosts
+we measured. A slot given back while the submitter has slots to spare, as in a steady pipeline, is taken on
 its next frame without one; events that arrive before trio has emitted the last ones join them.
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ class _Wakeup:
 
     async def until(self, ready: Callable[[], T | None]) -> T:
         """The first value of ``ready()`` (called under the lock) that is not None, waiting for changes
-        in between. In the trio thread; not a checkpoint when the first call has one."""
+        in between. In the trio thread; not a checkpoint when ``ready()`` has a value at once."""
         import trio
 
         while True:
