@@ -31,6 +31,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 from .session import Session
 from .slots import FreeSlots, Outbox
+from .timing import PassTimes
 from ..resources.staging import CaptureLayout, StagingSlot
 
 DEFAULT_SLOTS = 2
@@ -176,16 +177,15 @@ async def execute(
     outbox = Outbox(token)  # the completing thread's events, emitted by a trio task
     order = seqs if seqs is not None else range(repeat * len(frames))
     total = len(order)
-    # Host time per pass of the run, in the reference runner's --perf-counters-dump-path names.
-    spent: dict[tuple[int, str], float] = {}
-    waited: dict[int, float] = {}  # the completing thread's: Wait for Fence, per pass
+    # Host time per pass of the run, in the reference runner's --perf-counters-dump-path names; queries
+    # are reset inside each frame's command buffer: no host time, as the reference measures it. "Wait for
+    # Fence" is the completing thread's, the others the submitter's.
+    spent = PassTimes(("Reset Query Pool", "Creating Command Buffer", "Submit Commands", "Wait for Fence"),
+                      first=order[0] // len(frames) if order else 0)
     completed = 0
     scope = trio.CancelScope()  # cancelled when a consumer's work fails
     failures: list[BaseException] = []
     failed = threading.Event()  # set with it: the completing thread waits for no more frames
-
-    def count(pass_index: int, name: str, seconds: float) -> None:
-        spent[(pass_index, name)] = spent.get((pass_index, name), 0.0) + seconds
 
     async def submitter() -> None:
         try:
@@ -200,11 +200,11 @@ async def execute(
                 layout = consumer.layout(frame, seq) if consumer else NO_CAPTURE
                 t = time.perf_counter()
                 cb = session.command_buffer(frame, layout, slot)
-                count(pass_index, "Creating Command Buffer", time.perf_counter() - t)
+                spent.add(pass_index, "Creating Command Buffer", time.perf_counter() - t)
                 emit(FrameStarted(pass_index, frame, total, seq))
                 t = time.perf_counter()
                 session.submit(frame, cb, slot)
-                count(pass_index, "Submit Commands", time.perf_counter() - t)
+                spent.add(pass_index, "Submit Commands", time.perf_counter() - t)
                 submitted.put((pass_index, seq, frame, slot, layout, time.perf_counter()))
                 await trio.lowlevel.checkpoint()
         finally:
@@ -225,7 +225,7 @@ async def execute(
             pass_index, seq, frame, slot, layout, t0 = item
             t = time.perf_counter()
             session.wait(frame, slot, timeout_ns)
-            waited[pass_index] = waited.get(pass_index, 0.0) + time.perf_counter() - t
+            spent.add(pass_index, "Wait for Fence", time.perf_counter() - t)
             snapshot = FrameSnapshot(pass_index, seq, frame, layout, session.ring.slots[slot]) if consumer else None
             pending = consumer.consume(snapshot) if consumer is not None and snapshot is not None else None
             outbox.put(FrameFinished(pass_index, seq, frame, time.perf_counter() - t0))
@@ -265,12 +265,7 @@ async def execute(
     errors = failures or [e for e in (f.exception() for f in last) if e is not None]
     if errors:
         raise errors[0]
-    for pass_index, seconds in waited.items():
-        count(pass_index, "Wait for Fence", seconds)
-    for pass_index in sorted({p for p, _ in spent}):
-        # Queries are reset inside each frame's command buffer: no host time, as the reference measures it.
-        for name in ("Reset Query Pool", "Creating Command Buffer", "Submit Commands", "Wait for Fence"):
-            session.timer.add("Run Scenario", f"{name}. Iteration: {pass_index + 1}", spent.get((pass_index, name), 0.0))
+    session.timer.add_passes("Run Scenario", spent)
     return completed
 
 

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from .executor import DispatchTimed
 from ..outputs import write_atomic
-from .session import HostTimer
+from .timing import HostTimer
 
 
 def profiling_document(timings: list[DispatchTimed], memory_usage: Sequence[tuple[str, int]] = ()) -> dict[str, Any]:
@@ -47,7 +47,8 @@ def profiling_document(timings: list[DispatchTimed], memory_usage: Sequence[tupl
 
 def perf_counters_document(timer: HostTimer, total_s: float, time_to_inference_s: float) -> dict[str, Any]:
     doc: dict[str, Any] = {}
-    for phase, items in sorted(timer.phases.items()):
+    for phase in sorted(timer.phases):
+        items = list(timer.counters(phase))
         doc[phase] = {
             "counters": [{"name": n, "unit": "microseconds", "value": v} for n, v in items],
             "total time": sum(v for _, v in items),

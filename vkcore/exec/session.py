@@ -9,8 +9,7 @@ anything but the GPU.
 from __future__ import annotations
 
 import contextlib
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable
 
@@ -36,6 +35,7 @@ from ..shaders.bindings import LayoutBinding, image_usage_needs
 from ..shaders.compile import SpirvModule, load_shader
 from ..resources.staging import CaptureItem, CaptureLayout, StagingRing, StagingSlot, build_layout
 from ..device.sync import FULL_BARRIER, BarrierBatch, memory_barrier
+from .timing import HostTimer
 
 if TYPE_CHECKING:  # the graph machinery (cffi declarations, numpy) loads only for graph scenarios
     from ..graphs.dispatch import PreparedGraph
@@ -49,30 +49,6 @@ class SessionOptions:
     readable_graph_sessions: bool = False  # graph session memory host-visible (--session-memory-dump-dir)
     debug_labels: bool = False  # --enable-gpu-debug-markers (see vkcore.device.debug_labels)
     renderdoc_captures: bool = False  # --capture-frame: each frame a RenderDoc capture (vkcore.device.renderdoc)
-
-
-@dataclass
-class HostTimer:
-    """Named host timings in microseconds, grouped by phase, for ``--perf-counters-dump-path``."""
-
-    phases: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
-
-    def add(self, phase: str, name: str, seconds: float) -> None:
-        self.phases.setdefault(phase, []).append((name, int(round(seconds * 1e6))))
-
-    def measure(self, phase: str, name: str) -> "_Span":
-        return _Span(self, phase, name)
-
-
-class _Span:
-    def __init__(self, timer: HostTimer, phase: str, name: str) -> None:
-        self.timer, self.phase, self.name = timer, phase, name
-
-    def __enter__(self) -> None:
-        self.t0 = time.perf_counter()
-
-    def __exit__(self, *exc: object) -> None:
-        self.timer.add(self.phase, self.name, time.perf_counter() - self.t0)
 
 
 class FrameTimeout(DeviceError):
