@@ -408,6 +408,19 @@ def test_unsupported_version(sample: dict[str, Any]) -> None:
         assert r.version == (major, 7) and read_everything(r)[1] == sample["blobs"]
 
 
+@pytest.mark.parametrize("count", [0, 1, 15, 16, 70_000])  # msgpack's array headers change at 16 and 65,536
+def test_the_index_packed_entry_by_entry_is_the_documented_map(count: int) -> None:
+    """INDEX is ``{"metas": [[offset, kind]...], "blobs": [[key, offset, stored, raw, codec]...]}``
+    (docs/trace-format.md), packed without building a list per entry: the same bytes, which decode back."""
+    metas = [(64 + 100 * i, ("FRAME", "CHECKPOINT", "X-NEW")[i % 3]) for i in range(count)]
+    blobs = {i.to_bytes(16, "big"): R.BlobEntry(64 + 7 * i, i, 2 ** 33 + i, i % 5) for i in range(count)}
+    packed = R.pack_index(metas, blobs)
+    assert packed == R.pack_msgpack({"metas": [[o, k] for o, k in metas],
+                                     "blobs": [[k, e.offset, e.stored_len, e.raw_len, e.codec] for k, e in blobs.items()]})
+    assert R.unpack_msgpack(packed) == {"metas": [[o, k] for o, k in metas],
+                                        "blobs": [[k, e.offset, e.stored_len, e.raw_len, e.codec] for k, e in blobs.items()]}
+
+
 def _finished(records: list[bytes], blobs: dict[bytes, R.BlobEntry], metas: list[tuple[int, str]]) -> bytes:
     """Assemble a finished file by hand from complete records (for hostile inputs)."""
     body = R.pack_file_header() + b"".join(records)
