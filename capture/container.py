@@ -453,6 +453,12 @@ class TraceWriter:
         """Whether a blob with this content key is already stored in this file."""
         return R.key_bytes(key) in self._blobs
 
+    def blob_info(self, key: str | bytes) -> BlobInfo:
+        """(stored_len, raw_len, codec) of a blob written to this file, as a reader's index will say.
+        KeyError if absent."""
+        e = self._blobs[R.key_bytes(key)]
+        return BlobInfo(e.stored_len, e.raw_len, e.codec)
+
     def _check_open(self) -> int:
         if self._fd is None:
             raise ValueError(f"trace writer for {self.path} is closed")

@@ -54,6 +54,7 @@ from vkcore.resources.staging import CaptureLayout, build_layout
 from . import kinds, records
 from .container import DELTA_MIN_BYTES, PARALLEL_PLANES_MIN_BYTES, PLANE_WIDTH, PreparedBlob, TraceWriter
 from .embed import EmbeddedFile, portable_scenario
+from .tally import SnapshotTally
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -96,10 +97,8 @@ class RecordResult:
     run: RunResult
     trace: Path
     frames: int = 0
-    raw_bytes: int = 0
-    stored_bytes: int = 0
-    dedup_bytes: int = 0
     file_bytes: int = 0
+    snapshots: dict[str, Any] = field(default_factory=dict)  # the snapshot totals, as capture.tally defines them
 
 
 @dataclass
@@ -173,9 +172,8 @@ class TraceRecorder:
         # What no command can write keeps its initial content: its boundary snapshots and checkpoint
         # entries name the initial state's blob, and are never copied back from the device.
         self.unwritable = unwritable
-        self._unwritable_size = {uid: self._size(uid) for uid in unwritable}  # the writer may outlive the resources
         self.initial_keys: dict[str, str] = {}  # set by write_preamble
-        self.reused_bytes = 0  # snapshot bytes named by reference to the initial state
+        self.tally = SnapshotTally(per_resource=False)  # the frames' snapshots as written, for record's closing figures
         self._layouts: dict[tuple[int, bool], CaptureLayout] = {}
         self._pool = ThreadPoolExecutor(max_workers=options.compress_workers, thread_name_prefix="vkcap-compress")
         # Frames go to the writer thread in frame order; a full queue holds the executor's slots, which
@@ -416,7 +414,6 @@ class TraceRecorder:
             unchanged += [u for u in self.checkpoint_set if u in self.unwritable and u not in unchanged]
         for uid in unchanged:
             boundary[uid] = self.initial_keys[uid]
-            self.reused_bytes += self._unwritable_size[uid]
         body: dict[str, Any] = {
             "seq": c.seq,
             "pass": c.pass_index,
@@ -429,10 +426,15 @@ class TraceRecorder:
         ]
         if dispatch_level:
             body["dispatches"] = dispatch_level
+
         if self.is_checkpoint(c.seq):
             self.writer.add_meta(kinds.CHECKPOINT, {"seq": c.seq, "state": {u: boundary[u] for u in self.checkpoint_set}})
         self.writer.add_meta(kinds.FRAME, body)
         self.frames_written += 1
+        for uid, key in body["snapshots"].items():
+            self.tally.add(uid, key, self.writer.blob_info(key))
+        for entry in dispatch_level:
+            self.tally.add(entry["uid"], entry["blob"], self.writer.blob_info(entry["blob"]), after_dispatch=True)
 
     def _dispatch_entry(self, item: Any, key: str) -> dict[str, Any]:
         entry: dict[str, Any] = {"command": item.after_command, "uid": item.uid, "blob": key}
@@ -755,10 +757,8 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
         run=result,
         trace=options.trace,
         frames=state.recorder.frames_written,
-        raw_bytes=stats.raw_bytes + stats.dedup_bytes + state.recorder.reused_bytes,
-        stored_bytes=stats.stored_bytes,
-        dedup_bytes=stats.dedup_bytes + state.recorder.reused_bytes,
         file_bytes=stats.file_bytes,
+        snapshots=state.recorder.tally.totals(),
     )
 
 

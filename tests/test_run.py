@@ -218,6 +218,14 @@ def test_several_frames(builder: ScenarioBuilder, tmp_path: Path) -> None:
     assert [c["name"] for c in counters["Run Scenario"]["counters"]] == [
         "Reset Query Pool. Iteration: 1", "Creating Command Buffer. Iteration: 1", "Submit Commands. Iteration: 1",
         "Wait for Fence. Iteration: 1", "Execute Frames"]
+    # with --repeat, each pass its counters, in pass order; the time of each is the one measured
+    run_ok("run", builder.save(), "--output", tmp_path, "--perf-counters-dump-path", perf, "--repeat", "3")
+    run = json.loads(perf.read_text())["Run Scenario"]
+    names = ("Reset Query Pool", "Creating Command Buffer", "Submit Commands", "Wait for Fence")
+    assert [c["name"] for c in run["counters"]] == [f"{n}. Iteration: {i}" for i in (1, 2, 3) for n in names] + ["Execute Frames"]
+    assert all(c["value"] == 0 for c in run["counters"] if c["name"].startswith("Reset Query Pool"))
+    assert all(c["value"] > 0 for c in run["counters"] if c["name"].startswith(("Creating", "Submit", "Wait")))
+    assert run["total time"] == sum(c["value"] for c in run["counters"])
     run_ok("run", builder.save(), "--output", tmp_path, "--perf-counters-dump-path", perf, "--pipeline-caching",
            "--cache-path", tmp_path / "cache")
     counters = json.loads(perf.read_text())

@@ -27,32 +27,22 @@ def size_text(n: float) -> str:
 
 
 def trace_summary(path: Path) -> dict[str, Any]:
-    """Everything ``vkcap info`` shows (and ``record`` sums up), as plain data.
-
-    Snapshot figures count every snapshot the frames took: at each frame boundary and, with
-    ``--dispatch-level``, after each dispatch (or graph segment). Per resource (``resources``):
-    ``snapshots`` (of which ``dispatch_snapshots`` after dispatches), ``raw_bytes`` (their size
-    uncompressed), ``unique`` (distinct contents among them), ``deltas`` (how many of those are stored as
-    temporal deltas of earlier blobs, format 3.0), ``stored_bytes`` (what the blobs of those distinct
-    contents occupy in the file) and ``ratio`` = raw_bytes / stored_bytes. A blob shared by
-    several resources (or with the initial state, or an embedded input file) is counted in full for
-    each resource that has it, so the rows can add up to more than the totals. Totals:
-    ``snapshot_raw_bytes`` ("captured") = the sum of the rows' raw_bytes; ``snapshot_stored_bytes``
-    ("stored") = the distinct blobs of all snapshots, each counted once; ``ratio`` = captured / stored
-    (the same definition as the rows'); ``dedup_saved_bytes`` = captured - the raw size of those
-    distinct blobs; ``snapshot_deltas`` = how many of them are deltas. Checkpoint-only state, embedded files and metadata are in ``file_bytes`` only.
-    ``checkpoints`` lists the checkpoints after frames; ``initial_state`` says whether checkpoint -1
-    (the state before the first frame) is there. ``frame_range`` is [first, last] frame number (None
-    without frames); ``trimmed_from`` is what ``vkcap trim`` recorded of a trimmed trace's source (None
-    for a recording)."""
-    from capture.records import Codec
+    """Everything ``vkcap info`` shows (and ``record`` sums up), as plain data. The snapshot figures
+    (``resources`` and the totals) are defined in :mod:`capture.tally`. ``checkpoints`` lists the
+    checkpoints after frames; ``initial_state`` says whether checkpoint -1 (the state before the first
+    frame) is there. ``frame_range`` is [first, last] frame number (None without frames);
+    ``trimmed_from`` is what ``vkcap trim`` recorded of a trimmed trace's source (None for a
+    recording). Checkpoint-only state, embedded files and metadata are in ``file_bytes`` only."""
+    from capture.tally import SnapshotTally
     from capture.trace import Trace
 
     with Trace.open(path) as trace:
-        per_resource, distinct = _resource_figures(trace)
-        raw = sum(e["raw_bytes"] for e in per_resource.values())
-        stored = sum(trace.reader.blob_info(k).stored_len for k in distinct)
-        unique_raw = sum(trace.reader.blob_info(k).raw_len for k in distinct)
+        tally = SnapshotTally()
+        for f in trace.frames:
+            for uid, key in f.snapshots.items():
+                tally.add(uid, key, trace.reader.blob_info(key))
+            for d in f.dispatches:
+                tally.add(d.uid, d.blob, trace.reader.blob_info(d.blob), after_dispatch=True)
         size = path.stat().st_size
         return {
             "trace": str(path),
@@ -72,49 +62,14 @@ def trace_summary(path: Path) -> dict[str, Any]:
             "dispatch_level": bool(trace.header.get("dispatch_level")),
             "pipeline_layouts": trace.header.get("pipeline_layouts", []),
             "files": {name: {"role": role, "size": size_} for name, (role, _, size_) in sorted(trace.files.items())},
-            "resources": per_resource,
-            "snapshot_raw_bytes": raw,
-            "snapshot_stored_bytes": stored,
-            "ratio": _ratio(raw, stored),
-            "dedup_saved_bytes": raw - unique_raw,
-            "snapshot_deltas": sum(trace.reader.blob_info(k).codec == Codec.DELTA for k in distinct),
+            "resources": tally.resources(),
+            **tally.totals(),
             "status": (trace.end or {}).get("status", "unfinished"),
             "error": (trace.end or {}).get("error") or None,
             "recovered": trace.recovered,
             "recovery_note": trace.reader.recovery_note or None,
             "corrupt_records": [{"offset": o, "type": t} for o, t in trace.reader.corrupt_records],
         }
-
-
-def _resource_figures(trace: Any) -> tuple[dict[str, dict[str, Any]], set[str]]:
-    """(per-resource figures, the distinct blob keys of all snapshots), as :func:`trace_summary` defines them."""
-    from capture.records import Codec
-
-    rows: dict[str, dict[str, Any]] = {}
-    keys: dict[str, set[str]] = {}
-    for f in trace.frames:
-        taken = [(uid, key, False) for uid, key in f.snapshots.items()]
-        taken += [(d.uid, d.blob, True) for d in f.dispatches]
-        for uid, key, after_dispatch in taken:
-            row = rows.setdefault(uid, {"snapshots": 0, "dispatch_snapshots": 0, "raw_bytes": 0, "unique": 0,
-                                        "deltas": 0, "stored_bytes": 0, "ratio": None})
-            info = trace.reader.blob_info(key)
-            row["snapshots"] += 1
-            row["dispatch_snapshots"] += after_dispatch
-            row["raw_bytes"] += info.raw_len
-            if key not in keys.setdefault(uid, set()):
-                keys[uid].add(key)
-                row["unique"] += 1
-                row["deltas"] += info.codec == Codec.DELTA
-                row["stored_bytes"] += info.stored_len
-    for row in rows.values():
-        row["ratio"] = _ratio(row["raw_bytes"], row["stored_bytes"])
-    return rows, set().union(*keys.values())
-
-
-def _ratio(raw: int, stored: int) -> float | None:
-    """raw / stored, the one ratio ``info`` and ``record`` show; None when nothing is stored."""
-    return raw / stored if stored else None
 
 
 def cmd_info(args: argparse.Namespace) -> int:

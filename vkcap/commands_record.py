@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vkcore.errors import EXIT_INTERRUPTED, UsageError, VkcapError
 
-from .commands_inspect import size_text, snapshot_figures, trace_summary
+from .commands_inspect import size_text, snapshot_figures
 
 if TYPE_CHECKING:
     from vkcore.scenario.model import Scenario
@@ -155,13 +155,13 @@ def _say_where_failed_went(exc: VkcapError, target: Path, existing: ExistingTrac
 
 
 def _record_figures(result: Any) -> str:
-    """``: X captured, Y stored (Rx), ...`` for the trace just written, read back with :func:`trace_summary`
-    so that ``record`` and ``info`` give the same figures; "" when the file at the path is no longer that
-    trace (another writer replaced it meanwhile; a trace that could not be published raises instead)."""
+    """``: X captured, Y stored (Rx), ...`` for the trace just written: the recorder's own tally of the
+    frames' snapshots (:mod:`capture.tally`, as ``info`` counts them when it reads the trace); "" when
+    the file at the path is no longer that trace (another writer replaced it meanwhile; a trace that
+    could not be published raises instead)."""
     try:
         if result.trace.stat().st_size != result.file_bytes:
             return ""
-        summary = trace_summary(result.trace)
-    except (OSError, VkcapError):
+    except OSError:
         return ""
-    return f": {snapshot_figures(summary)}; file {size_text(summary['file_bytes'])}"
+    return f": {snapshot_figures(result.snapshots)}; file {size_text(result.file_bytes)}"
