@@ -11,7 +11,6 @@ files are written back, so a hostile trace cannot write outside the folder it is
 """
 from __future__ import annotations
 
-import copy
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -69,7 +68,11 @@ def portable_scenario(scenario: Scenario, shader_dependencies: dict[str, tuple[P
     from vkcore.scenario.model import Shader
 
     namer = _Namer(scenario.base_dir)
-    document = copy.deepcopy(scenario.document)
+    # Only the resources' entries change: they are copied, the rest is shared with the scenario's document
+    # (a deep copy of every command took 2.5 ms of the recording's start for 100 frames).
+    document = dict(scenario.document)
+    if "resources" in document:
+        document["resources"] = [{kind: dict(body) for kind, body in item.items()} for item in document["resources"]]
     files: dict[str, EmbeddedFile] = {}
 
     def add(role: str, path: Path, name: str | None = None) -> str:

@@ -272,6 +272,37 @@ def test_embedded_files_are_their_sources_byte_for_byte(builder: ScenarioBuilder
         assert "trailing.npy" not in trace.npy_headers  # stored whole
 
 
+def test_the_portable_scenario_renames_the_files_and_leaves_the_scenario_as_it_was(builder: ScenarioBuilder) -> None:
+    """``portable_scenario`` copies only the resources' entries it renames: the loaded scenario's
+    document is unchanged, and the rest (the commands) is the same data."""
+    from capture.embed import portable_scenario
+    from vkcore.scenario.model import load_scenario
+
+    builder.shader("accumulate", ACCUMULATE).buffer("inc", 4 * N, INC, shader_access="readonly")
+    builder.buffer("acc", 4 * N, np.arange(N, dtype=np.float32))
+    builder.dispatch("accumulate", [(0, 0, "inc"), (0, 1, "acc")], [N // 64]).boundary(["acc"], 0)
+    path = builder.save()
+    document = json.loads(path.read_text())
+    for item in document["resources"]:  # an absolute path, which the trace names by the file's name
+        for body in item.values():
+            if body["uid"] == "inc":
+                body["src"] = str(builder.root / body["src"])
+    path.write_text(json.dumps(document))
+    scenario = load_scenario(path)
+    before = json.dumps(scenario.document, sort_keys=True)
+    portable, files = portable_scenario(scenario, {})
+    assert json.dumps(scenario.document, sort_keys=True) == before
+    assert portable["commands"] == scenario.document["commands"]
+    def sources(document: dict[str, Any]) -> dict[str, str]:
+        return {body["uid"]: body["src"] for item in document["resources"] for body in item.values() if "src" in body}
+
+    assert sorted(sources(portable).values()) == sorted(f.name for f in files) == ["acc.npy", "accumulate.comp", "inc.npy"]
+    assert sources(portable).keys() == sources(scenario.document).keys() == {"accumulate", "inc", "acc"}
+    assert Path(sources(scenario.document)["inc"]).is_absolute() and sources(portable)["inc"] == "inc.npy"
+    assert {k: v for k, v in portable.items() if k != "resources"} == {k: v for k, v in scenario.document.items()
+                                                                      if k != "resources"}
+
+
 def test_readonly_input_snapshots_stored_once(builder: ScenarioBuilder, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A 1 MiB readonly buffer of random data captured at 50 boundaries: its 50 MiB of snapshots cost
     1 MiB. (The embedded input .npy shares its payload blob with the initial state.)"""
