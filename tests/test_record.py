@@ -303,6 +303,27 @@ def test_the_portable_scenario_renames_the_files_and_leaves_the_scenario_as_it_w
                                                                       if k != "resources"}
 
 
+def test_the_header_names_the_platform_as_python_does_without_starting_a_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``platform.platform()`` runs ``uname -p`` in a child process and scans the interpreter's binary
+    for the C library's version: 2-12 ms before a recording's first frame. The trace header's
+    ``platform`` is the same string here, made from ``uname()`` and ``confstr`` alone."""
+    import platform
+    import subprocess
+
+    from capture.recorder import _platform
+
+    expected = platform.platform()
+    monkeypatch.setattr(platform, "_uname_cache", None)
+    monkeypatch.setattr(platform, "_platform_cache", {})
+
+    def no_process(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"a child process: {args}")
+
+    monkeypatch.setattr(subprocess, "check_output", no_process)
+    monkeypatch.setattr(platform, "libc_ver", no_process)
+    assert _platform() == expected
+
+
 def test_readonly_input_snapshots_stored_once(builder: ScenarioBuilder, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A 1 MiB readonly buffer of random data captured at 50 boundaries: its 50 MiB of snapshots cost
     1 MiB. (The embedded input .npy shares its payload blob with the initial state.)"""
