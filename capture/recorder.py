@@ -10,8 +10,8 @@ The recording is a three-stage pipeline:
 3. a writer thread appends the compressed blobs (each content stored once) and the frame's records,
    in frame order.
 
-So the GPU runs frame N+2 while frame N+1 is compressed and frame N is written, and a frame crosses
-between trio and a thread only once. A bounded queue keeps the memory in flight to a few frames
+So the GPU runs frame N+2 while frame N+1 is compressed and frame N is written, and no frame goes
+through trio on its way. A bounded queue keeps the memory in flight to a few frames
 however long the recording. The records of the trace are described in ``docs/trace-format.md``.
 
 Temporal deltas: the recorder keeps a copy of each captured resource's last two snapshots (the
@@ -426,7 +426,6 @@ class TraceRecorder:
         ]
         if dispatch_level:
             body["dispatches"] = dispatch_level
-
         if self.is_checkpoint(c.seq):
             self.writer.add_meta(kinds.CHECKPOINT, {"seq": c.seq, "state": {u: boundary[u] for u in self.checkpoint_set}})
         self.writer.add_meta(kinds.FRAME, body)

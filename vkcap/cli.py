@@ -202,8 +202,8 @@ def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
 
 # C extension modules that commands import while the driver starts in its thread. A process loads
 # shared libraries one at a time (glibc's loader lock) and the driver's load is long (LLVM for lavapipe,
-# NVIDIA's libraries): imported in that window, ``_queue`` waited 17 ms on lavapipe and ``_heapq`` about
-# 10 ms on NVIDIA; imported before the thread starts, each takes under 2 ms.
+# NVIDIA's libraries): imported in that window, ``_queue`` waited 17 ms on lavapipe and 12 ms on NVIDIA's
+# driver; imported before the thread starts, each takes under 2 ms.
 BEFORE_THE_DRIVER = ("queue",)
 TRACE_CODECS = ("xxhash", "zstandard", "msgpack")  # what reading or writing a trace loads
 

@@ -184,8 +184,7 @@ async def execute(
                       first=order[0] // len(frames) if order else 0)
     completed = 0
     scope = trio.CancelScope()  # cancelled when a consumer's work fails
-    failures: list[BaseException] = []
-    failed = threading.Event()  # set with it: the completing thread waits for no more frames
+    failures: list[BaseException] = []  # from then on, the completing thread waits for no more frames
 
     async def submitter() -> None:
         try:
@@ -212,7 +211,6 @@ async def execute(
 
     def consumer_failed(failure: BaseException) -> None:  # in the trio thread
         failures.append(failure)
-        failed.set()
         scope.cancel()
 
     def complete_in_order() -> None:
@@ -220,14 +218,14 @@ async def execute(
         frame is waited for as soon as the consumer returns, without a round trip through trio."""
         nonlocal completed
         while (item := submitted.get()) is not None:
-            if failed.is_set():
+            if failures:
                 continue  # the run is being cancelled: drain
             pass_index, seq, frame, slot, layout, t0 = item
             t = time.perf_counter()
             session.wait(frame, slot, timeout_ns)
             spent.add(pass_index, "Wait for Fence", time.perf_counter() - t)
-            snapshot = FrameSnapshot(pass_index, seq, frame, layout, session.ring.slots[slot]) if consumer else None
-            pending = consumer.consume(snapshot) if consumer is not None and snapshot is not None else None
+            pending = (consumer.consume(FrameSnapshot(pass_index, seq, frame, layout, session.ring.slots[slot]))
+                       if consumer is not None else None)
             outbox.put(FrameFinished(pass_index, seq, frame, time.perf_counter() - t0))
             for name, kind, begin, end in session.dispatch_timings(frame):
                 outbox.put(DispatchTimed(pass_index, frame, name, kind, begin, end, session.ctx.timestamp_period))
