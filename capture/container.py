@@ -552,12 +552,19 @@ class TraceWriter:
             if whole_probe is None:
                 probe = None  # a small blob: its window is not the one _probe compresses
         used = delta.REF_COUNT[transform]
+        keys = tuple(R.key_bytes(k) for k, _ in refs[:used])
+        if inner == delta.SPARSE:
+            # the SPARSE parts in one pass: the residual itself is never written
+            parts = delta.compute_sparse(view, buffers[:used], transform, delta.WIDTH, out, keep,
+                                         self._plane_map(len(view)))
+            return delta.Residual(transform, delta.WIDTH, keys, None, inner, probe, whole_probe=whole_probe,
+                                  nonzero=parts.nonzero, sparse=parts)
         # the differences only: the zigzag (three more passes over the data) is left to compress_blob,
         # which a recorder runs for several frames in parallel, where this runs for one at a time
         residual, nonzero = delta.compute_counted(view, buffers[:used], transform, delta.WIDTH, out, keep,
                                                   self._plane_map(len(view)), zigzag=False)
-        return delta.Residual(transform, delta.WIDTH, tuple(R.key_bytes(k) for k, _ in refs[:used]), residual,
-                              inner, probe, whole_probe=whole_probe, zigzagged=False, nonzero=nonzero)
+        return delta.Residual(transform, delta.WIDTH, keys, residual, inner, probe, whole_probe=whole_probe,
+                              zigzagged=False, nonzero=nonzero)
 
     def _prepare(self, view: memoryview, *, skip_if_stored: bool, copy_raw: bool, key: bytes | None = None,
                  delta: Residual | None = None) -> PreparedBlob:
@@ -597,12 +604,11 @@ class TraceWriter:
         of its ``whole_estimate``. A small blob is always encoded both ways."""
         from . import delta as D
 
-        res = _byte_view(residual.data)
-        if len(res) != len(view):
-            raise ValueError(f"a residual of {len(res)} bytes for a blob of {len(view)}")
+        if residual.size != len(view):
+            raise ValueError(f"a residual of {residual.size} bytes for a blob of {len(view)}")
         encoded: tuple[int, tuple[Any, ...], _Lease | None] | None = None
         if residual.probe is None and residual.whole_estimate is not None:
-            encoded = self._encode_residual(res, residual)
+            encoded = self._encode_residual(residual)
             if D.header_size(residual.transform) + _size_of(encoded[1]) <= DELTA_SURE * residual.whole_estimate:
                 return self._delta_parts(encoded, residual)
         whole_probe = residual.whole_probe if residual.whole_probe is not None else self._probe(view)
@@ -611,13 +617,13 @@ class TraceWriter:
             if residual.probe >= whole_best:
                 return (*self._encode(view, whole_probe), ())
             if residual.probe <= DELTA_SURE * whole_best:
-                encoded = self._encode_residual(res, residual)
+                encoded = self._encode_residual(residual)
                 window = D.PROBE_BYTES  # the bytes both probes compressed
                 if D.header_size(residual.transform) + _size_of(encoded[1]) <= len(view) * whole_best / window:
                     return self._delta_parts(encoded, residual)
         whole = self._encode(view, whole_probe)
         if encoded is None:
-            encoded = self._encode_residual(res, residual)
+            encoded = self._encode_residual(residual)
         if D.header_size(residual.transform) + _size_of(encoded[1]) < _size_of(whole[1]):
             if whole[2] is not None:
                 whole[2].release()
@@ -626,14 +632,18 @@ class TraceWriter:
             encoded[2].release()
         return (*whole, ())
 
-    def _encode_residual(self, res: memoryview, residual: Residual) -> tuple[int, tuple[Any, ...], _Lease | None]:
+    def _encode_residual(self, residual: Residual) -> tuple[int, tuple[Any, ...], _Lease | None]:
         """(residual codec, stored parts, plane buffer lease) of a residual: the codec its probe chose
-        (all of them, the smallest kept, for a residual too small to probe). Never a view of ``res``."""
+        (all of them, the smallest kept, for a residual too small to probe). Never a view of its data."""
         from . import delta as D
 
         def sparse() -> tuple[int, tuple[Any, ...], _Lease | None]:
-            compress = self._residual_compressor(len(res)).compress
-            parts = D.encode_sparse(res, residual.width, compress, zigzagged=residual.zigzagged, nonzero=residual.nonzero)
+            compress = self._residual_compressor(residual.size).compress
+            if residual.data is None and residual.sparse is not None:
+                s = residual.sparse
+                return D.SPARSE, tuple(D.sparse_parts(s.bits, s.values, s.tail, compress)), None
+            parts = D.encode_sparse(residual.full(), residual.width, compress, zigzagged=residual.zigzagged,
+                                    nonzero=residual.nonzero)
             return D.SPARSE, tuple(parts), None
 
         if residual.inner != D.SPARSE:
@@ -641,18 +651,19 @@ class TraceWriter:
         if residual.inner == D.SPARSE:
             found = sparse()
         elif residual.inner in (Codec.ZSTD, Codec.PLANES):
-            found = self._encode(res, codec=Codec(residual.inner), compressor=self._residual_compressor)
+            found = self._encode(_byte_view(residual.full()), codec=Codec(residual.inner),
+                                 compressor=self._residual_compressor)
         else:
-            found, other = self._encode(res, compressor=self._residual_compressor), sparse()
+            found, other = self._encode(_byte_view(residual.full()), compressor=self._residual_compressor), sparse()
             if _size_of(other[1]) < _size_of(found[1]):
                 if found[2] is not None:
                     found[2].release()
                 found = other
-        if _size_of(found[1]) >= len(res) or found[0] == Codec.NONE:
+        if _size_of(found[1]) >= residual.size or found[0] == Codec.NONE:
             if found[2] is not None:
                 found[2].release()
             residual.finish()
-            return Codec.NONE, (res.tobytes(),), None
+            return Codec.NONE, (residual.full().tobytes(),), None
         return found
 
     @staticmethod

@@ -33,6 +33,8 @@ Stored layout (all integers little-endian; docs/trace-format.md section 4.4 is n
 This module is pure: no file I/O, no knowledge of traces. Encoding and decoding run the compiled loops
 of :mod:`capture.kernels` (one pass over memory each, and no numpy in a process that records or reads
 traces); residuals are computed in chunks of :data:`CHUNK_BYTES` that a caller may spread over threads.
+A residual bound for SPARSE is computed as its bitmap and values in one pass (:func:`compute_sparse`):
+the residual itself, mostly zeros, is never written and read back.
 """
 from __future__ import annotations
 
@@ -93,7 +95,8 @@ class Residual:
     transform: int
     width: int
     refs: tuple[bytes, ...]
-    data: memoryview
+    #: the residual (or the plain differences); None when it was computed as its SPARSE parts only
+    data: memoryview | None
     inner: int | None = None
     probe: int | None = None
     release: Callable[[], None] | None = None
@@ -108,12 +111,33 @@ class Residual:
     zigzagged: bool = True
     #: how many of its elements are not zero, when the code that computed it counted them
     nonzero: int | None = None
+    #: the residual's SPARSE parts, when it was computed as those (:func:`compute_sparse`) and not as
+    #: ``data``
+    sparse: SparseResidual | None = None
+
+    @property
+    def size(self) -> int:
+        """Bytes of the residual (the blob's length)."""
+        if self.data is not None:
+            return self.data.nbytes
+        if self.sparse is None:
+            raise ValueError("a residual with neither its data nor its SPARSE parts")
+        return self.sparse.size
 
     def finish(self) -> None:
         """Make ``data`` the residual (zigzag the differences, in place) unless it is already."""
         if not self.zigzagged:
-            zigzag_in_place(self.data, self.width)
+            zigzag_in_place(self.full(), self.width)
             self.zigzagged = True
+
+    def full(self) -> memoryview:
+        """The residual's bytes (the plain differences while not ``zigzagged``): ``data``, decoded from
+        the SPARSE parts into a new buffer the first time when it was computed as those only."""
+        if self.data is None:
+            if self.sparse is None:
+                raise ValueError("a residual with neither its data nor its SPARSE parts")
+            self.data = self.sparse.decode(self.width)
+        return self.data
 
     def done(self) -> None:
         release, self.release = self.release, None
@@ -153,6 +177,20 @@ def unpack_header(stored: bytes | memoryview) -> DeltaHeader:
 # the transform
 
 
+def _operands(raw: Any, refs: Sequence[Any], transform: int, width: int, keep: Any
+              ) -> tuple[memoryview, memoryview, memoryview | None, memoryview | None]:
+    """``raw``, its references (the second None for DIFF) and ``keep`` as byte views, checked: the
+    transform takes that many references, the width is known, and all have ``raw``'s length."""
+    raw = memoryview(raw).cast("B")
+    size = len(raw)
+    if REF_COUNT.get(transform) != len(refs) or width not in WIDTHS:
+        raise ValueError(f"transform {transform} of width {width} takes {REF_COUNT.get(transform)} references, got {len(refs)}")
+    if any(memoryview(r).nbytes != size for r in refs) or (keep is not None and memoryview(keep).nbytes != size):
+        raise ValueError("a delta's references must have the length of the data")
+    b = memoryview(refs[1]).cast("B") if transform == LINEAR else None
+    return raw, memoryview(refs[0]).cast("B"), b, None if keep is None else memoryview(keep).cast("B")
+
+
 def compute(raw: Any, refs: Sequence[Any], transform: int, width: int, out: Any = None,
             keep: Any = None, map_chunks: Callable[..., Iterable[Any]] = map,
             zigzag: bool = True) -> memoryview:
@@ -172,17 +210,10 @@ def compute_counted(raw: Any, refs: Sequence[Any], transform: int, width: int, o
                     keep: Any = None, map_chunks: Callable[..., Iterable[Any]] = map,
                     zigzag: bool = True) -> tuple[memoryview, int]:
     """:func:`compute`, and how many of the residual's whole elements are not zero."""
-    raw = memoryview(raw).cast("B")
+    raw, a, b, kept = _operands(raw, refs, transform, width, keep)
     size = len(raw)
-    if REF_COUNT.get(transform) != len(refs) or width not in WIDTHS:
-        raise ValueError(f"transform {transform} of width {width} takes {REF_COUNT.get(transform)} references, got {len(refs)}")
-    if any(memoryview(r).nbytes != size for r in refs) or (keep is not None and memoryview(keep).nbytes != size):
-        raise ValueError("a delta's references must have the length of the data")
     n = size // width
     res = (kernels.new_buffer(size) if out is None else memoryview(out).cast("B")[:size])
-    a = memoryview(refs[0]).cast("B")
-    b = memoryview(refs[1]).cast("B") if transform == LINEAR else None
-    kept = None if keep is None else memoryview(keep).cast("B")
     step = max(1, CHUNK_BYTES // width) * width
 
     def chunk(lo: int) -> int:
@@ -201,6 +232,59 @@ def zigzag_in_place(differences: Any, width: int) -> None:
     """Turn the plain differences that ``compute(..., zigzag=False)`` left in ``differences`` (a
     writable buffer) into the residual it would have computed."""
     kernels.zigzag(differences, memoryview(differences).nbytes // width, width)
+
+
+class SparseResidual(NamedTuple):
+    """A residual of ``size`` bytes as SPARSE stores it, before compression: the bitmap of its non-zero
+    elements, those elements (``nonzero`` of them, zigzagged), and the ``size % width`` tail bytes."""
+
+    bits: Any
+    values: memoryview
+    tail: bytes
+    nonzero: int
+    size: int
+
+    def decode(self, width: int) -> memoryview:
+        """The residual itself, into a new buffer."""
+        n = self.size // width
+        out = kernels.new_buffer(self.size)
+        kernels.unsparse(self.bits, self.values, n, width, out)
+        out[n * width :] = self.tail
+        return out
+
+
+def compute_sparse(raw: Any, refs: Sequence[Any], transform: int, width: int, out: Any = None,
+                   keep: Any = None, map_chunks: Callable[..., Iterable[Any]] = map) -> SparseResidual:
+    """:func:`compute`'s residual as its SPARSE parts, in one pass, without the residual itself (a
+    mostly zero one is then written and read back by no one): the bitmap in a new buffer, the values
+    at the start of ``out`` (a writable buffer of ``len(raw)`` bytes; a new one when not given), which
+    the result views. ``keep``, ``map_chunks`` as for :func:`compute`; each chunk's values go after
+    its predecessors' once all are done."""
+    raw, a, b, kept = _operands(raw, refs, transform, width, keep)
+    size = len(raw)
+    n = size // width
+    values = kernels.new_buffer(size) if out is None else memoryview(out).cast("B")[:size]
+    if values.nbytes < size:
+        raise ValueError(f"{values.nbytes} bytes of room for the values of {size} bytes of data")
+    bits = kernels.new_buffer(-(-n // 8))
+    step = max(8, CHUNK_BYTES // width // 8 * 8) * width  # whole bitmap bytes a chunk
+
+    def chunk(lo: int) -> tuple[int, int]:
+        hi = min(n * width, lo + step)
+        count = kernels.residual_sparse(raw[lo:hi], a[lo:hi], None if b is None else b[lo:hi],
+                                        None if kept is None else kept[lo:hi], bits[lo // width // 8 :],
+                                        values[lo:hi], (hi - lo) // width, width)
+        return lo, count * width
+
+    at = 0
+    for lo, length in map_chunks(chunk, range(0, n * width, step)):
+        if lo != at:
+            values[at : at + length] = values[lo : lo + length]
+        at += length
+    tail = raw[n * width :].tobytes()
+    if kept is not None:
+        kept[n * width :] = tail
+    return SparseResidual(bits, values[:at], tail, at // width, size)
 
 
 def restore(residual: Any, refs: Sequence[Any], transform: int, width: int) -> memoryview:
@@ -230,12 +314,22 @@ def encode_sparse(residual: Any, width: int, compress: Callable[[Any], bytes], z
     view = memoryview(residual).cast("B")
     n = len(view) // width
     bits, values = kernels.sparse(view, n, width, zigzag=not zigzagged, nonzero=nonzero)
+    return sparse_parts(bits, values, view[n * width :].tobytes(), compress)
+
+
+def sparse_parts(bits: Any, values: Any, tail: bytes, compress: Callable[[Any], bytes]) -> list[Any]:
+    """SPARSE's stored parts from its bitmap, values and tail (:func:`encode_sparse`); a part stored
+    raw is copied when it is a view, so that none aliases a buffer its caller reuses."""
     parts: list[tuple[int, Any]] = []
     for body in (bits, values):
-        packed = compress(body) if body else b""
-        parts.append((1, packed) if len(packed) < len(body) else (0, body))
-    entries = b"".join(SPARSE_ENTRY.pack(len(body), codec) for codec, body in parts)
-    return [entries, *(body for _, body in parts), view[n * width :].tobytes()]
+        length = memoryview(body).nbytes
+        packed = compress(body) if length else b""
+        if len(packed) < length:
+            parts.append((1, packed))
+        else:
+            parts.append((0, bytes(body) if isinstance(body, memoryview) else body))
+    entries = b"".join(SPARSE_ENTRY.pack(memoryview(body).nbytes, codec) for codec, body in parts)
+    return [entries, *(body for _, body in parts), tail]
 
 
 def sparse_size(residual: Any, width: int, compress: Callable[[Any], bytes], nonzero: int | None = None) -> int:

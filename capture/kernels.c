@@ -118,6 +118,68 @@ size_t vkcap_sparse(const void *e, size_t n, int width, int zigzag, uint8_t *bit
     BY_WIDTH(sparse, (e, n, zigzag, bits, values, count), (size_t)-1)
 }
 
+/* A steady-state delta stored as SPARSE, in one pass: d[i] = cur[i] - a[i] (b NULL: DIFF) or
+ * cur[i] - (2 a[i] - b[i]) (LINEAR); bit i of bits (LSB first, ceil(n / 8) bytes) set when d[i] is not
+ * zero, and zigzag(d[i]) of those in order at the start of values, which has room for n elements (a
+ * group of 8 with a non-zero element stores all 8 without branching, and keeps those it counts);
+ * keep[i] = cur[i] when keep is not NULL (keep may be a or b: each element is read before it is
+ * written). Returns how many elements are not zero. What vkcap_residual then vkcap_sparse give,
+ * without the n residual elements written and read back, and a group of 8 zero ones costs one test. */
+#define GROUP_SPARSE(T, ST, PREDICT, KEEP)                                                               \
+    for (size_t at = 0; at < whole; at += 8) {                                                            \
+        T d[8];                                                                                           \
+        T any = 0;                                                                                        \
+        for (size_t j = 0; j < 8; j++) {                                                                  \
+            size_t i = at + j;                                                                            \
+            T x = cur[i];                                                                                 \
+            d[j] = (T)(x - (PREDICT));                                                                    \
+            if (KEEP) keep[i] = x;                                                                        \
+            any |= d[j];                                                                                  \
+        }                                                                                                 \
+        unsigned byte = 0;                                                                                \
+        if (any) {                                                                                        \
+            for (size_t j = 0; j < 8; j++) {                                                              \
+                byte |= (unsigned)(d[j] != 0) << j;                                                       \
+                values[k] = ZIGZAG(T, ST, d[j]);                                                          \
+                k += d[j] != 0;                                                                           \
+            }                                                                                             \
+        }                                                                                                 \
+        bits[at / 8] = (uint8_t)byte;                                                                     \
+    }                                                                                                     \
+    if (whole < n) {                                                                                      \
+        unsigned byte = 0;                                                                                \
+        for (size_t i = whole; i < n; i++) {                                                              \
+            T x = cur[i];                                                                                 \
+            T d = (T)(x - (PREDICT));                                                                     \
+            if (KEEP) keep[i] = x;                                                                        \
+            if (d) {                                                                                      \
+                byte |= 1u << (i - whole);                                                                \
+                values[k++] = ZIGZAG(T, ST, d);                                                           \
+            }                                                                                             \
+        }                                                                                                 \
+        bits[whole / 8] = (uint8_t)byte;                                                                  \
+    }
+#define RESIDUAL_SPARSE(T, ST, TX)                                                                          \
+    static size_t residual_sparse_##T(const void *cur_, const void *a_, const void *b_, void *keep_,        \
+                                      uint8_t *bits, void *values_, size_t n) {                              \
+        const TX *cur = cur_, *a = a_, *b = b_;                                                              \
+        TX *keep = keep_, *values = values_;                                                                 \
+        size_t k = 0, whole = n / 8 * 8;                                                                     \
+        switch ((b != 0) * 2 + (keep != 0)) {                                                                \
+            case 0: GROUP_SPARSE(T, ST, a[i], 0); break;                                                     \
+            case 1: GROUP_SPARSE(T, ST, a[i], 1); break;                                                     \
+            case 2: GROUP_SPARSE(T, ST, (T)((T)(a[i] << 1) - b[i]), 0); break;                               \
+            case 3: GROUP_SPARSE(T, ST, (T)((T)(a[i] << 1) - b[i]), 1); break;                               \
+        }                                                                                                    \
+        return k;                                                                                            \
+    }
+EACH_TYPE(RESIDUAL_SPARSE)
+
+size_t vkcap_residual_sparse(const void *cur, const void *a, const void *b, void *keep, uint8_t *bits, void *values,
+                             size_t n, int width) {
+    BY_WIDTH(residual_sparse, (cur, a, b, keep, bits, values, n), (size_t)-1)
+}
+
 /* How many of n elements are zero. */
 #define ZEROS(T, ST, TX)                                                           \
     static size_t zeros_##T(const void *e_, size_t n) {                        \

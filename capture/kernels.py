@@ -117,6 +117,23 @@ def sparse(data: Any, n: int, width: int, zigzag: bool, nonzero: int | None = No
     return bits, values
 
 
+def residual_sparse(cur: Any, a: Any, b: Any | None, keep: Any | None, bits: Any, values: Any, n: int,
+                    width: int) -> int:
+    """:func:`residual` (zigzagged) and :func:`sparse` of it in one pass, without the residual: bit i of
+    ``bits`` (``ceil(n / 8)`` bytes) set when element i of the residual is not zero, those elements
+    in order at the start of ``values``, which has room for ``n`` elements (the pass may write past
+    the ones it keeps); ``keep[i] = cur[i]`` when ``keep`` is given (it may be ``a`` or ``b``).
+    Returns how many elements are not zero: ``values`` holds that many."""
+    _check_fit("a SPARSE residual", n, width, cur, a, values, *(x for x in (b, keep) if x is not None))
+    if memoryview(bits).nbytes < -(-n // 8):
+        raise ValueError(f"{n} bits need {-(-n // 8)} bytes")
+    null = ffi.NULL
+    count: int = _library().vkcap_residual_sparse(_in(cur), _in(a), null if b is None else _in(b),
+                                                 null if keep is None else _out(keep), _out(bits), _out(values),
+                                                 n, width)
+    return count
+
+
 def plane(data: Any, n: int, width: int, k: int, out: Any) -> None:
     """Byte plane ``k`` of the first ``n`` elements of ``data`` (byte k of each, bits 8k..8k+7) into
     ``out`` (at least ``n`` bytes)."""

@@ -26,6 +26,8 @@ size_t vkcap_residual(const void *cur, const void *a, const void *b, void *out, 
                       int zigzag);
 int vkcap_zigzag(void *d, size_t n, int width);
 size_t vkcap_sparse(const void *e, size_t n, int width, int zigzag, uint8_t *bits, void *values, size_t count);
+size_t vkcap_residual_sparse(const void *cur, const void *a, const void *b, void *keep, uint8_t *bits, void *values,
+                             size_t n, int width);
 size_t vkcap_zeros(const void *e, size_t n, int width);
 int vkcap_plane(const void *src, size_t n, int width, int k, uint8_t *plane);
 int vkcap_restore(const void *z, const void *a, const void *b, void *out, size_t n, int width);

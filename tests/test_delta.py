@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,35 @@ def test_differences_zigzagged_later_are_the_residual(width: int) -> None:
     assert np.array_equal(whole, later)
 
 
+@pytest.mark.parametrize("width", D.WIDTHS)
+@pytest.mark.parametrize("transform", [D.DIFF, D.LINEAR])
+def test_sparse_parts_in_one_pass_are_what_the_residual_encodes_to(width: int, transform: int) -> None:
+    """``compute_sparse`` (its chunks in threads, the snapshot kept in the oldest reference) gives the
+    SPARSE bytes of ``compute``'s residual, and that residual back when asked."""
+    rng = np.random.default_rng(width + transform)
+    n = (5 << 20) // 2 + 3  # three chunks, the last short, and a tail
+    b = rng.integers(0, 256, n, dtype=np.uint8)
+    a = b.copy()
+    a[rng.random(n) < 0.3] += np.uint8(1)
+    raw = (a if transform == D.DIFF else a + a - b).astype(np.uint8)
+    raw[rng.random(n) < 0.02] += np.uint8(9)  # mostly predicted exactly: SPARSE's case
+    refs = [a.tobytes(), b.tobytes()][: D.REF_COUNT[transform]]
+    residual = D.compute(raw.tobytes(), refs, transform, width)
+    keep = bytearray(refs[-1])
+    out = bytearray(n)
+    with ThreadPoolExecutor(4) as pool:
+        parts = D.compute_sparse(raw.tobytes(), [*refs[:-1], keep], transform, width, out, keep, pool.map)
+    assert bytes(keep) == raw.tobytes()
+    assert parts.nonzero == n // width - int(np.count_nonzero(np.frombuffer(residual[: n // width * width], f"<u{width}") == 0))
+    one_pass = D.sparse_parts(parts.bits, parts.values, parts.tail, CCTX.compress)
+    assert b"".join(bytes(p) for p in one_pass) == b"".join(bytes(p) for p in D.encode_sparse(residual, width, CCTX.compress))
+    assert not any(isinstance(p, memoryview) for p in one_pass)  # nothing views ``out``, which is reused
+    assert parts.decode(width).tobytes() == residual.tobytes()
+    # a writer that finds SPARSE no smaller stores the residual itself: it is decoded from the parts
+    computed = D.Residual(transform, width, (), None, D.SPARSE, sparse=parts)
+    assert computed.size == n and computed.full().tobytes() == residual.tobytes()
+
+
 def test_small_differences_of_either_sign_become_small_numbers() -> None:
     prev = np.arange(1000, 2000, dtype=np.int32)
     cur = prev + np.tile(np.array([0, 1, -1, 2, -2], np.int32), 200)
@@ -266,6 +296,25 @@ def test_a_delta_is_kept_only_when_smaller_than_the_whole_blob(tmp_path: Path, k
         assert r.read_blob(keys[1]) == frames[1].tobytes()
         if kind == "identical-but-one":
             assert r.blob_info(keys[1]).codec != R.Codec.DELTA
+
+
+def test_a_residual_sparse_only_where_it_was_probed_is_stored_right(tmp_path: Path) -> None:
+    """The probe (the middle of the blob) finds the LINEAR prediction mostly exact, so the residual is
+    computed as SPARSE parts only; elsewhere it is noise: the delta is compared with the whole blob,
+    the smaller is stored, and it reads back exactly."""
+    rng = np.random.default_rng(11)
+    older, last = rng.integers(0, 2**32, (2, SIZE // 4), dtype=np.uint32)
+    with np.errstate(over="ignore"):
+        frame = last + last - older
+    window = D.probe_window(SIZE)
+    noise = rng.integers(0, 2**32, SIZE // 4, dtype=np.uint32)
+    probed = slice(window.start // 4, window.stop // 4)
+    noise[probed] = frame[probed] + (rng.random(probed.stop - probed.start) < 0.03) * np.uint32(12345)
+    with TraceWriter(tmp_path / "t.vkt") as w:
+        keys = [w.put_blob(older), w.put_blob(last, refs=[older]), w.put_blob(noise, refs=[last, older])]
+    with TraceReader(tmp_path / "t.vkt") as r:
+        assert r.read_blob(keys[2]) == noise.tobytes()
+        assert r.blob_info(keys[2]).stored_len <= SIZE
 
 
 def test_the_same_frames_give_the_same_bytes_whatever_the_threads(tmp_path: Path) -> None:

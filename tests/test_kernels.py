@@ -88,6 +88,35 @@ def test_sparse_is_a_bitmap_and_the_nonzero_elements(width: int, n: int, density
     assert K.zeros(values.tobytes(), n, width) == n - int(mask.sum())
 
 
+@pytest.mark.parametrize("width", K.WIDTHS)
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("linear", [False, True])
+@pytest.mark.parametrize("keep", ["none", "separate", "the oldest reference"])
+@pytest.mark.parametrize("density", [0.0, 0.03, 0.5, 1.0])
+def test_residual_sparse_is_the_sparse_parts_of_the_zigzagged_residual(width: int, n: int, linear: bool, keep: str,
+                                                                       density: float) -> None:
+    rng = np.random.default_rng(n * 16 + width + 1)
+    t = np.dtype(f"<u{width}")
+    pa, pb = (rng.integers(0, 2 ** (8 * width) - 1, n, dtype=t, endpoint=True) for _ in range(2))
+    differences = rng.integers(1, 2 ** (8 * width) - 1, n, dtype=t, endpoint=True) * (rng.random(n) < density).astype(t)
+    with np.errstate(over="ignore"):
+        x = (pa + pa - pb if linear else pa) + differences
+    cur, a, b = (v.tobytes() for v in (x, pa, pb))
+    residual = zigzag(differences)
+    mask = residual != 0
+    older = unaligned(b)
+    kept = {"none": None, "separate": unaligned(bytes(n * width)), "the oldest reference": older if linear else unaligned(a)}[keep]
+    first = kept if keep == "the oldest reference" and not linear else unaligned(a)
+    bits = unaligned(b"\xff" * -(-n // 8))
+    values = unaligned(b"\xee" * (n * width))
+    count = K.residual_sparse(unaligned(cur), first, older if linear else None, kept, bits, values, n, width)
+    assert count == int(mask.sum())
+    assert bytes(bits) == np.packbits(mask, bitorder="little").tobytes()
+    assert np.frombuffer(values[: count * width], t).tolist() == residual[mask].tolist()
+    if kept is not None:
+        assert kept.tobytes() == cur
+
+
 def test_sparse_refuses_a_count_that_is_not_the_datas() -> None:
     data = np.array([0, 5, 0, 7], np.uint32).tobytes()
     with pytest.raises(ValueError, match="2 non-zero elements, 1 expected"):
