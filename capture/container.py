@@ -903,6 +903,8 @@ class TraceWriter:
         Idempotent. If it fails, the partial file is left in place (recoverable by a reader) and the
         exception propagates; call :meth:`abort` to delete it.
         """
+        from vkcore.outputs import replace_file
+
         with self._lock:
             if self.closed:
                 return
@@ -916,7 +918,7 @@ class TraceWriter:
             os.close(fd)
             self._fd = None
             target = self._publish_target(keep_existing)
-            os.replace(self.partial_path, target)
+            replace_file(self.partial_path, target)
             self.published_path = target
             self.closed = True
         if self.fsync:

@@ -7,13 +7,19 @@ file, in a writable folder), so commands can refuse a bad path before any work.
 """
 from __future__ import annotations
 
+import ctypes
 import errno
+import functools
+import logging
 import os
 import stat
+import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .errors import UsageError, VkcapError
+
+log = logging.getLogger(__name__)
 
 
 class OutputTargetError(UsageError, OSError):
@@ -169,7 +175,7 @@ def write_atomic(path: str | Path, chunks: Iterable[bytes | memoryview]) -> None
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
                 _write_chunk(f, chunk)
-        os.replace(tmp, target)
+        replace_file(tmp, target)
     except BaseException as exc:
         try:
             os.unlink(tmp)
@@ -178,6 +184,65 @@ def write_atomic(path: str | Path, chunks: Iterable[bytes | memoryview]) -> None
         if isinstance(exc, OSError):
             raise output_error(target, exc) from None
         raise
+
+
+def replace_file(source: str | Path, target: str | Path) -> None:
+    """Put the finished file ``source`` at ``target`` in one atomic step, as :func:`os.replace` does:
+    ``target`` names the old file or the new one at every moment, never neither.
+
+    Over an existing regular file, the two names are exchanged (``renameat2`` with
+    ``RENAME_EXCHANGE``) and the old file, now at ``source``, is then removed. Renaming over a file
+    makes ext4 start writing the new file back and free the old one's blocks before the rename returns
+    (12 ms for a trace of 22 MiB on the 2-core machine, against 5 ms for the exchange and the removal):
+    what was written without ``fsync`` is left to the kernel's writeback, as for a new path. Where
+    exchanging is not supported (another system or C library, an older kernel, a file system without
+    it), or nothing is at ``target``, this is :func:`os.replace`. The durability is the same either way:
+    a caller that needs the new file on disk syncs it first and the folder after.
+    """
+    exchange = _renameat2()
+    try:
+        existing = stat.S_ISREG(os.lstat(target).st_mode)
+    except FileNotFoundError:
+        existing = False
+    if exchange is None or not existing:
+        os.replace(source, target)
+        return
+    if exchange(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), _RENAME_EXCHANGE) != 0:
+        failed = ctypes.get_errno()
+        if failed not in _RENAME_INSTEAD:
+            raise OSError(failed, os.strerror(failed), os.fspath(target))
+        os.replace(source, target)
+        return
+    try:
+        os.unlink(source)
+    except OSError as exc:  # published: the old file is left under the temporary name
+        log.warning("%s is in place; its previous content could not be removed from %s (%s)",
+                    target, source, exc.strerror or exc)
+
+
+# renameat2(2): the current folder as the base of a relative path, and the flag that swaps two names
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+# what an exchange may fail with where a rename would not: the flag is unknown to the kernel or the
+# file system (EINVAL, ENOSYS, EOPNOTSUPP), a layered file system would rather copy (EXDEV), or the
+# target went meanwhile (ENOENT)
+_RENAME_INSTEAD = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOENT})
+
+
+@functools.cache
+def _renameat2() -> Callable[..., int] | None:
+    """glibc's ``renameat2``, or None where the C library has none (it needs glibc 2.28) or this is
+    not Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+    function.restype = ctypes.c_int
+    renameat2: Callable[..., int] = function
+    return renameat2
 
 
 def _write_chunk(f: Any, chunk: bytes | memoryview) -> None:
