@@ -60,7 +60,6 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 TRACE_SCHEMA = 1  # version of the META record layout described in docs/trace-format.md
-WRITE_QUEUE = 2  # compressed frames waiting for the writer (bounds memory in flight)
 # The writer flushes to disk (and releases the flushed bytes from the page cache) every this many
 # bytes, so closing does not wait long and the trace never crowds memory.
 SYNC_EVERY = 32 << 20
@@ -176,9 +175,6 @@ class TraceRecorder:
         self.tally = SnapshotTally(per_resource=False)  # the frames' snapshots as written, for record's closing figures
         self._layouts: dict[tuple[int, bool], CaptureLayout] = {}
         self._pool = ThreadPoolExecutor(max_workers=options.compress_workers, thread_name_prefix="vkcap-compress")
-        # Frames go to the writer thread in frame order; a full queue holds the executor's slots, which
-        # slows the submission down to what the disk takes.
-        self._to_write: queue.Queue[QueuedFrame | None] = queue.Queue(WRITE_QUEUE)
         self._writer_thread: threading.Thread | None = None
         self._frames_ended = False
         self.preamble_done = threading.Event()  # set once the preamble is written, or failed to be
@@ -200,6 +196,12 @@ class TraceRecorder:
         # Staging slots: one frame on the GPU while the others are compressed in parallel, as many as
         # the cores can compress at once (each blob's planes run in parallel too).
         self.slots = 1 + min(8, max(2, os.cpu_count() or 1))
+        # Frames go to the writer thread in frame order, each as soon as it is planned: it waits in the
+        # queue while its blobs compress, so the queue holds as many frames as there are slots (with 2,
+        # only three frames of 16 MiB compressed at once on the GPU hosts, about 10 ms each: 20 such
+        # frames recorded in 0.759 s against 0.684 s, an H200 host, medians of 7). A full queue holds
+        # the executor's slots, which slows the submission down to what the disk takes.
+        self._to_write: queue.Queue[QueuedFrame | None] = queue.Queue(self.slots)
 
     def close(self) -> None:
         """Wait for the compressors and the fsync in flight (the writer may be closed after this)."""
