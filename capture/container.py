@@ -639,7 +639,7 @@ class TraceWriter:
 
         def sparse() -> tuple[int, tuple[Any, ...], _Lease | None]:
             compress = self._residual_compressor(residual.size).compress
-            if residual.data is None and residual.sparse is not None:
+            if residual.sparse is not None:  # computed as its parts: nothing left but their compression
                 s = residual.sparse
                 return D.SPARSE, tuple(D.sparse_parts(s.bits, s.values, s.tail, compress)), None
             parts = D.encode_sparse(residual.full(), residual.width, compress, zigzagged=residual.zigzagged,

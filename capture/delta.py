@@ -39,7 +39,7 @@ the residual itself, mostly zeros, is never written and read back.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Final, Iterable, NamedTuple, Sequence
 
 from . import kernels
@@ -115,14 +115,16 @@ class Residual:
     #: ``data``
     sparse: SparseResidual | None = None
 
-    @property
-    def size(self) -> int:
-        """Bytes of the residual (the blob's length)."""
+    #: bytes of the residual (the blob's length)
+    size: int = field(init=False)
+
+    def __post_init__(self) -> None:
         if self.data is not None:
-            return self.data.nbytes
-        if self.sparse is None:
+            self.size = self.data.nbytes
+        elif self.sparse is not None:
+            self.size = self.sparse.size
+        else:
             raise ValueError("a residual with neither its data nor its SPARSE parts")
-        return self.sparse.size
 
     def finish(self) -> None:
         """Make ``data`` the residual (zigzag the differences, in place) unless it is already."""
@@ -134,8 +136,7 @@ class Residual:
         """The residual's bytes (the plain differences while not ``zigzagged``): ``data``, decoded from
         the SPARSE parts into a new buffer the first time when it was computed as those only."""
         if self.data is None:
-            if self.sparse is None:
-                raise ValueError("a residual with neither its data nor its SPARSE parts")
+            assert self.sparse is not None  # one of the two: __post_init__
             self.data = self.sparse.decode(self.width)
         return self.data
 

@@ -71,6 +71,12 @@ def _check_fit(what: str, n: int, width: int, *buffers: Any) -> None:
         raise ValueError(f"{what} of {n} elements of {width} bytes needs {nbytes} bytes in every buffer")
 
 
+def _check_bits(bits: Any, n: int) -> None:
+    """``bits`` holds a bitmap of ``n`` bits."""
+    if memoryview(bits).nbytes < -(-n // 8):
+        raise ValueError(f"{n} bits need {-(-n // 8)} bytes")
+
+
 def _check_plane(k: int, n: int, width: int, elements: Any, plane: Any) -> None:
     """Plane ``k`` exists for ``width``-byte elements, ``elements`` holds ``n`` of them and ``plane`` ``n`` bytes."""
     if not 0 <= k < width or width not in WIDTHS:
@@ -125,8 +131,7 @@ def residual_sparse(cur: Any, a: Any, b: Any | None, keep: Any | None, bits: Any
     the ones it keeps); ``keep[i] = cur[i]`` when ``keep`` is given (it may be ``a`` or ``b``).
     Returns how many elements are not zero: ``values`` holds that many."""
     _check_fit("a SPARSE residual", n, width, cur, a, values, *(x for x in (b, keep) if x is not None))
-    if memoryview(bits).nbytes < -(-n // 8):
-        raise ValueError(f"{n} bits need {-(-n // 8)} bytes")
+    _check_bits(bits, n)
     null = ffi.NULL
     count: int = _library().vkcap_residual_sparse(_in(cur), _in(a), null if b is None else _in(b),
                                                  null if keep is None else _out(keep), _out(bits), _out(values),
@@ -160,8 +165,7 @@ def unplane(plane: Any, n: int, width: int, k: int, out: Any) -> None:
 
 def count_bits(bits: Any, n: int) -> int:
     """How many of the first ``n`` bits of ``bits`` (LSB first) are set."""
-    if memoryview(bits).nbytes < -(-n // 8):
-        raise ValueError(f"{n} bits need {-(-n // 8)} bytes")
+    _check_bits(bits, n)
     count: int = _library().vkcap_count_bits(_in(bits), n)
     return count
 

@@ -432,10 +432,7 @@ class TraceRecorder:
             self.writer.add_meta(kinds.CHECKPOINT, {"seq": c.seq, "state": {u: boundary[u] for u in self.checkpoint_set}})
         self.writer.add_meta(kinds.FRAME, body)
         self.frames_written += 1
-        for uid, key in body["snapshots"].items():
-            self.tally.add(uid, key, self.writer.blob_info(key))
-        for entry in dispatch_level:
-            self.tally.add(entry["uid"], entry["blob"], self.writer.blob_info(entry["blob"]), after_dispatch=True)
+        self.tally.add_frame(body["snapshots"], ((e["uid"], e["blob"]) for e in dispatch_level), self.writer.blob_info)
 
     def _dispatch_entry(self, item: Any, key: str) -> dict[str, Any]:
         entry: dict[str, Any] = {"command": item.after_command, "uid": item.uid, "blob": key}

@@ -19,7 +19,7 @@ of them are deltas.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from .records import Codec, key_bytes
 
@@ -66,6 +66,15 @@ class SnapshotTally:
             row["unique"] += 1
             row["deltas"] += delta
             row["stored_bytes"] += blob.stored_len
+
+    def add_frame(self, snapshots: dict[str, str], after_dispatches: Iterable[tuple[str, str]],
+                  blob_info: Callable[[str], Any]) -> None:
+        """A frame's snapshots: ``snapshots`` (uid -> key) at its boundary and ``after_dispatches``
+        ((uid, key) pairs), each blob as ``blob_info(key)`` describes it."""
+        for uid, key in snapshots.items():
+            self.add(uid, key, blob_info(key))
+        for uid, key in after_dispatches:
+            self.add(uid, key, blob_info(key), after_dispatch=True)
 
     def resources(self) -> dict[str, dict[str, Any]]:
         """The per-resource rows, ratios filled in (a tally made with ``per_resource``)."""

@@ -39,10 +39,7 @@ def trace_summary(path: Path) -> dict[str, Any]:
     with Trace.open(path) as trace:
         tally = SnapshotTally()
         for f in trace.frames:
-            for uid, key in f.snapshots.items():
-                tally.add(uid, key, trace.reader.blob_info(key))
-            for d in f.dispatches:
-                tally.add(d.uid, d.blob, trace.reader.blob_info(d.blob), after_dispatch=True)
+            tally.add_frame(f.snapshots, ((d.uid, d.blob) for d in f.dispatches), trace.reader.blob_info)
         size = path.stat().st_size
         return {
             "trace": str(path),
