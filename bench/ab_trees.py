@@ -30,7 +30,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.machine import machine_info  # noqa: E402
-from bench.record_overhead import MiB, make_scenario  # noqa: E402
+from bench.record_overhead import overhead_scenarios  # noqa: E402
 
 
 def timed(argv: list[str], cwd: Path) -> float:
@@ -54,12 +54,7 @@ def main() -> None:
     trees = {"this tree": REPO, args.other.name or str(args.other): args.other.resolve()}
     python = sys.executable
     work = Path(tempfile.mkdtemp(prefix="vkcap-ab-"))
-    scenarios = {
-        "100 x 1 MiB": (make_scenario(work, "s1", 100, MiB).path, []),
-        "20 x 16 MiB": (make_scenario(work, "s16", 20, 16 * MiB).path, []),
-        "100 x 1 MiB, capturing nothing": (make_scenario(work, "n1", 100, MiB, capture=()).path,
-                                           ["--checkpoint-every", "0"]),
-    }
+    scenarios = overhead_scenarios(work)
     add = work / "add.vkt"
     subprocess.run([python, "-m", "vkcap", "record", str(REPO / "examples" / "add" / "scenario.json"), "-o", str(add),
                     "--output", str(work / "out")], cwd=REPO, check=True, capture_output=True)

@@ -139,6 +139,17 @@ def make_scenario(folder: Path, name: str, frames: int, size: int, capture: tupl
     return Scenario(name, f"{frames} frames x {step}, {size // MiB} MiB buffers, captures {what}", path, frames, size)
 
 
+def overhead_scenarios(work: Path) -> dict[str, tuple[Path, list[str]]]:
+    """(a)'s two scenarios and the first capturing nothing, made in ``work``: name -> (scenario file,
+    the extra ``record`` arguments it is recorded with)."""
+    return {
+        "100 x 1 MiB": (make_scenario(work, "s1", 100, MiB).path, []),
+        "20 x 16 MiB": (make_scenario(work, "s16", 20, 16 * MiB).path, []),
+        "100 x 1 MiB, capturing nothing": (make_scenario(work, "n1", 100, MiB, capture=()).path,
+                                           ["--checkpoint-every", "0"]),
+    }
+
+
 # ------------------------------------------------------------------------------------------- children
 
 # Peak memory must be taken through a small intermediate process: a child forked from this (large)

@@ -18,18 +18,22 @@ minutes (``bench/ab_trees.py`` does this for whole commands).
 """
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import inspect
 import os
-import runpy
 import sys
 import threading
 import time
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, NoReturn
 
 T0 = time.perf_counter()
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.import_hook import AroundImport, run_vkcap  # noqa: E402
 
 #: module -> functions (qualified names) timed in it; a module with none has its import timed only
 STAGES: dict[str, tuple[str, ...]] = {
@@ -119,32 +123,18 @@ def _wrap(module: ModuleType, qualname: str, how: Callable[[Callable[..., Any], 
     setattr(owner, name, how(getattr(owner, name), qualname))
 
 
-class _StageFinder(importlib.abc.MetaPathFinder):
-    """Times the import of each module of STAGES and wraps its functions once it has run."""
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name not in STAGES and name not in CALLS:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        loader: Any = spec.loader
-        exec_module = loader.exec_module
-
-        def timed_exec(module: ModuleType) -> None:
-            start = time.perf_counter()
-            exec_module(module)
-            if name in STAGES:
-                rows.append((start - T0, time.perf_counter() - T0, f"import {name}", _thread_name()))
-            for qualname in CALLS.get(name, ()):
-                _wrap(module, qualname, _counted)
-            for qualname in STAGES.get(name, ()):
-                _wrap(module, qualname, _timed)
-            if name in AFTER_IMPORT:
-                AFTER_IMPORT[name](module)
-
-        loader.exec_module = timed_exec
-        return spec
+def _timed_exec(name: str, module: ModuleType, execute: Callable[[ModuleType], None]) -> None:
+    """Execute a module of STAGES or CALLS, timing it (STAGES), then wrap its functions."""
+    start = time.perf_counter()
+    execute(module)
+    if name in STAGES:
+        rows.append((start - T0, time.perf_counter() - T0, f"import {name}", _thread_name()))
+    for qualname in CALLS.get(name, ()):
+        _wrap(module, qualname, _counted)
+    for qualname in STAGES.get(name, ()):
+        _wrap(module, qualname, _timed)
+    if name in AFTER_IMPORT:
+        AFTER_IMPORT[name](module)
 
 
 def _sample_threads() -> None:
@@ -209,7 +199,7 @@ AFTER_IMPORT: dict[str, Callable[[ModuleType], None]] = {"capture.recorder": _ho
 
 
 def main() -> None:
-    sys.meta_path.insert(0, _StageFinder())
+    sys.meta_path.insert(0, AroundImport(lambda name: name in STAGES or name in CALLS, _timed_exec))
     exit_now = os._exit
 
     def report_then_exit(status: int) -> NoReturn:  # vkcap's console entry leaves through os._exit
@@ -217,9 +207,8 @@ def main() -> None:
         exit_now(status)
 
     os._exit = report_then_exit
-    sys.argv = ["vkcap", *sys.argv[1:]]
     try:
-        runpy.run_module("vkcap", run_name="__main__", alter_sys=True)
+        run_vkcap(sys.argv[1:])
     except SystemExit:
         _report()
         raise
