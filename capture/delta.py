@@ -240,7 +240,7 @@ class SparseResidual(NamedTuple):
     elements, those elements (``nonzero`` of them, zigzagged), and the ``size % width`` tail bytes."""
 
     bits: Any
-    values: memoryview
+    values: bytes | memoryview
     tail: bytes
     nonzero: int
     size: int
@@ -363,11 +363,9 @@ def decode_sparse(stored: bytes | memoryview, raw_len: int, width: int, dctx: An
     bits = _part(bodies[0], nbits, "bitmap", dctx)
     if n % 8 and bits[-1] >> (n % 8):
         raise DeltaError("SPARSE bitmap has bits set beyond its last element")
-    values = _part(bodies[1], kernels.count_bits(bits, n) * width, "values", dctx)
-    out = kernels.new_buffer(raw_len)
-    kernels.unsparse(bits, values, n, width, out)
-    out[n * width :] = view[pos:]
-    return out
+    nonzero = kernels.count_bits(bits, n)
+    values = _part(bodies[1], nonzero * width, "values", dctx)
+    return SparseResidual(bits, values, view[pos:].tobytes(), nonzero, raw_len).decode(width)
 
 
 def _part(part: tuple[int, memoryview], size: int, what: str, dctx: Any) -> bytes | memoryview:
