@@ -135,71 +135,159 @@ class TraceResult:
         return dict(self.__dict__)
 
 
-def _expectations(table: Any, where: str) -> tuple[Expectation, ...]:
+#: The keys a manifest may hold, at each level. An unknown key is an error, not a warning: a misspelt
+#: ``tolerence`` or ``expected`` silently ignored would judge traces by rules nobody wrote.
+MANIFEST_KEYS = ("traces",)
+ENTRY_KEYS = ("path", "tolerance", "expect")
+EXPECT_KEYS = ("device", "status", "driver", "frame", "reason", "link")
+TOLERANCE_KEYS = ("atol", "rtol", "ulp")
+
+
+def _table_keys(table: Any, known: tuple[str, ...], manifest: Path, place: str) -> dict[str, Any]:
+    """``table`` (a TOML table at ``place``), checked to hold only ``known`` keys."""
+    if not isinstance(table, dict):
+        raise UsageError(f"must be a table, got {_shown(table)}", file=manifest, place=place)
+    for key in table:
+        if key not in known:
+            raise UsageError(f"unknown key {key!r} (known: {', '.join(known)})", file=manifest,
+                             place=f"{place}.{key}" if place else key)
+    return table
+
+
+def _list_of_tables(value: Any, manifest: Path, place: str, example: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise UsageError(f"must be an array of tables ({example}), got {_shown(value)}", file=manifest, place=place)
+    return value
+
+
+def _string(table: dict[str, Any], key: str, manifest: Path, place: str, default: str = "") -> str:
+    value = table.get(key, default)
+    if not isinstance(value, str):
+        raise UsageError(f"must be a string, got {_shown(value)}", file=manifest, place=f"{place}.{key}")
+    return value
+
+
+def _shown(value: Any) -> str:
+    text = "nothing" if value is None else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _expectations(table: Any, manifest: Path, where: str) -> tuple[Expectation, ...]:
+    from vkcore.bounded_numbers import check_number
+
     out = []
-    for i, e in enumerate(table or ()):
+    for i, e in enumerate(_list_of_tables(table, manifest, f"{where}.expect", "[[traces.expect]]")):
         place = f"{where}.expect[{i}]"
-        if not isinstance(e, dict) or not isinstance(e.get("device"), str) or e.get("status") not in STATUSES:
-            raise UsageError(f"{place}: needs device (a pattern) and status (one of: {', '.join(STATUSES)})")
+        e = _table_keys(e, EXPECT_KEYS, manifest, place)
+        if not isinstance(e.get("device"), str) or e.get("status") not in STATUSES:
+            raise UsageError(f"needs device (a pattern) and status (one of: {', '.join(STATUSES)})",
+                             file=manifest, place=place)
         frame = e.get("frame")
-        if frame is not None and (isinstance(frame, bool) or not isinstance(frame, int) or frame < 0):
-            raise UsageError(f"{place}.frame: the first divergent frame (an integer >= 0), got {frame!r}")
+        if frame is not None:
+            frame = check_number("frame", frame, file=str(manifest), place=f"{place}.frame")
         driver = e.get("driver", "")
         if not isinstance(driver, str):
-            raise UsageError(f"{place}.driver: a driver-version range such as \">=580.100, <590\", got {driver!r}")
+            raise UsageError(f"a driver-version range such as \">=580.100, <590\", got {_shown(driver)}",
+                             file=manifest, place=f"{place}.driver")
         if driver:
-            parse_range(driver, f"{place}.driver")
-        out.append(Expectation(e["device"], e["status"], str(e.get("reason", "")), str(e.get("link", "")), frame, driver))
+            parse_range(driver, f"{manifest}: {place}.driver")
+        link = _string(e, "link", manifest, place)
+        if link and not link.startswith(("https://", "http://")):
+            raise UsageError(f"must be an http(s) URL, got {_shown(link)}", file=manifest, place=f"{place}.link")
+        out.append(Expectation(e["device"], e["status"], _string(e, "reason", manifest, place), link, frame, driver))
     return tuple(out)
 
 
-def _tolerance_flags(value: Any, where: str) -> tuple[str, ...]:
-    """A manifest entry's ``tolerance``: a table of atol/rtol/ulp, or a preset name (``"torch"``)."""
+def _tolerance_flags(value: Any, manifest: Path, where: str) -> tuple[str, ...]:
+    """A manifest entry's ``tolerance``: a table of atol/rtol/ulp (each checked by
+    :func:`vkcore.bounded_numbers.check_number`), or a preset name (``"torch"``)."""
+    from vkcore.bounded_numbers import check_number
+
     if value is None:
         return ()
     if isinstance(value, str):
         from .tolerances import preset_policy
 
-        preset_policy(value, where)
+        preset_policy(value, f"{manifest}: {where}")
         return ("--tolerance", f"preset:{value}")
-    if not isinstance(value, dict) or not value or set(value) - {"atol", "rtol", "ulp"}:
-        raise UsageError(f"{where}: a preset name or a table of atol, rtol and ulp")
+    if not isinstance(value, dict) or not value:
+        raise UsageError("a preset name or a table of atol, rtol and ulp", file=manifest, place=where)
+    _table_keys(value, TOLERANCE_KEYS, manifest, where)
     out: list[str] = []
     for key, number in sorted(value.items()):
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or number < 0 or (key == "ulp" and not isinstance(number, int)):
-            raise UsageError(f"{where}.{key}: must be a number >= 0{' (whole)' if key == 'ulp' else ''}, got {number!r}")
-        out += [f"--{key}", str(number)]
+        out += [f"--{key}", repr(check_number(key, number, file=str(manifest), place=f"{where}.{key}"))]
     return tuple(out)
 
 
-def load_suite(paths: list[Path]) -> list[SuiteTrace]:
-    """The traces of folders and manifests, in a stable order (sorted paths), each once."""
+def read_manifest(manifest: Path) -> dict[str, Any]:
+    """The TOML document of ``manifest``, read as untrusted (:func:`replay.small_files.read_small_text`:
+    a regular file of at most a few MiB) and checked to hold only ``traces`` as an array of tables."""
     import tomllib
 
+    from .small_files import read_small_text
+
+    text = read_small_text(manifest, "suite manifest")
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:  # its message holds the line and column
+        raise UsageError(f"invalid TOML: {exc}", file=manifest) from None
+    except RecursionError:
+        raise UsageError("invalid TOML: nested too deeply", file=manifest) from None
+    _table_keys(doc, MANIFEST_KEYS, manifest, "")
+    _list_of_tables(doc.get("traces", []), manifest, "traces", "[[traces]]")
+    return doc
+
+
+def manifest_traces(manifest: Path, *, allow_outside: bool = False) -> list[SuiteTrace]:
+    """The traces of one manifest, each entry checked (its keys, types and numbers) and its ``path``
+    confined to the manifest's folder unless ``allow_outside`` (:mod:`replay.manifest_paths`)."""
+    from .manifest_paths import is_glob, manifest_matches
+
+    out = []
+    for i, entry in enumerate(read_manifest(manifest).get("traces", [])):
+        where = f"traces[{i}]"
+        entry = _table_keys(entry, ENTRY_KEYS, manifest, where)
+        pattern = entry.get("path")
+        if not isinstance(pattern, str):
+            raise UsageError("a trace path or glob is required", file=manifest, place=f"{where}.path")
+        expectations = _expectations(entry.get("expect", []), manifest, where)
+        flags = _tolerance_flags(entry.get("tolerance"), manifest, f"{where}.tolerance")
+        matches = manifest_matches(manifest, pattern, f"{where}.path", allow_outside=allow_outside)
+        if not matches or (not is_glob(pattern) and not matches[0].exists()):
+            raise UsageError(f"no trace matches {pattern!r}", file=manifest, place=f"{where}.path")
+        for trace in matches:
+            _check_regular(trace, f"{manifest}: {where}.path")
+            out.append(SuiteTrace(trace, expectations, flags))
+    return out
+
+
+def _check_regular(trace: Path, where: str) -> None:
+    """A trace a suite will replay must be a regular file: a FIFO would block its worker for ever."""
+    import stat
+
+    try:
+        mode = trace.stat().st_mode
+    except OSError as exc:
+        raise UsageError(f"{where}: {trace}: cannot be read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, device or socket)"
+        raise UsageError(f"{where}: {trace}: is {kind}, not a trace")
+
+
+def load_suite(paths: list[Path], *, allow_outside: bool = False) -> list[SuiteTrace]:
+    """The traces of folders and manifests, in a stable order (sorted paths), each once. A manifest's
+    paths stay inside its folder unless ``allow_outside``; every trace is a regular file."""
     found: dict[Path, SuiteTrace] = {}
     for path in paths:
         if path.is_dir():
             for trace in sorted(path.glob("*.vkt")):
+                _check_regular(trace, str(path))
                 found.setdefault(trace.resolve(), SuiteTrace(trace))
             continue
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise UsageError(f"{path}: no such suite folder or manifest")
-        try:
-            doc = tomllib.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise UsageError(f"{path}: not a suite manifest: {exc}") from None
-        for i, entry in enumerate(doc.get("traces", ())):
-            where = f"{path}: traces[{i}]"
-            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
-                raise UsageError(f"{where}.path: a trace path or glob is required")
-            matches = sorted(path.parent.glob(entry["path"])) if any(c in entry["path"] for c in "*?[") \
-                else [path.parent / entry["path"]]
-            if not matches or not all(m.is_file() for m in matches):
-                raise UsageError(f"{where}.path: no trace matches {entry['path']!r}")
-            expectations = _expectations(entry.get("expect"), where)
-            flags = _tolerance_flags(entry.get("tolerance"), f"{where}.tolerance")
-            for trace in matches:
-                found[trace.resolve()] = SuiteTrace(trace, expectations, flags)
+        for trace in manifest_traces(path, allow_outside=allow_outside):
+            found[trace.path.resolve()] = trace
     return sorted(found.values(), key=lambda t: str(t.path))
 
 
@@ -347,22 +435,16 @@ def run_suite(traces: list[SuiteTrace], *, jobs: int = 1, retries: int = 0, flag
 
 def read_results(folders: list[Path]) -> list[TraceResult]:
     """The result files of ``--results`` folders (shards, devices), one per trace x device (a later
-    folder's wins), sorted by trace then device."""
-    from dataclasses import fields
+    folder's wins), sorted by trace then device. Each file is untrusted input, checked by
+    :func:`replay.result_files.parse_result_file` (one line naming the file and the key, exit 2)."""
+    from .result_files import parse_result_file
 
-    names = {f.name for f in fields(TraceResult)}
     merged: dict[tuple[str, str], TraceResult] = {}
     for folder in folders:
         if not folder.is_dir():
             raise UsageError(f"{folder}: no such results folder")
         for path in sorted(folder.glob("*.json")):
-            try:
-                data = json.loads(path.read_text())
-                result = TraceResult(**{k: v for k, v in data.items() if k in names})
-            except (OSError, ValueError, TypeError) as exc:
-                raise UsageError(f"{path}: not a suite result file ({exc})") from None
-            if result.page and not Path(result.page).is_absolute():
-                result.page = str(folder / result.page)
+            result = TraceResult(**parse_result_file(path, folder))
             merged[(result.trace, result.device)] = result
     return [merged[k] for k in sorted(merged)]
 
