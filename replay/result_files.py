@@ -85,7 +85,17 @@ def _text(data: dict[str, Any], key: str, path: Path, required: bool = False) ->
     value = data.get(key)
     if not isinstance(value, str):
         raise UsageError(f"must be a string, got {_shown(value)}", file=path, place=key)
+    if not value.isascii() and not _encodable(value):  # JSON's "\ud83d" alone: no character at all
+        raise UsageError("must be text (it holds a lone UTF-16 surrogate)", file=path, place=key)
     return value
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _choice(data: dict[str, Any], key: str, choices: tuple[str, ...], path: Path) -> str:

@@ -137,21 +137,19 @@ def cmd_suite_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_suite_bless(args: argparse.Namespace) -> int:
-    """Rewrite the manifest's expectations from the results; print the unified diff (nothing when they
-    already agree). Exit 0."""
+    """Rewrite the manifest's expectations from the results (:mod:`replay.suite_bless`); print the
+    unified diff (nothing when they already agree). Exit 0."""
     import difflib
 
-    from replay.suite import bless, read_results
-    from vkcore.outputs import write_atomic
+    from replay.suite import read_results
+    from replay.suite_bless import bless, write_manifest
 
-    if not args.manifest.is_file():
-        raise UsageError(f"{args.manifest}: no such suite manifest")
-    before, after = bless(args.manifest, read_results(args.results))
+    before, after = bless(args.manifest, read_results(args.results), allow_outside=args.allow_outside_manifest)
     diff = "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), str(args.manifest),
                                         f"{args.manifest} (blessed)"))
     if diff and before != after:
         print(diff, end="")
-        write_atomic(args.manifest, [after.encode()])
+        write_manifest(args.manifest, after)
     return 0
 
 
