@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -134,8 +134,7 @@ def safe_page(page: str, path: Path, folder: Path) -> str:
     the result file ``path``."""
     if is_web_url(page):
         return page
-    parts = PurePosixPath(page).parts
-    if _PAGE_PATH.fullmatch(page) and page.isascii() and not {".", ".."} & set(parts):
+    if _PAGE_PATH.fullmatch(page) and page.isascii() and not {".", ".."} & set(page.split("/")):
         return str(folder / page)
     log.warning("%s: page: dropped %s: neither a relative path inside the results folder nor an http(s) URL",
                 path, ascii(page[:80]))

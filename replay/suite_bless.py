@@ -121,7 +121,10 @@ def _add_before_trailing_trivia(table: Any, key: str, item: Any) -> None:
     container = table.value
     at = len(container.body) - len(_trailing_trivia(table))
     container.body.insert(at, (None, Whitespace("\n")))  # only comments follow: no key's index moves
-    container._insert_at(at + 1, key, item)
+    if at + 1 < len(container.body):
+        container._insert_at(at + 1, key, item)  # before the comments (tomlkit inserts before an item only)
+    else:
+        container.append(key, item)
 
 
 def write_manifest(manifest: Path, text: str) -> None:

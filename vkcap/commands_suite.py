@@ -102,8 +102,8 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
         if args.jobs != 1:
             raise UsageError("-j: --ray replays with one actor per Vulkan device of each node (no worker processes)")
         import_ray()  # says how to install it, before any work
-    traces = load_suite(args.paths, allow_outside=args.allow_outside_manifest)
     which = _shard(args.shard)
+    traces = load_suite(args.paths, allow_outside=args.allow_outside_manifest)
     if which is not None:
         traces = shard(traces, *which)
     flags: list[str] = []
