@@ -172,6 +172,24 @@ def test_bad_numeric_flags_are_one_line(argv: list[str], message: str, suite: Pa
     assert snapshot(suite.parent) == before
 
 
+def test_frame_flags_are_bounded() -> None:
+    """``--frame``/``--frames`` (checked once the trace is open, so in-process here): frame numbers."""
+    import argparse
+
+    from vkcap.compare_flags import frame_range
+
+    for frame, frames, message in [
+        (2**40, None, f"--frame: must be a whole number >= 0 and below 2**31, got {2**40}"),
+        (None, "0-" + "9" * 5000, f"--frames '0-{'9' * 5000}': expected A-B with 0 <= A <= B"),
+        (None, "0-\u00b2", "--frames '0-\u00b2': expected A-B with 0 <= A <= B"),
+        (None, f"0-{2**31}", f"--frames: must be a whole number >= 0 and below 2**31, got {2**31}"),
+    ]:
+        with pytest.raises(UsageError) as exc:
+            frame_range(argparse.Namespace(frame=frame, frames=frames))
+        assert error(exc) == message
+    assert frame_range(argparse.Namespace(frame=None, frames=f"3-{2**31 - 1}")) == (3, 2**31 - 1)
+
+
 def test_numeric_flags_through_the_real_command_line(suite: Path) -> None:
     """One refusal per command through ``python -m vkcap``: suite run, replay, diff, bisect, run."""
     before = snapshot(suite.parent)
@@ -618,3 +636,28 @@ def test_bless_edits_inline_tables_in_place_and_refuses_outside_paths(suite: Pat
     with pytest.raises(UsageError) as exc:
         bless(manifest, [failed(suite.parent, "GPU", "d")])
     assert error(exc) == f"{manifest}: traces[0].path: '../secret' {OUTSIDE}"
+
+
+def test_a_worker_reports_an_unforeseen_exception_as_the_traces_error_not_a_crash(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A replay that raises what no check foresaw (a RecursionError from a hostile trace, say) is the
+    trace's ``error``, with its message, and the worker goes on with the next trace: not a ``crash``."""
+    import argparse
+    import io
+
+    from vkcap import suite_serve
+    from vkcap.commands_suite import cmd_suite_worker
+
+    def answer(parser: Any, flags: Any, request: dict[str, Any], contexts: Any) -> dict[str, Any]:
+        if request["trace"] == "deep.vkt":
+            raise RecursionError("maximum recursion depth exceeded")
+        return {"outcome": "identical"}
+
+    monkeypatch.setattr(suite_serve, "answer", answer)
+    monkeypatch.setattr(suite_serve, "device_hello", lambda flags: {"device": "D", "driver": "1"})
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"trace": "deep.vkt"}\n{"trace": "next.vkt"}\n'))
+    assert cmd_suite_worker(argparse.Namespace(replay_flags="[]")) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines == [{"device": "D", "driver": "1"},
+                     {"outcome": "error", "detail": "deep.vkt: internal error: RecursionError: maximum recursion depth exceeded"},
+                     {"outcome": "identical"}]

@@ -25,15 +25,21 @@ def _pairs(values: list[str], flag: str) -> list[tuple[str, str]]:
 
 
 def frame_range(args: argparse.Namespace) -> tuple[int | None, int | None]:
+    """``--frame F`` or ``--frames A-B`` as (first, last), each a frame number of the bounds table
+    (:func:`vkcore.bounded_numbers.check_number`); (None, None) when neither is given."""
+    from vkcore.bounded_numbers import check_number
+
     if getattr(args, "frame", None) is not None:
         if args.frame < 0:
             raise UsageError(f"--frame must be 0 or more, got {args.frame}")
-        return args.frame, args.frame
+        frame = int(check_number("frame", args.frame, place="--frame"))
+        return frame, frame
     if getattr(args, "frames", None):
         a, sep, b = args.frames.partition("-")
-        if not sep or not a.isdigit() or not b.isdigit() or int(a) > int(b):
+        digits = a.isascii() and a.isdigit() and b.isascii() and b.isdigit() and len(a) < 12 and len(b) < 12
+        if not sep or not digits or int(a) > int(b):
             raise UsageError(f"--frames {args.frames!r}: expected A-B with 0 <= A <= B")
-        return int(a), int(b)
+        return int(check_number("frame", int(a), place="--frames")), int(check_number("frame", int(b), place="--frames"))
     return None, None
 
 
