@@ -390,16 +390,23 @@ def test_a_folder_suite_refuses_a_fifo_trace_and_bless_a_folder_manifest(suite: 
 
 
 def test_malformed_manifests_through_the_real_command_line(suite: Path) -> None:
-    """suite run and suite bless, each with a manifest that is not TOML: one line, exit 2, nothing written."""
-    manifest = manifest_in(suite, "traces = 5\n")
+    """suite run and suite bless, each with a manifest of the wrong shape and one with a NaN tolerance:
+    one line, exit 2, nothing written."""
+    manifest = manifest_in(suite, "")
     results = suite.parent / "results"
     results.mkdir()
     before = snapshot(suite.parent)
-    for args in (("suite", "run", manifest, "--results", results), ("suite", "bless", manifest, "--results", results)):
-        proc = vkcap(*args)
-        assert (proc.returncode, proc.stderr.strip().splitlines()) == (
-            2, [f"vkcap: error: {manifest}: traces: must be an array of tables ([[traces]]), got 5"]), args
-    assert snapshot(suite.parent) == before
+    for text, message in [("traces = 5\n", "traces: must be an array of tables ([[traces]]), got 5"),
+                          ('[[traces]]\npath = "t.vkt"\ntolerance = { atol = nan }\n',
+                           "traces[0].tolerance.atol: must be a finite number >= 0, got nan")]:
+        manifest.write_text(text)
+        for args in (("suite", "run", manifest, "--results", results), ("suite", "bless", manifest, "--results", results)):
+            proc = vkcap(*args)
+            assert (proc.returncode, proc.stderr.strip().splitlines()) == (2, [f"vkcap: error: {manifest}: {message}"]), args
+    after = snapshot(suite.parent)
+    assert after.pop("suite/suite.toml")[4] == hashlib.sha256(text.encode()).hexdigest()  # as written here, not by vkcap
+    before.pop("suite/suite.toml")
+    assert after == before
 
 
 # --------------------------------------------------------------------------------------------------
