@@ -62,11 +62,15 @@ _COMPARE = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, "==": lambda a
             "!=": lambda a, b: a != b, ">": lambda a, b: a > b, "<": lambda a, b: a < b}
 
 
+# a version's numbers: at most 18 digits each (a driver's are a few), so that none is a huge integer
+_VERSION = r"(?<!\d)\d{1,18}(?:\.\d{1,18})*(?!\d)"
+
+
 def version_key(text: str) -> tuple[int, ...]:
     """``"580.159.04"`` -> (580, 159, 4); ``"Mesa 22.3.6"`` -> (22, 3, 6): the numbers, compared as tuples."""
     import re
 
-    match = re.search(r"\d+(?:\.\d+)*", text)
+    match = re.search(_VERSION, text)
     return tuple(int(p) for p in match.group().split(".")) if match else ()
 
 
@@ -77,8 +81,9 @@ def parse_range(text: str, where: str) -> list[tuple[str, tuple[int, ...]]]:
     out = []
     for part in (p.strip() for p in text.split(",")):
         op = next((o for o in _COMPARE if part.startswith(o)), None)  # two-character operators first
-        if op is None or not re.fullmatch(r"\s*\d+(\.\d+)*", part[len(op):]):
-            raise UsageError(f"{where}: a driver-version range such as \">=580.100, <590\", got {text!r}")
+        if op is None or not re.fullmatch(rf"\s*{_VERSION}", part[len(op):]):
+            shown = repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
+            raise UsageError(f"{where}: a driver-version range such as \">=580.100, <590\", got {shown}")
         out.append((op, version_key(part[len(op):])))
     return out
 

@@ -357,6 +357,8 @@ def malformed_manifests(folder: Path) -> list[tuple[str | bytes, str]]:
         ('[[traces]]\npath = "t.vkt"\n[[traces.expect]]\ndevice = 1\nstatus = "crash"\n',
          "traces[0].expect[0]: needs device (a pattern) and status (one of: pass, diverged, flaky, skip, crash)"),
         ("a = " + "[" * 5000 + "]" * 5000 + "\n", "invalid TOML: nested too deeply"),
+        ('[[traces]]\npath = "t.vkt"\n[[traces.expect]]\ndevice = "*"\nstatus = "crash"\ndriver = ">=' + "9" * 5000 + '"\n',
+         "traces[0].expect[0].driver: a driver-version range such as \">=580.100, <590\", got '>=" + "9" * 55 + "'..."),
         (b"\xff\xfe[[traces]]\n", "not UTF-8 text (byte 0): not a suite manifest"),
         ("#" * (4 << 20) + "\n", "larger than 4 MiB: too large for a suite manifest"),
         ('[[traces]]\npath = "missing*.vkt"\n', "traces[0].path: no trace matches 'missing*.vkt'"),
@@ -378,7 +380,7 @@ def test_malformed_manifests_are_one_line_naming_the_key(suite: Path) -> None:
     os.mkfifo(suite / "m.toml")
     assert refused([suite / "m.toml"]) == f"{suite / 'm.toml'}: is not a regular file (a FIFO, device or socket), not a suite manifest"
     assert refused([suite / "none.toml"]) == f"{suite / 'none.toml'}: no such suite folder or manifest"
-    assert len(cases) == 26
+    assert len(cases) == 27
 
 
 def test_a_folder_suite_refuses_a_fifo_trace_and_bless_a_folder_manifest(suite: Path) -> None:
@@ -639,6 +641,9 @@ def test_bless_edits_inline_tables_in_place_and_refuses_outside_paths(suite: Pat
         {"device": "GPU", "status": "diverged", "reason": "blessed: d", "frame": 1}]  # "*" matched GPU: replaced
     fixed = TraceResult(str(suite / "t.vkt"), "GPU", "fixed", "identical", "crash")
     assert tomllib.loads(bless(manifest, [fixed])[1])["traces"] == [{"path": "t.vkt"}]
+    ranged = manifest_in(suite, '[[traces]]\npath = "t.vkt"\n[[traces.expect]]\ndevice = "*"\nstatus = "crash"\ndriver = ">=1"\n')
+    huge_driver = TraceResult(str(suite / "t.vkt"), "GPU", "fixed", "identical", "crash", driver="9" * 5000)
+    assert bless(ranged, [huge_driver])[1] == ranged.read_text()  # no version in it: the range does not hold
     manifest = manifest_in(suite, '[[traces]]\npath = "../secret"\n')
     with pytest.raises(UsageError) as exc:
         bless(manifest, [failed(suite.parent, "GPU", "d")])
