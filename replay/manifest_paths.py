@@ -87,7 +87,8 @@ def _folders_under(folder: Path) -> list[Path]:
     return out
 
 
-def _resolves_inside(path: Path, inside: Path) -> bool:
+def resolves_inside(path: Path, inside: Path) -> bool:
+    """Whether ``path``, its links resolved, lies in the (resolved) folder ``inside``; a link loop does not."""
     try:
         return path.resolve().is_relative_to(inside)
     except (OSError, RuntimeError):  # a link loop
@@ -95,7 +96,7 @@ def _resolves_inside(path: Path, inside: Path) -> bool:
 
 
 def _check_inside(path: Path, inside: Path, manifest: Path, pattern: str, place: str) -> Path:
-    if not _resolves_inside(path, inside):
+    if not resolves_inside(path, inside):
         # the link's own name is inside (the manifest's folder is the user's); where it leads is not said
         raise _outside(manifest, pattern, place, via=path.relative_to(manifest.parent))
     return path

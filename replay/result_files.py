@@ -2,7 +2,8 @@
 ``suite bless`` read) as untrusted input: result folders travel between machines (CI artifacts, shards
 from other teams).
 
-Guarantees: the file is a regular file of bounded size (:mod:`replay.small_files`) holding strict JSON
+Guarantees: the file is the folder's own (a link leading out of it is refused, before its target is
+looked at), a regular file of bounded size (:mod:`replay.small_files`) holding strict JSON
 (no NaN or Infinity, nesting bounded); every field has its type, every status and outcome is one vkcap
 writes, every number is finite and inside its :data:`vkcore.bounded_numbers.BOUNDS` range. Anything else
 is one :class:`~vkcore.errors.UsageError` naming the file and the key (exit 2). Keys vkcap does not know
@@ -46,8 +47,11 @@ def parse_result_file(path: Path, folder: Path) -> dict[str, Any]:
     """The fields of the result file ``path`` (in the results folder ``folder``) as
     :class:`replay.suite.TraceResult` takes them, checked as the module says; ``page`` made a path
     under ``folder`` (or kept as a URL, or dropped)."""
+    from .manifest_paths import resolves_inside
     from .small_files import read_small_text
 
+    if not resolves_inside(path, folder.resolve()):  # a result file is the folder's own, never a host file
+        raise UsageError("is a link leading outside the results folder: not read", file=path)
     text = read_small_text(path, "suite result file")
     try:
         data = json.loads(text, parse_constant=_reject_constant)

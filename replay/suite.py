@@ -280,11 +280,18 @@ def _check_regular(trace: Path, where: str) -> None:
 
 def load_suite(paths: list[Path], *, allow_outside: bool = False) -> list[SuiteTrace]:
     """The traces of folders and manifests, in a stable order (sorted paths), each once. A manifest's
-    paths stay inside its folder unless ``allow_outside``; every trace is a regular file."""
+    paths, and the links in a suite folder, stay inside their folder unless ``allow_outside``; every
+    trace is a regular file."""
+    from .manifest_paths import ALLOW_FLAG, resolves_inside
+
     found: dict[Path, SuiteTrace] = {}
     for path in paths:
         if path.is_dir():
+            inside = path.resolve()
             for trace in sorted(path.glob("*.vkt")):
+                if not allow_outside and not resolves_inside(trace, inside):  # said before its target is looked at
+                    raise UsageError(f"{trace.name!r} is a link leading outside the suite folder; {ALLOW_FLAG} allows it",
+                                     file=path)
                 _check_regular(trace, str(path))
                 found.setdefault(trace.resolve(), SuiteTrace(trace))
             continue

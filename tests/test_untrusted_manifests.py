@@ -383,6 +383,32 @@ def test_malformed_manifests_are_one_line_naming_the_key(suite: Path) -> None:
     assert len(cases) == 27
 
 
+def test_links_out_of_a_suite_or_results_folder_are_refused_alike_whether_the_target_exists(suite: Path) -> None:
+    """A suite folder's ``*.vkt`` or a results folder's ``*.json`` that is a link out of it is never
+    opened (its first bytes would reach the report): one line, the same for a target that exists and
+    one that does not; the flag lets a suite folder's links out."""
+    root = suite.parent
+    results = root / "results"
+    results.mkdir()
+    messages = []
+    for target in (root / "secret", root / "no-such-file"):
+        for link in (suite / "x.vkt", results / "x.json"):
+            link.unlink(missing_ok=True)
+            link.symlink_to(target)
+        messages.append(refused([suite]))
+        with pytest.raises(UsageError) as exc:
+            read_results([results])
+        messages.append(error(exc))
+    assert messages[0] == messages[2] == f"{suite}: 'x.vkt' is a link leading outside the suite folder; --allow-outside-manifest allows it"
+    assert messages[1] == messages[3] == f"{results / 'x.json'}: is a link leading outside the results folder: not read"
+    (suite / "x.vkt").unlink()
+    (suite / "x.vkt").symlink_to(root / "secret")
+    assert [t.path.name for t in load_suite([suite], allow_outside=True)] == ["t.vkt", "x.vkt"]
+    (suite / "x.vkt").unlink()
+    (suite / "inside.vkt").symlink_to("t.vkt")  # a link inside: fine (the same trace as t.vkt: listed once)
+    assert [t.path.name for t in load_suite([suite])] == ["inside.vkt"]
+
+
 def test_a_folder_suite_refuses_a_fifo_trace_and_bless_a_folder_manifest(suite: Path) -> None:
     os.mkfifo(suite / "fifo.vkt")
     assert refused([suite]) == f"{suite}: {suite / 'fifo.vkt'}: is not a regular file (a FIFO, device or socket), not a trace"

@@ -29,7 +29,8 @@ def add_suite_parser(sub: Any) -> None:
     run.add_argument("--rtol", type=number_type("rtol", "--rtol"))
     run.add_argument("--ulp", type=number_type("ulp", "--ulp"))
     run.add_argument("--allow-outside-manifest", action="store_true",
-                     help="let a manifest name traces outside its own folder (absolute paths, '..', links out)")
+                     help="let a manifest name traces outside its own folder (absolute paths, '..', links out), and "
+                          "a suite folder hold links to traces elsewhere")
     run.add_argument("--tolerance", metavar="preset:NAME", help="per-dtype defaults (preset:torch, preset:strict)")
     run.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     run.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
