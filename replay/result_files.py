@@ -35,7 +35,8 @@ NUMBER_FIELDS = {"frames": "frames", "seconds": "seconds", "attempts": "attempts
 ATTEMPT_FIELDS: dict[str, str | type] = {"outcome": str, "first_divergence": "frame", "beyond_tolerance": "count",
                                          "max_ulp": "count", "detail": str}
 MAX_ATTEMPTS = 11  # 1 + the most retries (vkcore.bounded_numbers.BOUNDS["retries"])
-# a page vkcap writes into a results folder: result_stem's characters, one level or a few below
+# a page vkcap writes into a results folder: result_stem's characters (letters and digits of any script,
+# "_", "-", "."), one level or a few below; no ":" (a scheme), no "/" first, no "\\", no space or control
 _PAGE_PATH = re.compile(r"[\w.-]+(/[\w.-]+)*")
 
 
@@ -138,7 +139,7 @@ def safe_page(page: str, path: Path, folder: Path) -> str:
     the result file ``path``."""
     if is_web_url(page):
         return page
-    if _PAGE_PATH.fullmatch(page) and page.isascii() and not {".", ".."} & set(page.split("/")):
+    if _PAGE_PATH.fullmatch(page) and not {".", ".."} & set(page.split("/")):
         return str(folder / page)
     log.warning("%s: page: dropped %s: neither a relative path inside the results folder nor an http(s) URL",
                 path, ascii(page[:80]))

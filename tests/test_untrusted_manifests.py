@@ -526,7 +526,7 @@ def test_numbers_in_result_files_are_checked_by_the_table(tmp_path_factory: pyte
     assert got == check_number(bound, value)
 
 
-SAFE_PAGES = ["t.vkt.1a2b3c4d.html", "sub/t.html", "https://ci.example.com/job/1/page.html", "http://h/x"]
+SAFE_PAGES = ["t.vkt.1a2b3c4d.html", "\u00e9t\u00e9.vkt.1a2b3c4d.html", "sub/t.html", "https://ci.example.com/job/1/page.html", "http://h/x"]
 UNSAFE_PAGES = ["javascript:alert(1)", "JavaScript:alert(1)", " javascript:alert(1)", "data:text/html,<b>", "/etc/passwd",
                 "../up.html", "sub/../../up.html", "file:///etc/passwd", "//evil.example.com/x", "https://", "vbscript:x",
                 "a:b.html", "\\\\host\\share", "t.html\njavascript:x", "https://h/\u202ex", "ftp://h/x", ".", "x/./y"]
