@@ -188,7 +188,7 @@ def _expectations(table: Any, manifest: Path, where: str) -> tuple[Expectation, 
                              file=manifest, place=place)
         frame = e.get("frame")
         if frame is not None:
-            frame = check_number("frame", frame, file=str(manifest), place=f"{place}.frame")
+            frame = int(check_number("frame", frame, file=str(manifest), place=f"{place}.frame"))
         driver = e.get("driver", "")
         if not isinstance(driver, str):
             raise UsageError(f"a driver-version range such as \">=580.100, <590\", got {_shown(driver)}",

@@ -143,7 +143,7 @@ def tolerance_policy(args: argparse.Namespace, resources: "Resources | None" = N
 
     from vkcore.bounded_numbers import check_number
 
-    top = check_number("top", getattr(args, "top", 5), place="--top")
+    top = int(check_number("top", getattr(args, "top", 5), place="--top"))
     return replace(policy, dtypes=dtypes, top=top)
 
 
