@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from vkcore.shaders.block_layout import Array, BlockLayout, Matrix, Scalar, Struct, Type, Vector, describe, reflect_blocks
 from vkcore.shaders.spirv import SpirvError, reflect
+
+if TYPE_CHECKING:  # numpy only where bytes are read: deriving views needs none of it
+    import numpy as np
 
 # The scalar types a view can hold (names as replay's DTYPES spells them) and their sizes.
 SCALARS = {"int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
@@ -64,8 +65,10 @@ class Part:
             return self.count if self.base + self.stride * self.count <= nbytes else max(0, (nbytes - self.base) // self.stride)
         return max(0, (nbytes - self.base) // self.stride)
 
-    def extract(self, data: bytes | memoryview) -> np.ndarray:
+    def extract(self, data: bytes | memoryview) -> "np.ndarray":
         """This part's values in ``data`` as a packed array of shape ``(elements, *shape)``."""
+        import numpy as np
+
         size = SCALARS[self.dtype]
         storage = np.dtype(self.dtype).newbyteorder("<")
         n = self.elements(len(data))

@@ -38,12 +38,16 @@ def comparison_line(c: Comparison, sides: tuple[str, str] = REPLAY_SIDES) -> str
     if c.inf_mismatches:
         parts.append(f"{c.inf_mismatches} Inf mismatch(es)")
     if c.first_index is not None:
-        idx = ", ".join(map(str, c.first_index))
-        parts.append(f"first at [{idx}]: {sides[0]} {c.first_recorded!r}, {sides[1]} {c.first_live!r}")
+        idx = c.extras.get("first_where") or f"[{', '.join(map(str, c.first_index))}]"  # a struct's names the field
+        parts.append(f"first at {idx}: {sides[0]} {c.first_recorded!r}, {sides[1]} {c.first_live!r}")
     if len(c.top) > 1:
         which = "beyond the tolerance" if c.beyond_tolerance else "differing"
-        listed = ", ".join(f"[{', '.join(map(str, t['index']))}]" for t in c.top)
+        listed = ", ".join(t.get("where") or f"[{', '.join(map(str, t['index']))}]" for t in c.top)
         parts.append(f"first {len(c.top)} {which}: {listed}")
+    for f in c.extras.get("fields", ()):
+        if f["differing"]:
+            ulp = f", up to {f['max_ulp']} ULP" if f["max_ulp"] else ""
+            parts.append(f"field {f['name']} ({f['dtype']}): {f['differing']} differ, {f['beyond_tolerance']} beyond the tolerance{ulp}")
     if c.extras.get("heatmap"):
         parts.append(f"heatmap {c.extras['heatmap']}")
     return "; ".join(parts)
@@ -165,7 +169,8 @@ def print_frames(frames: list[Any], *, show_identical: bool = False, console: An
             if c.status == IDENTICAL and not show_identical and not f.diverged:
                 continue
             style = "red" if c.status == DIVERGED else ("yellow" if c.status != IDENTICAL else "green")
-            where = "" if c.first_index is None else f"[{', '.join(map(str, c.first_index))}] {c.first_recorded!r} -> {c.first_live!r}"
+            at = c.extras.get("first_where") or f"[{', '.join(map(str, c.first_index or ()))}]"
+            where = "" if c.first_index is None else f"{at} {c.first_recorded!r} -> {c.first_live!r}"
             label = c.uid if cmd is None else f"{c.uid} (after command {cmd})"
             rows.append((str(f.seq), label, f"[{style}]{c.status}[/{style}]", f"{c.differing}/{c.count}",
                          f"{c.beyond_tolerance}/{c.count}", f"{c.max_abs:.3g}", f"{c.max_rel:.3g}", str(c.max_ulp), where))

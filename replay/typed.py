@@ -7,7 +7,7 @@ compared one part at a time, each in its own type under its own tolerance (``out
 and the resource's comparison adds them up:
 
 - ``count``, ``differing`` and ``beyond_tolerance`` count scalar values of every field together;
-- the maxima (absolute, relative, ULP) are the largest of the float fields', NaN and Inf mismatches summed;
+- the maxima (absolute, relative, ULP) are the largest of the fields', NaN and Inf mismatches summed;
 - ``extras["fields"]`` holds each field's own verdict and statistics (name, dtype, shape, counts);
 - the offending values are named by element and field: ``[41].pos[1]`` (``top`` entries carry ``where``).
 """
@@ -23,7 +23,6 @@ from capture.views import Part, View
 from .compare import TOP, compare
 from .results import DIVERGED, IDENTICAL, WITHIN, Comparison, Tolerance
 from .tolerances import TolerancePolicy
-
 
 def field_tolerance(policy: TolerancePolicy, uid: str, name: str, dtype: str) -> Tolerance:
     """The tolerance of field ``name`` of ``uid``: the keys set for ``uid.name`` over those of ``uid``."""

@@ -21,11 +21,12 @@ to Vulkan or trusts the module: counts and sizes are bounded, and a malformed mo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
-
-import numpy as np
+from typing import TYPE_CHECKING, Union
 
 from .spirv import SpirvError, _instructions, _string
+
+if TYPE_CHECKING:  # numpy is imported where dtypes are made: reflecting a module needs none of it
+    import numpy as np
 
 OP_NAME = 5
 OP_MEMBER_NAME = 6
@@ -137,8 +138,10 @@ def size_of(t: Type) -> int:
     return max((m.offset + size_of(m.type) for m in t.members), default=0)
 
 
-def dtype_of(t: Type) -> np.dtype:
+def dtype_of(t: Type) -> "np.dtype":
     """The numpy dtype of one value of ``t`` laid out as the shader lays it out (little-endian)."""
+    import numpy as np
+
     if isinstance(t, Scalar):
         return np.dtype("<" + np.dtype(t.dtype).str[1:]) if t.size > 1 else np.dtype(t.dtype)
     if isinstance(t, Vector):
@@ -156,9 +159,11 @@ def dtype_of(t: Type) -> np.dtype:
                      "offsets": [m.offset for m in t.members], "itemsize": size_of(t)})
 
 
-def padded(dtype: np.dtype, itemsize: int) -> np.dtype:
+def padded(dtype: "np.dtype", itemsize: int) -> "np.dtype":
     """``dtype`` stretched to ``itemsize`` bytes (an array's stride): itself when it already has that size;
     a struct keeps its fields; anything else becomes a one-field struct ``v`` with the padding after it."""
+    import numpy as np
+
     if dtype.itemsize == itemsize:
         return dtype
     if dtype.names:
@@ -210,7 +215,7 @@ class BlockLayout:
         tail = self.runtime_array
         return Struct(self.struct.name, self.struct.members[:-1] if tail else self.struct.members)
 
-    def element_view(self) -> tuple[np.dtype, int] | None:
+    def element_view(self) -> "tuple[np.dtype, int] | None":
         """``(dtype, offset)`` of a block that is nothing but one runtime array (the common case of a
         storage buffer): its elements' dtype, padded to the array's stride, and where the array starts.
         None otherwise."""
@@ -334,9 +339,11 @@ class _Module:
         return out
 
 
-def view_bytes(data: bytes | np.ndarray, dtype: np.dtype, offset: int = 0) -> np.ndarray:
+def view_bytes(data: "bytes | np.ndarray", dtype: "np.dtype", offset: int = 0) -> "np.ndarray":
     """The elements of ``dtype`` in ``data`` from ``offset`` on (a trailing partial element is left out),
     as an array over the same memory. A vector or matrix element adds its axes (``vec4[]`` is ``(n, 4)``)."""
+    import numpy as np
+
     buffer = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else data.reshape(-1).view(np.uint8)
     count = max(0, (len(buffer) - offset) // dtype.itemsize)
     return np.frombuffer(buffer, dtype=dtype, count=count, offset=offset if count else 0)
