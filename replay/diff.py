@@ -13,11 +13,10 @@ from typing import Any, Iterable
 from capture.trace import Trace
 from vkcore.errors import TraceError
 
-from .compare import compare
 from .reading import identical_in, reading
 from .results import Comparison, FrameResult
 from .tolerances import TolerancePolicy, resource_shape
-from .typed import compare_in_view
+from .typed import compare_as
 
 # Fields of a resource that may differ between two recordings of the same scenario.
 CONTENT_FIELDS = {"src"}
@@ -86,10 +85,8 @@ def diff_traces(a: Trace, b: Trace, policy: TolerancePolicy,
         how = reading(a, uid, policy)  # A's view: both record one scenario (checked above)
         if key_a == key_b:  # equal content keys: equal bytes, nothing to read
             return identical_in(uid, a.reader.blob_info(key_a).raw_len, how)
-        if not isinstance(how, str):
-            return compare_in_view(uid, a.blob(key_a, what=what), b.blob(key_b, what=what), how, policy, top=policy.top)
-        return compare(uid, a.blob(key_a, what=what), b.blob(key_b, what=what), dtype=how,
-                       tolerance=policy.for_resource(uid, how), shape=resource_shape(a, uid, shapes), top=policy.top)
+        return compare_as(uid, a.blob(key_a, what=what), b.blob(key_b, what=what), how, policy,
+                          shape=resource_shape(a, uid, shapes), top=policy.top)
 
     report = DiffReport()
     for key in sorted(set(a.fingerprint) | set(b.fingerprint)):

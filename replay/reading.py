@@ -9,6 +9,7 @@ policy's default (bytes unless a tolerance file says otherwise).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from capture.views import View, derive_views
@@ -19,6 +20,8 @@ from .tolerances import TolerancePolicy
 
 if TYPE_CHECKING:
     from capture.trace import Trace
+
+    from .options import ReplayOptions
 
 
 def trace_views(trace: "Trace") -> dict[str, View]:
@@ -32,6 +35,12 @@ def trace_views(trace: "Trace") -> dict[str, View]:
         spirv = {uid: bytes(trace.blob(key, what=f"SPIR-V of shader '{uid}'")) for uid, key in trace.spirv.items()}
         known = vars(trace)["_views"] = derive_views(document if isinstance(document, dict) else {}, spirv)
     return known
+
+
+def effective_policy(options: "ReplayOptions") -> TolerancePolicy:
+    """The options' tolerance policy with ``--dtype``'s types among its own (``--dtype`` wins)."""
+    policy = options.tolerances
+    return replace(policy, dtypes={**policy.dtypes, **dict(options.dtypes)}) if options.dtypes else policy
 
 
 def reading(trace: "Trace", uid: str, policy: TolerancePolicy) -> str | View:

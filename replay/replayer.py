@@ -33,13 +33,11 @@ from vkcore.resources.staging import CaptureLayout, build_layout
 
 from .isolate import ProgressFile
 from .options import ReplayOptions
-from .reading import dtype_name, identical_in, reading
+from .reading import dtype_name, effective_policy, identical_in, reading
 from .results import DIVERGED, Comparison, FrameResult, identical
 
 if TYPE_CHECKING:
     from capture.views import View
-
-    from .tolerances import TolerancePolicy
 
 NOTHING = CaptureLayout(())
 
@@ -225,7 +223,7 @@ class Comparer:
         # its staging slot until done; in frame order when stopping at the first divergence.
         self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="vkcap-compare")
         self.dtypes = dict(options.dtypes)
-        self._policy_with_dtypes = _with_dtypes(options)
+        self._policy_with_dtypes = effective_policy(options)
         self._layouts: dict[int, CaptureLayout] = {}
         self._align = {uid: int(m.get("texel_bytes", 1)) for uid, m in trace.resources.items() if m.get("kind") == "image"}
 
@@ -304,18 +302,13 @@ class Comparer:
             # The key is the recorded bytes' xxh3-128: equal keys, equal bytes (what deduplication
             # relies on too). Hashing is cheaper than reading and decoding the recorded blob.
             return identical_in(uid, len(live), how)
-        from .compare import compare  # numpy: loaded by the first snapshot that differs, not at start-up
+        from .typed import compare_as  # numpy: loaded by the first snapshot that differs, not at start-up
 
         recorded = self.trace.blob(recorded_key, what=what)
         shape = self.shape_of(uid)
         policy = self.options.tolerances
-        if not isinstance(how, str):
-            from .typed import compare_in_view
-
-            return compare_in_view(uid, recorded, live, how, policy, top=policy.top)
-        dtype = how
-        result = compare(uid, recorded, live, dtype=dtype, tolerance=policy.for_resource(uid, dtype), shape=shape,
-                         top=policy.top)
+        result = compare_as(uid, recorded, live, how, policy, shape=shape, top=policy.top)
+        dtype = dtype_name(how)
         if result.diverged and self.options.heatmap_dir is not None and shape and len(shape) >= 2 and not result.size_mismatch:
             from .heatmap import error_map, heatmap_name, write_heatmap
 
@@ -356,15 +349,9 @@ def resource_dtype(trace: Trace, uid: str, options: ReplayOptions) -> str:
     resource's format, else the shader's view (its scalar type; a struct view's comparisons are typed field
     by field, :func:`replay.typed.compare_in_view`, and read as bytes where one flat type is needed), else
     the default."""
-    how = reading(trace, uid, _with_dtypes(options))
+    how = reading(trace, uid, effective_policy(options))
     name = dtype_name(how)
     return "bytes" if name == "struct" else name
-
-
-def _with_dtypes(options: ReplayOptions) -> "TolerancePolicy":
-    """The options' tolerance policy with ``--dtype``'s types among its own."""
-    policy = options.tolerances
-    return replace(policy, dtypes={**policy.dtypes, **dict(options.dtypes)}) if options.dtypes else policy
 
 
 def target_frames(trace: Trace, first: int | None, last: int | None) -> dict[int, FrameRecord]:

@@ -24,6 +24,15 @@ from .compare import TOP, compare
 from .results import DIVERGED, IDENTICAL, WITHIN, Comparison, Tolerance
 from .tolerances import TolerancePolicy
 
+def compare_as(uid: str, recorded: bytes | memoryview, live: bytes | memoryview, how: str | View,
+               policy: TolerancePolicy, *, shape: tuple[int, ...] | None = None, top: int = TOP) -> Comparison:
+    """``live`` against ``recorded`` read as ``how`` (:func:`replay.reading.reading`): a dtype (with the
+    resource's ``shape`` for indices) or a view, under ``policy``'s tolerance for ``uid``."""
+    if isinstance(how, str):
+        return compare(uid, recorded, live, dtype=how, tolerance=policy.for_resource(uid, how), shape=shape, top=top)
+    return compare_in_view(uid, recorded, live, how, policy, top=top)
+
+
 def field_tolerance(policy: TolerancePolicy, uid: str, name: str, dtype: str) -> Tolerance:
     """The tolerance of field ``name`` of ``uid``: the keys set for ``uid.name`` over those of ``uid``."""
     base = policy.for_resource(uid, dtype)
