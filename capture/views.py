@@ -209,6 +209,13 @@ def view_of_block(block: BlockLayout) -> View | None:
     return View(tuple(parts), text)
 
 
+# The shaders each command kind runs, by the keys that name them: their blocks declare the views.
+COMMAND_SHADERS: dict[str, tuple[str, ...]] = {
+    "dispatch_compute": ("shader_ref",),
+    "dispatch_fragment": ("vertex_shader_ref", "fragment_shader_ref"),
+}
+
+
 @dataclass
 class _Use:
     view: View
@@ -224,27 +231,32 @@ def derive_views(document: Mapping[str, Any], spirv: Mapping[str, bytes]) -> dic
     reflected: dict[str, tuple[dict[tuple[int, int], BlockLayout], frozenset[tuple[int, int]]] | None] = {}
     uses: dict[str, list[_Use]] = {}
     for item in _list(document.get("commands")):
-        body = item.get("dispatch_compute") if isinstance(item, dict) else None
-        if not isinstance(body, dict):
+        if not isinstance(item, dict) or len(item) != 1:
             continue
-        shader = body.get("shader_ref")
-        if not isinstance(shader, str) or shader not in spirv:
+        (kind, body), = item.items()
+        if kind not in COMMAND_SHADERS or not isinstance(body, dict):
             continue
-        if shader not in reflected:
-            reflected[shader] = _reflect(spirv[shader])
-        known = reflected[shader]
-        if known is None:
-            continue
-        blocks, read_only = known
+        stages = []
+        for key in COMMAND_SHADERS[kind]:
+            shader = body.get(key)
+            if isinstance(shader, str) and shader in spirv:
+                if shader not in reflected:
+                    reflected[shader] = _reflect(spirv[shader])
+                if reflected[shader] is not None:
+                    stages.append((shader, reflected[shader]))
         for binding in _list(body.get("bindings")):
             if not isinstance(binding, dict):
                 continue
             uid, s, b = binding.get("resource_ref"), binding.get("set"), binding.get("id")
-            if uid not in buffers or not isinstance(s, int) or not isinstance(b, int) or (s, b) not in blocks:
+            if uid not in buffers or not isinstance(s, int) or not isinstance(b, int):
                 continue
-            view = view_of_block(blocks[(s, b)])
+            # the stage that writes the binding speaks for it, else the first that declares it
+            declaring = [(shader, blocks[(s, b)], (s, b) not in read_only) for shader, (blocks, read_only) in stages  # type: ignore[misc]
+                         if (s, b) in blocks]
+            declaring.sort(key=lambda d: not d[2])
+            view = view_of_block(declaring[0][1]) if declaring else None
             if view is not None:
-                uses.setdefault(uid, []).append(_Use(_with_source(view, shader, f"{s}.{b}"), (s, b) not in read_only))
+                uses.setdefault(uid, []).append(_Use(_with_source(view, declaring[0][0], f"{s}.{b}"), declaring[0][2]))
     out: dict[str, View] = {}
     for uid, found in uses.items():
         writers = [u for u in found if u.writes]

@@ -3,6 +3,7 @@ with every field checked, and typed comparisons (replay.typed) that judge a stru
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -96,3 +97,20 @@ def test_a_view_from_a_trace_is_checked_or_refused(obj: object) -> None:
         return
     for part in view.parts:  # whatever was accepted is bounded and extracts without error
         assert part.extract(bytes(64)).shape[1:] == part.shape
+
+
+def test_the_golden_traces_views() -> None:
+    """Views derived from what old traces already hold (their SPIR-V and scenario), compute and fragment."""
+    from capture.trace import Trace
+    from replay.reading import trace_views
+
+    repo = Path(__file__).resolve().parent.parent / "traces"
+    seen = {}
+    for name in ("add", "heat", "blur", "fragment", "conv2d"):
+        with Trace.open(repo / f"{name}.vkt") as trace:
+            seen.update({(name, uid): (v.text, v.shader, v.binding, v.role) for uid, v in trace_views(trace).items()})
+    assert seen == {
+        ("add", "a"): ("float32[]", "add", "0.0", "reader"), ("add", "b"): ("float32[]", "add", "0.1", "reader"),
+        ("add", "out"): ("float32[]", "add", "0.2", "writer"), ("heat", "a"): ("float32[]", "step", "0.1", "writer"),
+        ("heat", "b"): ("float32[]", "step", "0.1", "writer"), ("blur", "pixels"): ("float32[4][]", "blur", "0.1", "writer"),
+        ("fragment", "pixels"): ("float32[4][]", "fs", "0.0", "writer")}  # conv2d: tensors keep their formats
