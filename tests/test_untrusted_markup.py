@@ -279,7 +279,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     b.file("s.comp", source.replace("EXTRA", "+ 0.5"))
     proc = vkcap("record", scenario, "-o", traces / "u.vkt", "--output", root / "out2", "--dispatch-level")
     assert proc.returncode == 0, proc.stderr
-    return {"trace": traces / "t.vkt", "other": traces / "u.vkt", "changed": changed, "traces": traces}
+    return {"trace": traces / "t.vkt", "other": traces / "u.vkt", "changed": changed, "traces": traces, "scenario": scenario}
 
 
 def test_replay_diff_bisect_and_info_escape_hostile_uids(hostile: dict[str, Path], tmp_path: Path) -> None:
@@ -377,3 +377,19 @@ def test_a_terminal_gets_rich_colours_but_no_escape_from_the_trace(hostile: dict
         assert "\x1b" not in plain and "\u202e" not in plain and "internal error" not in plain, plain
         for uid in RECORDED:
             assert shown(uid) in plain, (uid, plain)
+
+
+def test_an_error_naming_hostile_text_is_one_escaped_line(hostile: dict[str, Path], tmp_path: Path) -> None:
+    """A scenario whose dispatch names a resource by an escape sequence and a lone surrogate: run exits 2
+    with one line naming the place, the name shown escaped, no internal error. export of a resource the
+    trace lacks: exit 2, one line listing the trace's uids, each shown escaped (they were written raw)."""
+    document = json.loads(hostile["scenario"].read_text())
+    document["commands"][0]["dispatch_compute"]["bindings"][5]["resource_ref"] = "\x1b]0;pwned\x07\udc80"
+    scenario = hostile["scenario"].with_name("bad.json")
+    scenario.write_text(json.dumps(document))
+    out = assert_terminal_safe(vkcap("run", scenario, "--output", tmp_path / "out"), 2)
+    assert out == (f"vkcap: error: {scenario}: commands[0].dispatch_compute.bindings[5].resource_ref: unknown resource "
+                   "'\\x1b]0;pwned\\x07\\udc80' (did you mean '\\x1b]0;pwned\\x07'?)\n")
+    out = assert_terminal_safe(vkcap("export", hostile["trace"], "--frame", "0", "--resource", "nope", "-o", tmp_path / "x.npy"), 2)
+    assert out.count("\n") == 1 and "--resource: 'nope' is not a resource of this trace (its resources: " in out
+    assert all(shown(uid) in out for uid in RECORDED) and not (tmp_path / "x.npy").exists()
