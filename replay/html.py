@@ -58,7 +58,10 @@ def safe_href(target: Any) -> str | None:
     text = str(target)
     if not text or UNSAFE.search(text) or _NOT_IN_LINKS.search(text):
         return None
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError:  # a malformed host ("https://[::1")
+        return None
     if parts.scheme:
         return text if parts.scheme.lower() in LINK_SCHEMES and parts.netloc else None
     if text.startswith("//") or ":" in text.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]:
@@ -195,7 +198,7 @@ def _suite_link(page: Any, folder: Path) -> Any:
     """Where a result's own page is, as a link from a page in ``folder``: an http(s) URL as it is, a path
     relative to ``folder`` (:func:`safe_href` then decides whether it is written)."""
     text = str(page)
-    if urlsplit(text).scheme.lower() in LINK_SCHEMES:
+    if text.lower().startswith(tuple(f"{scheme}://" for scheme in LINK_SCHEMES)):
         return text
     try:
         return os.path.relpath(text, folder)

@@ -141,7 +141,7 @@ LINKS = [  # target, what safe_href returns
     ("javascript:alert(1)", None), ("JavaScript:alert(1)", None), (" javascript:alert(1)", None), ("java\tscript:x", None),
     ("java\nscript:x", None), ("\x01javascript:x", None), ("data:text/html,<script>", None), ("vbscript:x", None),
     ("file:///etc/passwd", None), ("//evil.example.com/x", None), ("\\\\evil.example.com\\x", None), ("/\\evil", None),
-    ("https:evil", None), ("http:///x", None), ("a:b/c.html", None), ("x\udc80.html", None), ("\u202ex.html", None), ("", None),
+    ("https:evil", None), ("https://[::1", None), ("http://[x]/", None), ("http:///x", None), ("a:b/c.html", None), ("x\udc80.html", None), ("\u202ex.html", None), ("", None),
 ]
 
 
