@@ -9,6 +9,7 @@ from typing import Any, Iterable
 
 from vkcore.errors import UsageError
 from vkcore.outputs import write_atomic
+from vkcore.safe_text import rich_text, shown, shown_lines
 
 from .results import DIVERGED, IDENTICAL, Comparison, FrameResult, from_json_number, json_safe
 
@@ -114,17 +115,17 @@ def write_junit(path: Path, suite: str, frames: Iterable[Any], *, crash: tuple[i
     for f in frames:
         rows = [(c.uid, c) for c in f.comparisons] + [(f"{c.uid}@commands[{cmd}]", c) for cmd, c in f.dispatches]
         for name, c in rows:
-            case = ET.Element("testcase", classname=f"{suite}.frame{f.seq}", name=name)
+            case = ET.Element("testcase", classname=f"{shown(suite)}.frame{f.seq}", name=shown(name))
             if c.status == DIVERGED:
-                failure = ET.SubElement(case, "failure", message=comparison_line(c, sides))
+                failure = ET.SubElement(case, "failure", message=shown(comparison_line(c, sides)))
                 failure.text = json.dumps(c.as_dict(), default=str, allow_nan=False)
             cases.append(case)
     if crash is not None:
-        case = ET.Element("testcase", classname=f"{suite}.{'setup' if crash[0] is None else f'frame{crash[0]}'}",
+        case = ET.Element("testcase", classname=f"{shown(suite)}.{'setup' if crash[0] is None else f'frame{crash[0]}'}",
                           name="driver crash")
-        ET.SubElement(case, "failure", message=crash[1]).text = crash[1]
+        ET.SubElement(case, "failure", message=shown(crash[1])).text = shown_lines(crash[1])
         cases.append(case)
-    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases)),
+    ts = ET.SubElement(root, "testsuite", name=shown(suite), tests=str(len(cases)),
                        failures=str(sum(1 for c in cases if c.find("failure") is not None)))
     ts.extend(cases)
     write_atomic(path, [ET.tostring(root, encoding="utf-8", xml_declaration=True)])
@@ -136,20 +137,23 @@ PIPE_WIDTH = 100_000  # off a terminal: wide enough that no table is ever cut (r
 def report_console(*, stderr: bool = False) -> Any:
     """A rich console for tables and reports that never cuts a number: off a terminal (a CI log, a pipe)
     as wide as any table needs, without colour codes; on a terminal at its width, with tables made by
-    :func:`report_table` folding long cells onto more lines rather than ending them with an ellipsis."""
+    :func:`report_table` folding long cells onto more lines rather than ending them with an ellipsis.
+    Emoji codes (``:smile:``) are never replaced: text from a trace is printed as written (its markup
+    escaped by :func:`~vkcore.safe_text.rich_text`)."""
     import sys
 
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
-        return Console(stderr=stderr)
-    return Console(stderr=stderr, width=PIPE_WIDTH, no_color=True, highlight=False, soft_wrap=True)
+        return Console(stderr=stderr, emoji=False)
+    return Console(stderr=stderr, width=PIPE_WIDTH, no_color=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def report_table(title: str, columns: Iterable[str], *, right: Iterable[str] = ()) -> Any:
     """A rich table whose cells fold (wrap) rather than being cut with an ellipsis; ``right``: the
-    columns aligned right."""
+    columns aligned right. The title and the column names are vkcap's (markup allowed); cells from a
+    trace go through :func:`~vkcore.safe_text.rich_text`."""
     from rich.table import Table
 
     table = Table(title=title)
@@ -172,8 +176,9 @@ def print_frames(frames: list[Any], *, show_identical: bool = False, console: An
             at = c.extras.get("first_where") or f"[{', '.join(map(str, c.first_index or ()))}]"
             where = "" if c.first_index is None else f"{at} {c.first_recorded!r} -> {c.first_live!r}"
             label = c.uid if cmd is None else f"{c.uid} (after command {cmd})"
-            rows.append((str(f.seq), label, f"[{style}]{c.status}[/{style}]", f"{c.differing}/{c.count}",
-                         f"{c.beyond_tolerance}/{c.count}", f"{c.max_abs:.3g}", f"{c.max_rel:.3g}", str(c.max_ulp), where))
+            rows.append((str(f.seq), rich_text(label), f"[{style}]{rich_text(c.status)}[/{style}]", f"{c.differing}/{c.count}",
+                         f"{c.beyond_tolerance}/{c.count}", f"{c.max_abs:.3g}", f"{c.max_rel:.3g}", str(c.max_ulp),
+                         rich_text(where)))
     if not rows:
         return
     table = report_table(title, ("frame", "resource", "status", "differ", "beyond tol.", "max abs", "max rel",

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from vkcore.errors import UsageError
+from vkcore.safe_text import rich_text, shown_lines
 
 # Flags handed on to every worker's replays (their values are checked here first).
 FORWARDED = ("atol", "rtol", "ulp", "tolerance")
@@ -139,7 +140,7 @@ def cmd_suite_bless(args: argparse.Namespace) -> int:
     diff = "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), str(args.manifest),
                                         f"{args.manifest} (blessed)"))
     if diff and before != after:
-        print(diff, end="")
+        print(shown_lines(diff), end="")
         write_atomic(args.manifest, [after.encode()])
     return 0
 
@@ -156,8 +157,8 @@ def _report(args: argparse.Namespace, results: list[Any]) -> int:
     table = report_table("suite", ("trace", "device", *(("host",) if hosts else ()), "status", "outcome", "expected",
                                    "frames", "seconds", "reason"))
     for r in results:
-        table.add_row(Path(r.trace).name, r.device, *((r.host,) if hosts else ()), r.status, r.outcome, r.expected,
-                      str(r.frames), f"{r.seconds:.2f}", r.reason or r.detail)
+        table.add_row(*map(rich_text, (Path(r.trace).name, r.device, *((r.host,) if hosts else ()), r.status, r.outcome,
+                                       r.expected, r.frames, f"{r.seconds:.2f}", r.reason or r.detail or "")))
     report_console().print(table)
     document = {"results": [r.as_dict() for r in results]}
     if args.json:

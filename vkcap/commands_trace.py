@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from vkcore.errors import UsageError
+from vkcore.safe_text import rich_text, shown
 
 from .commands_inspect import cmd_export, cmd_info
 from .commands_record import cmd_record
@@ -222,7 +223,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         log.info("fingerprint %s: %s -> %s", key, va, vb)
     for name in report.file_changes:
         log.info("embedded file differs: %s", name)
-    print_frames(report.frames, title=f"diff: A = {args.trace}, B = {args.other}")
+    print_frames(report.frames, title=f"diff: A = {rich_text(args.trace)}, B = {rich_text(args.other)}")
     document = {
         "a": str(args.trace), "b": str(args.other), "diverged": report.diverged,
         "fingerprint_changes": {k: list(v) for k, v in report.fingerprint_changes.items()},
@@ -298,7 +299,7 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
             document.update({"diverged": True, "crashed": True, "frame": result.crash_frame, "crash": result.crash})
             report_outputs(args, "bisect", document, [], crash=(result.crash_frame, result.crash),
                            fingerprints=[("recorded", trace.fingerprint)], bisect=document)
-            print(f"first divergence: {result.crash}")
+            print(f"first divergence: {shown(result.crash)}")
             print(f"search: {search_size(result)} in {result.child_processes} child process(es), a new one after a crash")
             return 1
         if result.frame is None:
@@ -320,11 +321,11 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     if result.command is not None:
         via = " (found by running the frame on both drivers)" if result.side_by_side else ""
         segment = f", segment {extras['segment']} (module {extras['module']})" if "segment" in extras else ""
-        print(f"first divergent dispatch: commands[{result.command}] ({name}){segment}{via}")
+        print(f"first divergent dispatch: commands[{result.command}] ({shown(name)}){shown(segment)}{via}")
     else:
         print("first divergent dispatch: unknown (record with --dispatch-level, or give --reference-icd, to locate it)")
     if result.resource is not None:
-        print(comparison_line(result.resource))
+        print(shown(comparison_line(result.resource)))
     if args.extract is not None:
         _extract_divergence(args, result, trace.fingerprint, options.replace_shaders, segment.removeprefix(", "),
                             extras.get("segment"))
