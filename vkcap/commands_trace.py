@@ -262,6 +262,10 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     from vkcore.device.driver import use_driver
 
     check_compare_flags(args, [args.trace])  # --reference-icd's manifest too
+    if args.extract is not None:  # a folder that must not be written is refused before the search
+        from vkcore.output_folders import check_folder_target
+
+        check_folder_target(args.extract, place="--extract", inputs=[args.trace])
     use_driver(args.icd)
     if server is None:  # the probes run here: let the driver start while the modules load
         from .cli import TRACE_CODECS, start_vulkan_early
@@ -363,7 +367,7 @@ def _extract_divergence(args: argparse.Namespace, result: "BisectResult", record
     line = comparison_line(compared) if compared is not None else "diverged"
     divergence = Divergence(line, recorded, {}, replaced, segment)
     log_extracted(extract(args.trace, result.frame.seq, result.command, args.extract, extract_options(args),
-                          divergence, argv=getattr(args, "argv", []), segment=segment_index))
+                          divergence, argv=getattr(args, "argv", []), segment=segment_index, place="--extract"))
 
 
 def search_size(result: "BisectResult") -> str:

@@ -1,0 +1,217 @@
+"""Output folders that vkcap fills (an extract), and the file names it derives from untrusted content.
+
+A folder named by the user is theirs: :func:`check_folder_target` refuses, before any work, a folder that
+holds anything, unless ``--force`` is given and everything in it is what vkcap itself wrote there before,
+as listed by the marker file :data:`MARKER` it leaves in every folder it fills. :func:`publish_folder`
+puts a complete folder built beside the target in place: a new path is one rename; an existing folder
+keeps its own inode (it may be the current folder) and gets the new entries, the marker first, after
+vkcap's earlier entries were moved out.
+
+:class:`SafeNames` turns names taken from a trace (resource uids, module names, file names embedded in a
+scenario) into file names that stay inside the folder they are written to, whatever the trace holds.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+from typing import Iterable
+
+from .errors import UsageError
+
+#: The marker vkcap writes into every folder it fills: ``{"tool", "version", "what", "entries"}``.
+MARKER = ".vkcap-extract"
+_MARKER_MAX_BYTES = 1 << 20
+
+
+class FolderTargetError(UsageError):
+    """A folder that vkcap must not write into or replace: one line naming it and the flag, exit 2."""
+
+
+def _entries(folder: Path) -> list[str]:
+    """Every entry under ``folder`` (files, folders, links and anything else), as sorted relative POSIX
+    paths; links are listed, not followed."""
+    found: list[str] = []
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        rel = Path(root).relative_to(folder)
+        found += [(rel / name).as_posix() for name in (*dirs, *files)]
+    return sorted(found)
+
+
+def _marker_entries(folder: Path) -> set[str] | None:
+    """The entries the marker in ``folder`` says vkcap wrote, or None when there is no valid marker (not a
+    regular file, too large, not the JSON vkcap writes)."""
+    marker = folder / MARKER
+    try:
+        st = os.lstat(marker)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _MARKER_MAX_BYTES:
+            return None
+        document = json.loads(marker.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    entries = document.get("entries") if isinstance(document, dict) and document.get("tool") == "vkcap" else None
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        return None
+    return set(entries)
+
+
+def _holds(folder: Path, path: Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies under it (both resolved)."""
+    folder, path = Path(os.path.realpath(folder)), Path(os.path.realpath(path))
+    return folder == path or folder in path.parents
+
+
+def check_folder_target(folder: str | Path, *, place: str, force: bool = False, inputs: Iterable[Path] = (),
+                        what: str = "extract") -> Path:
+    """``folder`` as an absolute :class:`Path` when vkcap may fill it; else a one-line
+    :class:`FolderTargetError` naming it and ``place`` (exit 2). Looks only: changes nothing.
+
+    Refused: a path that exists and is not a folder; a folder that is, or holds, one of ``inputs`` (the
+    command's input files); a folder that holds anything, unless ``force`` is given and it holds
+    :data:`MARKER` listing every entry in it (anything else, a link included, is refused); a folder
+    that cannot be created or written (see :func:`vkcore.outputs.check_output_folder`). A folder that
+    does not exist, or is empty, may be used."""
+    from .outputs import check_output_folder
+
+    text = os.fspath(folder)
+    absolute = Path(os.path.abspath(text or "."))
+    for source in inputs:
+        if _holds(absolute, source):
+            raise FolderTargetError(f"holds {source}, an input of this command: write the {what} elsewhere",
+                                    file=text, place=place)
+    try:
+        st = os.stat(absolute)
+    except FileNotFoundError:
+        return check_output_folder(absolute, place=place)
+    except OSError as exc:
+        raise FolderTargetError(f"cannot be examined: {exc.strerror or exc}", file=text, place=place) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise FolderTargetError("exists and is not a folder: refusing to replace it", file=text, place=place)
+    present = _entries(absolute)
+    if present:
+        listed = _marker_entries(absolute)
+        if not force:
+            hint = (f"it holds an earlier {what}: --force replaces it" if listed is not None
+                    else "choose a new or empty folder")
+            raise FolderTargetError(f"is a folder that is not empty: refusing to write into it ({hint})",
+                                    file=text, place=place)
+        if listed is None:
+            raise FolderTargetError(f"is not empty and holds no {MARKER} (vkcap did not write it): refusing to "
+                                    "replace it", file=text, place=place)
+        foreign = [e for e in present if e != MARKER and (e not in listed or _is_link(absolute / e))]
+        if foreign:
+            raise FolderTargetError(f"holds {foreign[0]!r}, which vkcap did not write: refusing to replace it",
+                                    file=text, place=place)
+    check_output_folder(absolute, place=place)
+    return absolute
+
+
+def _is_link(path: Path) -> bool:
+    try:
+        return not (stat.S_ISREG(os.lstat(path).st_mode) or stat.S_ISDIR(os.lstat(path).st_mode))
+    except OSError:
+        return True
+
+
+def staging_folder(target: Path) -> Path:
+    """A new, empty folder to build ``target``'s content in: ``content`` in a private staging folder
+    beside ``target`` (``.NAME.vkcap-XXXX``). The caller removes the staging folder (the returned
+    folder's parent) on every exit path; :func:`publish_folder` does."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.vkcap-", dir=target.parent))
+    (staging / "content").mkdir()
+    return staging / "content"
+
+
+def publish_folder(built: Path, target: Path, *, what: str, version: str, place: str, force: bool,
+                   inputs: Iterable[Path] = ()) -> None:
+    """Put the complete folder ``built`` (made by :func:`staging_folder`) at ``target`` with a
+    :data:`MARKER` listing its entries, then remove ``built``'s staging folder.
+
+    ``target`` is checked again first (:func:`check_folder_target`: it may have changed while the
+    content was built). A new ``target`` is ``built`` renamed (one step). An existing one keeps its
+    inode: the entries vkcap wrote there before (``force``) move out into the staging folder, then the
+    new ones move in, the marker first, so that a folder left half-filled by a crash still lists what is
+    in it and ``--force`` can replace it. What moved out is removed last."""
+    staging = built.parent
+    try:
+        check_folder_target(target, place=place, force=force, inputs=inputs, what=what)
+        entries = _entries(built)
+        marker = {"tool": "vkcap", "version": version, "what": what, "entries": entries}
+        (built / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
+        os.chmod(built, 0o755)
+        if not target.exists():
+            os.rename(built, target)
+            return
+        old = staging / "old"
+        old.mkdir()
+        for name in sorted(os.listdir(target), key=lambda n: n != MARKER):  # the old marker goes last
+            os.rename(target / name, old / name)
+        for name in sorted(os.listdir(built), key=lambda n: n != MARKER):  # the new marker goes first
+            os.rename(built / name, target / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+# Characters a derived file name keeps; anything else becomes "_".
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
+# Names Windows reserves whatever the extension (a folder is carried to other machines).
+_RESERVED = re.compile(r"(CON|PRN|AUX|NUL|COM[0-9]|LPT[0-9]|CONIN\$|CONOUT\$)(\..*)?", re.IGNORECASE)
+#: The longest stem a derived name keeps (bytes; the suffix and a uniquifier come on top, within 255).
+MAX_STEM = 96
+
+
+def safe_stem(raw: str) -> str:
+    """``raw`` as a file name stem that names one file inside a folder: only ``A-Z a-z 0-9 . _ + -``
+    (anything else, ``/``, ``\\``, NUL and control characters included, becomes ``_``), no leading dot
+    (``..`` and hidden names cannot occur), no trailing dot, not a name Windows reserves, never empty, at
+    most :data:`MAX_STEM` characters (a longer one keeps its start and a hash of the whole)."""
+    name = _UNSAFE.sub("_", raw)
+    name = re.sub(r"^\.", "_", name).rstrip(".") or "_"
+    if _RESERVED.fullmatch(name):
+        name = f"_{name}"
+    if len(name) > MAX_STEM:
+        digest = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        name = f"{name[:MAX_STEM - 13]}~{digest}"
+    return name
+
+
+class SafeNames:
+    """The file names of one output folder, derived from untrusted names: each ``(group, raw)`` gets one
+    name (asked again, the same), distinct from every other name given in the same subfolder, also
+    when compared case-insensitively (the folder may be copied to such a file system)."""
+
+    def __init__(self) -> None:
+        self._given: dict[tuple[str, str, str], str] = {}
+        self._taken: set[tuple[str, str]] = set()
+
+    def name(self, subfolder: str, raw: str, suffix: str = "", *, like: str | None = None) -> str:
+        """The file name for ``raw`` with ``suffix`` (a fixed, safe extension such as ``.npy``), unique
+        among the names given for ``subfolder`` (a namespace: the names of one folder). ``like``: derive
+        the name from this instead (a path's last part), still one name per ``raw``."""
+        key = (subfolder, raw, suffix)
+        if key not in self._given:
+            stem = safe_stem(raw if like is None else like)
+            candidate, n = stem + suffix, 1
+            while (subfolder, candidate.casefold()) in self._taken:
+                n += 1
+                candidate = f"{stem}~{n}{suffix}"
+            self._taken.add((subfolder, candidate.casefold()))
+            self._given[key] = candidate
+        return self._given[key]
+
+
+def confined(folder: Path, relative: str) -> Path:
+    """``folder / relative``, checked to stay inside ``folder`` (no absolute path, no ``..``, no link
+    on the way out): the last guard of every write of a derived name. A :class:`ValueError` otherwise
+    (a bug: names come from :class:`SafeNames`)."""
+    if not relative or os.path.isabs(relative) or "\0" in relative or ".." in Path(relative).parts:
+        raise ValueError(f"derived file name {relative!r} would leave {folder}")
+    path = folder / relative
+    if not _holds(folder, path) or os.path.realpath(path) == os.path.realpath(folder):
+        raise ValueError(f"derived file name {relative!r} would leave {folder}")
+    return path
