@@ -1,0 +1,98 @@
+"""What a command that writes a trace (``record -o``, ``trim -o``) checks at its target first.
+
+- :func:`check_replaceable` refuses an existing file that is not a vkcap trace: a trace is replaced only
+  by a trace, never a user's notes.
+- :func:`clear_partials` deals with the partial files an interrupted writer left beside the target (a
+  :class:`~capture.container.TraceWriter` writes ``.NAME.PID.RANDOM.partial`` and renames it onto
+  ``NAME`` once complete; ``kill -9`` leaves the partial file). The policy: a partial file is removed
+  only when it is provably vkcap's own, for this very target, and abandoned: its name is the writer's
+  pattern for this target, it starts with the trace magic, and the process that wrote it (the PID in
+  its name) is gone. Any other file of that pattern (a process of that PID runs: perhaps a writer at
+  work, perhaps a PID reused; or it does not start like a trace) is left where it is and named in one
+  warning, for the user to delete. Nothing else is ever touched.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+
+from vkcore.errors import UsageError
+
+from .records import MAGIC
+
+log = logging.getLogger("vkcap")
+
+
+def is_trace_file(path: str | Path) -> bool:
+    """Whether the file at ``path`` starts with the trace magic (docs/trace-format.md §3). An
+    :class:`OSError` when it cannot be read."""
+    with open(path, "rb") as f:
+        return f.read(len(MAGIC)) == MAGIC
+
+
+def check_replaceable(path: str | Path, *, place: str = "-o") -> None:
+    """Refuse (one line naming ``path`` and ``place``, exit 2) an existing ``path`` that is not a vkcap
+    trace (it does not start with the trace magic), or that cannot be read to tell."""
+    try:
+        trace = is_trace_file(path)
+    except OSError as exc:
+        raise UsageError(f"cannot read it to check that it is a trace ({exc.strerror or exc})", file=path,
+                         place=place) from None
+    if not trace:
+        raise UsageError("exists and is not a vkcap trace: refusing to replace it (delete it, or choose another "
+                         "name)", file=path, place=place)
+
+
+def partials_of(target: str | Path) -> list[tuple[Path, int]]:
+    """The partial files a :class:`~capture.container.TraceWriter` for ``target`` may have left in its
+    folder, with the PID each name carries, sorted by name; [] when the folder cannot be listed."""
+    folder, name = os.path.split(os.path.abspath(os.fspath(target)))
+    pattern = re.compile(rf"\.{re.escape(name)}\.([0-9]{{1,10}})\.[0-9a-f]{{12}}\.partial")
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    found = []
+    for entry in names:
+        match = pattern.fullmatch(entry)
+        if match:
+            found.append((Path(folder) / entry, int(match.group(1))))
+    return found
+
+
+def _process_gone(pid: int) -> bool:
+    """Whether no process ``pid`` runs (this process counts as gone: it has not started its writer)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError, OSError):
+        return False
+    return False
+
+
+def clear_partials(target: str | Path) -> list[Path]:
+    """Remove the abandoned partial files of ``target`` that are provably vkcap's (see the module
+    docstring) and warn, one line each, of the others; returns those left (named in the warnings)."""
+    left = []
+    for path, pid in partials_of(target):
+        try:
+            ours = os.path.isfile(path) and not os.path.islink(path) and is_trace_file(path)
+        except OSError:
+            ours = False
+        if ours and _process_gone(pid):
+            try:
+                os.unlink(path)
+                log.info("removed %s: the partial trace of an interrupted command (process %d) writing %s",
+                         path, pid, target)
+                continue
+            except OSError:
+                pass
+        left.append(path)
+        log.warning("a partial file from an interrupted command: %s; delete it (unless process %d still writes it)",
+                    path, pid)
+    return left
