@@ -33,6 +33,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -299,10 +300,14 @@ class Worker:
                 "detail": f"the replay died {where}: {describe_exit(code)}"}
 
     def close(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            assert self.process.stdin is not None
-            self.process.stdin.close()
-            self.process.wait(timeout=60)
+        """Stop the worker process and remove this worker's temporary folder (whatever happens)."""
+        try:
+            if self.process is not None and self.process.poll() is None:
+                assert self.process.stdin is not None
+                self.process.stdin.close()
+                self.process.wait(timeout=60)
+        finally:
+            shutil.rmtree(self.progress.parent, ignore_errors=True)
 
 
 def run_suite(traces: list[SuiteTrace], *, jobs: int = 1, retries: int = 0, flags: list[str] | None = None,

@@ -4,8 +4,9 @@ compare: replay, diff and bisect. ``record`` is in :mod:`vkcap.commands_record`,
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from vkcore.errors import UsageError
 
@@ -142,18 +143,33 @@ def report_outputs(args: argparse.Namespace, kind: str, document: dict[str, Any]
                    crashed=None if crash is None else crash[0], bisect=bisect)
 
 
-def prepare_html(args: argparse.Namespace) -> None:
+@contextlib.contextmanager
+def html_scratch(args: argparse.Namespace) -> Iterator[None]:
     """``--html``: the replay draws both sides and the error of each diverged 2-d+ resource (into
-    ``--heatmap`` or a temporary folder) for the page to show."""
+    ``--heatmap`` or a temporary folder) for the page to show. A temporary folder is removed when the
+    block ends, on every exit path (an error, Ctrl-C)."""
+    scratch = None
     if getattr(args, "html", None):
         args.value_maps = True
         if args.heatmap is None:
             import tempfile
 
-            args.heatmap = Path(tempfile.mkdtemp(prefix="vkcap-html-"))
+            scratch = args.heatmap = Path(tempfile.mkdtemp(prefix="vkcap-html-"))
+    try:
+        yield
+    finally:
+        if scratch is not None:
+            import shutil
+
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    with html_scratch(args):
+        return _replay(args)
+
+
+def _replay(args: argparse.Namespace) -> int:
     import logging
 
     from .cli import TRACE_CODECS, start_vulkan_early
@@ -162,7 +178,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     check_compare_flags(args, [args.trace])  # before Vulkan starts, and before an isolated child does
     from replay.isolate import in_isolated_child
 
-    prepare_html(args)
     if args.isolate and not args.serve_probes and not in_isolated_child():  # a child never isolates again
         return replay_isolated(args, log)
     start_vulkan_early(args.icd, args.device, also=TRACE_CODECS)  # the replay runs in this process (perhaps the probes' child)
