@@ -5,11 +5,13 @@
 - :func:`clear_partials` deals with the partial files an interrupted writer left beside the target (a
   :class:`~capture.container.TraceWriter` writes ``.NAME.PID.RANDOM.partial`` and renames it onto
   ``NAME`` once complete; ``kill -9`` leaves the partial file). The policy: a partial file is removed
-  only when it is provably vkcap's own, for this very target, and abandoned: its name is the writer's
-  pattern for this target, it starts with the trace magic, and the process that wrote it (the PID in
-  its name) is gone. Any other file of that pattern (a process of that PID runs: perhaps a writer at
-  work, perhaps a PID reused; or it does not start like a trace) is left where it is and named in one
-  warning, for the user to delete. Nothing else is ever touched.
+  only when it is provably an abandoned trim of this very target: its name is the writer's pattern for
+  this target, it is a vkcap trace whose first record is a header saying it was trimmed (a trim is
+  re-run from its source at no loss), and the process that wrote it (the PID in its name) is gone. Any
+  other file of that pattern is left where it is and named in one warning, for the user to delete: the
+  partial file of a killed recording holds the frames it completed, which ``info``, ``export`` and
+  ``replay`` read (README, "kill -9 of a recording"); a PID that runs may be a writer at work (or a PID
+  reused); a file that does not read as a trim's may be anything. Nothing else is ever touched.
 """
 from __future__ import annotations
 
@@ -23,6 +25,28 @@ from vkcore.errors import UsageError
 from .records import MAGIC
 
 log = logging.getLogger("vkcap")
+
+
+def is_abandoned_trim(path: str | Path) -> bool:
+    """Whether the file at ``path`` is a vkcap trace whose first record is a ``header`` META holding
+    ``trimmed_from`` (what :mod:`capture.trim` writes first). Reads at most the file header and one
+    record of up to 1 MiB; False on any doubt."""
+    from capture import kinds, records
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(records.FILE_HEADER.size + records.RECORD_HEADER.size)
+            records.unpack_file_header(head)
+            record = records.unpack_record_header(head[records.FILE_HEADER.size:])
+            if record.rtype != records.RecordType.META or record.payload_len > (1 << 20):
+                return False
+            payload = f.read(record.payload_len)
+        if len(payload) != record.payload_len or records.checksum(payload) != record.payload_checksum:
+            return False
+        meta = records.unpack_meta(payload)
+    except (OSError, ValueError):
+        return False
+    return meta.get("kind") == kinds.HEADER and "trimmed_from" in meta
 
 
 def is_trace_file(path: str | Path) -> bool:
@@ -76,14 +100,11 @@ def _process_gone(pid: int) -> bool:
 
 
 def clear_partials(target: str | Path) -> list[Path]:
-    """Remove the abandoned partial files of ``target`` that are provably vkcap's (see the module
+    """Remove the partial files of ``target`` that are provably abandoned trims (see the module
     docstring) and warn, one line each, of the others; returns those left (named in the warnings)."""
     left = []
     for path, pid in partials_of(target):
-        try:
-            ours = os.path.isfile(path) and not os.path.islink(path) and is_trace_file(path)
-        except OSError:
-            ours = False
+        ours = os.path.isfile(path) and not os.path.islink(path) and is_abandoned_trim(path)
         if ours and _process_gone(pid):
             try:
                 os.unlink(path)

@@ -32,8 +32,9 @@ changes):
 - **Refusals.** Bad input is a one-line :class:`vkcore.errors.VkcapError` naming the file, exit 2, before
   anything is written: a malformed range, B < A, a frame outside the trace, OUT naming the source, a
   damaged source lacking a record OUT needs (which frame or checkpoint), a damaged blob, an OUT that exists
-  and is not a vkcap trace. The partial file of an earlier trim or record to OUT that was killed is
-  removed when provably vkcap's and abandoned, else named in a warning (:mod:`capture.trace_target`).
+  and is not a vkcap trace. The partial file of an earlier trim to OUT that was killed is removed when
+  provably a trim's and abandoned; any other partial file of OUT (a killed recording's, whose frames are
+  recoverable) is named in a warning (:mod:`capture.trace_target`).
 """
 from __future__ import annotations
 

@@ -379,8 +379,10 @@ def big_trace(root: Path) -> Path:
 
 def test_a_killed_trim_leaves_a_partial_file_the_next_trim_removes(tmp_path: Path) -> None:
     """``kill -9`` during a trim leaves its ``.NAME.PID.RANDOM.partial``; the next trim to the same
-    ``-o`` removes it (its name, the trace magic, the PID gone) and says so; a partial whose PID runs
-    (PID 1) is named in one warning and left as it is, and so is a file of another target's pattern."""
+    ``-o`` removes it (its name, a trace that says it was trimmed, the PID gone) and says so. Named in
+    one warning and left as they are: a trim's partial whose PID runs (PID 1), a killed recording's
+    partial (its frames are recoverable) whose PID is gone; a file of another target's pattern is not
+    touched."""
     trace = big_trace(tmp_path)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
@@ -400,15 +402,20 @@ def test_a_killed_trim_leaves_a_partial_file_the_next_trim_removes(tmp_path: Pat
     assert [p.name for p in out_dir.iterdir()] == [partial[0].name] and partial[0].name.startswith(f".t.vkt.{proc.pid}.")
     running = out_dir / ".t.vkt.1.0123456789ab.partial"
     shutil.copy(partial[0], running)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    recording = out_dir / f".t.vkt.{int(gone.stdout)}.0123456789ab.partial"
+    shutil.copy(TRACES / "add.vkt", recording)
     other = out_dir / ".other.vkt.99999999.0123456789ab.partial"
     other.write_bytes(b"VKCAPTRC")
-    kept = {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in (running, other)}
+    kept = {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in (running, recording, other)}
     done = vkcap("trim", trace, "--frames", "2", "-o", out)
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert f"vkcap: a partial file from an interrupted command: {running}; delete it (unless process 1 still writes it)" \
         in lines
+    assert f"vkcap: a partial file from an interrupted command: {recording}; delete it (unless process " \
+        f"{int(gone.stdout)} still writes it)" in lines
     assert f"vkcap: removed {partial[0]}: the partial trace of an interrupted command (process {proc.pid}) writing " \
         f"{out}" in lines
-    assert sorted(p.name for p in out_dir.iterdir()) == sorted([running.name, other.name, "t.vkt"])
-    assert {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in (running, other)} == kept
+    assert sorted(p.name for p in out_dir.iterdir()) == sorted([running.name, recording.name, other.name, "t.vkt"])
+    assert {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in (running, recording, other)} == kept
