@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import ADD_FLOAT, REPO, ScenarioBuilder, vkcap
-from vkcore.output_folders import MARKER, SafeNames, confined, safe_stem
+from vkcore.output_folders import MARKER, SafeNames, confined, safe_stem, unique_stem
 
 TRACES = REPO / "traces"
 
@@ -243,6 +243,34 @@ def test_safe_names_are_confined_distinct_and_stable(raws: list[str], suffix: st
     assert len({n.casefold() for n in given_}) == len(set(raws))
 
 
+@settings(max_examples=250, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(hostile_text, min_size=2, max_size=8, unique=True))
+def test_unique_stems_need_no_state(raws: list[str]) -> None:
+    """The heatmaps' names (one file at a time, no shared state): distinct uids, distinct safe names."""
+    from replay.heatmap import heatmap_name
+
+    stems = [unique_stem(raw) for raw in raws]
+    assert len(set(stems)) == len(raws)
+    for raw, stem in zip(raws, stems):
+        assert stem == safe_stem(raw) or "~" in stem
+        assert confined(Path("/out"), heatmap_name(7, raw)).parent == Path("/out")
+
+
+def test_names_of_a_segment_extract_are_safe() -> None:
+    """What ``extract --segment`` names after the graph's file and the VGF's module names (the trace's
+    content: a VGF module may be called anything) goes through the extract's SafeNames."""
+    from replay.extract import embedded_file, shader_file, source_file
+
+    names = SafeNames()
+    given_ = [source_file(names, "g::../../m", "../../m.comp"), source_file(names, "g::/etc/m", "/etc/m.comp"),
+              source_file(names, "../x/m.comp"), embedded_file(names, "../../../g.segment1.vgf"),
+              embedded_file(names, "..\\g.segment1.vgf"), shader_file(names, "../../s"), shader_file(names, "/s")]
+    for name in given_:
+        assert confined(Path("/out"), name).is_relative_to("/out")
+        assert ".." not in Path(name).parts and not Path(name).name.startswith(".")
+    assert len(set(given_)) == len(given_)
+
+
 @pytest.mark.parametrize("relative", ["", "../x", "/etc/passwd", "a/../../x", "x\x00y", "."])
 def test_confined_refuses_what_would_leave_the_folder(relative: str, tmp_path: Path) -> None:
     with pytest.raises(ValueError):
@@ -419,3 +447,12 @@ def test_a_killed_trim_leaves_a_partial_file_the_next_trim_removes(tmp_path: Pat
         f"{out}" in lines
     assert sorted(p.name for p in out_dir.iterdir()) == sorted([running.name, recording.name, other.name, "t.vkt"])
     assert {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in (running, recording, other)} == kept
+    # record to that -o names them too, and removes nothing
+    b = ScenarioBuilder(tmp_path / "small")
+    b.shader("add", ADD_FLOAT).buffer("a", 64, np.ones(16, np.float32)).buffer("b", 64, np.ones(16, np.float32))
+    b.buffer("c", 64).dispatch("add", [(0, 0, "a"), (0, 1, "b"), (0, 2, "c")], [16, 1, 1])
+    recorded = vkcap("record", b.save(), "-o", out)
+    assert recorded.returncode == 0, recorded.stderr
+    assert f"vkcap: a partial file from an interrupted command: {recording}; delete it (unless process " \
+        f"{int(gone.stdout)} still writes it)" in recorded.stderr.splitlines()
+    assert sorted(p.name for p in out_dir.iterdir()) == sorted([running.name, recording.name, other.name, "t.vkt"])

@@ -165,19 +165,35 @@ _RESERVED = re.compile(r"(CON|PRN|AUX|NUL|COM[0-9]|LPT[0-9]|CONIN\$|CONOUT\$)(\.
 MAX_STEM = 96
 
 
+def _sanitised(raw: str) -> str:
+    """``raw`` with the characters, the leading and trailing dots and the reserved names of
+    :func:`safe_stem` replaced, at any length."""
+    name = _UNSAFE.sub("_", raw)
+    name = re.sub(r"^\.", "_", name).rstrip(".") or "_"
+    return f"_{name}" if _RESERVED.fullmatch(name) else name
+
+
 def safe_stem(raw: str) -> str:
     """``raw`` as a file name stem that names one file inside a folder: only ``A-Z a-z 0-9 . _ + -``
     (anything else, ``/``, ``\\``, NUL and control characters included, becomes ``_``), no leading dot
     (``..`` and hidden names cannot occur), no trailing dot, not a name Windows reserves, never empty, at
     most :data:`MAX_STEM` characters (a longer one keeps its start and a hash of the whole)."""
-    name = _UNSAFE.sub("_", raw)
-    name = re.sub(r"^\.", "_", name).rstrip(".") or "_"
-    if _RESERVED.fullmatch(name):
-        name = f"_{name}"
+    name = _sanitised(raw)
     if len(name) > MAX_STEM:
         digest = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:12]
         name = f"{name[:MAX_STEM - 13]}~{digest}"
     return name
+
+
+def unique_stem(raw: str) -> str:
+    """:func:`safe_stem`, with ``~`` and a hash of ``raw`` added when it had to change ``raw``: distinct
+    raws give distinct stems with no state kept (a name that needed no change holds no ``~``, one that
+    did always does), for writers that name files one at a time (heatmaps)."""
+    stem = safe_stem(raw)
+    if stem == raw:
+        return stem
+    digest = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{_sanitised(raw)[:MAX_STEM - 11]}~{digest}"
 
 
 class SafeNames:
