@@ -373,16 +373,19 @@ def test_temporary_folders_go_on_every_exit_path(tmp_path: Path) -> None:
         proc = vkcap(*args, env=env)
         assert proc.returncode == code, (args, proc.stderr)
         assert list(tmp.iterdir()) == [], args
-    # interrupted: Ctrl-C (SIGINT) while replaying the 100-frame trace with --html
-    proc = subprocess.Popen([sys.executable, "-m", "vkcap", "replay", str(TRACES / "heat.vkt"), "--html",
-                             str(work / "i.html")], env={**os.environ, **env}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not any(tmp.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=60)
-    assert list(tmp.iterdir()) == []
+    # interrupted: Ctrl-C (SIGINT to vkcap alone) once a temporary folder exists: replaying the 100-frame
+    # trace with --html; a suite run with --html and two workers, each replaying (their own folders too)
+    for args, folders in ((["replay", TRACES / "heat.vkt", "--html", work / "i.html"], 1),
+                          (["suite", "run", work / "suite.toml", "--html", work / "j.html", "-j", "2"], 3)):
+        proc = subprocess.Popen([sys.executable, "-m", "vkcap", *map(str, args)], env={**os.environ, **env},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while len(list(tmp.iterdir())) < folders and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGINT)
+        err = proc.communicate(timeout=60)[1]
+        assert proc.returncode == 0 or (proc.returncode, err.strip().splitlines()[-1]) == (130, "vkcap: interrupted"), err
+        assert list(tmp.iterdir()) == [], args
 
 
 # -- 6. the partial file of a killed trim ------------------------------------------------------------------
