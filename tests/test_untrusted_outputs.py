@@ -132,6 +132,9 @@ def test_an_empty_folder_or_an_earlier_extract_may_be_used(tmp_path: Path, capsy
     assert [p.name for p in tmp_path.iterdir()] == ["here"]  # no staging folder left beside it
     refused(args, ".: -o: is a folder that is not empty: refusing to write into it (it holds an earlier extract: "
             "--force replaces it)", tmp_path, cwd=here, capsys=capsys)
+    refused(["bisect", TRACES / "add.vkt", "--extract", "."], ".: --extract: is a folder that is not empty: refusing "
+            "to write into it (it holds an earlier extract: --force replaces it)", tmp_path, cwd=here, capsys=capsys)
+    assert in_process(["bisect", TRACES / "add.vkt", "--extract", ".", "--force"], capsys, here)[0] == 0  # no divergence
     (here / "inputs" / "mine.txt").write_text("mine")
     refused([*args, "--force"], ".: -o: holds 'inputs/mine.txt', which vkcap did not write: refusing to replace it",
             tmp_path, cwd=here, capsys=capsys)

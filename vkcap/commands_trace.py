@@ -99,6 +99,8 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
                           "dispatch by dispatch on both drivers to name the dispatch")
     bis.add_argument("--extract", type=Path, metavar="DIR",
                      help="write the first divergent dispatch as a standalone scenario into DIR (see vkcap extract)")
+    bis.add_argument("--force", action="store_true",
+                     help="with --extract: replace an earlier extract at DIR (only what vkcap wrote there)")
     add_common(bis)
     bis.set_defaults(handler=cmd_bisect)
 
@@ -280,7 +282,7 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     if args.extract is not None:  # a folder that must not be written is refused before the search
         from vkcore.output_folders import check_folder_target
 
-        check_folder_target(args.extract, place="--extract", inputs=[args.trace])
+        check_folder_target(args.extract, place="--extract", force=args.force, inputs=[args.trace])
     use_driver(args.icd)
     if server is None:  # the probes run here: let the driver start while the modules load
         from .cli import TRACE_CODECS, start_vulkan_early
@@ -382,7 +384,8 @@ def _extract_divergence(args: argparse.Namespace, result: "BisectResult", record
     line = comparison_line(compared) if compared is not None else "diverged"
     divergence = Divergence(line, recorded, {}, replaced, segment)
     log_extracted(extract(args.trace, result.frame.seq, result.command, args.extract, extract_options(args),
-                          divergence, argv=getattr(args, "argv", []), segment=segment_index, place="--extract"))
+                          divergence, argv=getattr(args, "argv", []), segment=segment_index, place="--extract",
+                          force=args.force))
 
 
 def search_size(result: "BisectResult") -> str:
