@@ -28,9 +28,10 @@ Guarantees of :func:`extract`:
   and checked to stay inside the folder; the scenario's ``src`` and ``dst`` use those names.
 - **Nothing half-written.** The folder is built beside its target and put in place once complete
   (:func:`vkcore.output_folders.publish_folder`); the staging folder is removed on every exit path.
-- **Refusals** (one line, exit 2, nothing written): a folder ``out`` that must not be written (above), a frame the trace does not hold, a command index
-  outside the scenario, a command of another frame (the frame's own are listed), a command that is not a
-  dispatch, a trace without the checkpoint the replay needs (named), an image whose format has no DDS form.
+- **Refusals** (one line, exit 2, nothing written): a folder ``out`` that must not be written (above), a
+  frame the trace does not hold, a command index outside the scenario, a command of another frame (the
+  frame's own are listed), a command that is not a dispatch, a trace without the checkpoint the replay
+  needs (named), an image whose format has no DDS form.
 
 Images are extracted at mip level 0 (the level a ``src`` file holds); graph dispatches are extracted whole,
 or, given ``segment``, one segment alone (see :mod:`replay.extract_segment`).
@@ -42,7 +43,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capture.trace import DispatchSnapshot, FrameRecord, Trace
 from vkcore.errors import TraceError, UsageError
@@ -50,6 +51,9 @@ from vkcore.errors import TraceError, UsageError
 from .options import ReplayOptions
 from .replayer import Comparer, RESTORED_KINDS, ReplaySession, rebuild_scenario
 from .results import IDENTICAL, Comparison
+
+if TYPE_CHECKING:
+    from vkcore.output_folders import SafeNames
 
 PLACEHOLDER = "0" * 32
 SCENARIO = "scenario.json"
@@ -236,11 +240,7 @@ class Target:
     place: str
     force: bool
     trace: Path
-    names: Any  # vkcore.output_folders.SafeNames
-
-    def data_name(self, uid: str, meta: dict[str, Any]) -> str:
-        """The file name of resource ``uid``'s content: in ``inputs/``, ``expected/`` and as its ``dst``."""
-        return self.names.name("data", uid, _suffix(meta))
+    names: "SafeNames"
 
 
 def _state_before(trace: Trace, options: ReplayOptions, record: FrameRecord, before: int | None, data: list[str],
@@ -330,7 +330,7 @@ def _recorded_outputs(trace: Trace, record: FrameRecord, index: int, writes: lis
 
 
 def _files(trace: Trace, document: dict[str, Any], resources: dict[str, dict[str, Any]],
-           uids: list[str], names: Any) -> dict[str, bytes]:
+           uids: list[str], names: "SafeNames") -> dict[str, bytes]:
     """Folder-relative name -> bytes of every file the extracted scenario reads, besides the inputs:
     shaders as the SPIR-V that ran (``shaders/UID.spv``, their source beside it), and the embedded files
     of graphs and raw data."""
@@ -347,17 +347,22 @@ def _files(trace: Trace, document: dict[str, Any], resources: dict[str, dict[str
     return files
 
 
-def shader_file(names: Any, uid: str) -> str:
+def data_file(names: "SafeNames", uid: str, meta: dict[str, Any]) -> str:
+    """The file name of resource ``uid``'s content: in ``inputs/``, ``expected/`` and as its ``dst``."""
+    return names.name("data", uid, _suffix(meta))
+
+
+def shader_file(names: "SafeNames", uid: str) -> str:
     """``shaders/NAME.spv``: where shader ``uid``'s SPIR-V goes."""
     return f"shaders/{names.name('shaders', uid, '.spv')}"
 
 
-def source_file(names: Any, src: str, name: str | None = None) -> str:
+def source_file(names: "SafeNames", src: str, name: str | None = None) -> str:
     """``shaders/source/NAME``: where the source ``src`` goes, named after its last part (or ``name``)."""
     return f"shaders/source/{names.name('sources', src, like=Path(src).name if name is None else name)}"
 
 
-def embedded_file(names: Any, src: str) -> str:
+def embedded_file(names: "SafeNames", src: str) -> str:
     """``files/NAME``: where the embedded file ``src`` (a graph, raw data) goes, named after its last part."""
     return f"files/{names.name('files', src, like=Path(src).name)}"
 
@@ -369,7 +374,7 @@ def _suffix(meta: dict[str, Any]) -> str:
 
 
 def _scenario(command: dict[str, Any], resources: dict[str, dict[str, Any]], uids: list[str], data: list[str],
-              writes: list[str], meta: dict[str, dict[str, Any]], names: Any) -> dict[str, Any]:
+              writes: list[str], meta: dict[str, dict[str, Any]], names: "SafeNames") -> dict[str, Any]:
     """The extracted scenario: the resources ``uids`` (files renamed into the folder), the one command."""
     groups: dict[Any, int] = {}
     for uid in uids:
@@ -387,7 +392,7 @@ def _scenario(command: dict[str, Any], resources: dict[str, dict[str, Any]], uid
             if groups[key] < 2:  # aliasing nothing here: the resource stands alone
                 del body["memory_group"]
         if uid in data:
-            name = names.name("data", uid, _suffix(meta[uid]))
+            name = data_file(names, uid, meta[uid])
             body["src"] = f"inputs/{name}"
             body.pop("dst", None)
             if uid in writes:
@@ -424,12 +429,13 @@ def _write_folder(target: Target, scenario: dict[str, Any], files: dict[str, byt
             put(name, content)
         (staging / "inputs").mkdir(exist_ok=True)
         for uid, content in inputs.items():
-            write_resource_file(confined(staging, f"inputs/{target.data_name(uid, meta[uid])}"), meta[uid], content)
+            name = data_file(target.names, uid, meta[uid])
+            write_resource_file(confined(staging, f"inputs/{name}"), meta[uid], content)
         for uid, (_, recorded) in expected.items():
             if recorded is not None:
                 (staging / "expected").mkdir(exist_ok=True)
-                write_resource_file(confined(staging, f"expected/{target.data_name(uid, meta[uid])}"), meta[uid],
-                                    recorded)
+                name = data_file(target.names, uid, meta[uid])
+                write_resource_file(confined(staging, f"expected/{name}"), meta[uid], recorded)
         (staging / SCENARIO).write_text(json.dumps(scenario, indent=1) + "\n")
         live = _live_fingerprint(options)
         if divergence is not None and not divergence.live:

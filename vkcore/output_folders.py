@@ -20,7 +20,7 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from .errors import UsageError
 
@@ -33,14 +33,23 @@ class FolderTargetError(UsageError):
     """A folder that vkcap must not write into or replace: one line naming it and the flag, exit 2."""
 
 
-def _entries(folder: Path) -> list[str]:
-    """Every entry under ``folder`` (files, folders, links and anything else), as sorted relative POSIX
-    paths; links are listed, not followed."""
-    found: list[str] = []
+def _walk(folder: Path) -> Iterator[str]:
+    """Every entry under ``folder`` (files, folders, links and anything else) as a relative POSIX path,
+    folder by folder, as found; links are listed, not followed."""
     for root, dirs, files in os.walk(folder, followlinks=False):
         rel = Path(root).relative_to(folder)
-        found += [(rel / name).as_posix() for name in (*dirs, *files)]
-    return sorted(found)
+        for name in sorted((*dirs, *files)):
+            yield (rel / name).as_posix()
+
+
+def _entries(folder: Path) -> list[str]:
+    """Every entry under ``folder``, sorted (see :func:`_walk`)."""
+    return sorted(_walk(folder))
+
+
+def _is_empty(folder: Path) -> bool:
+    with os.scandir(folder) as entries:
+        return next(entries, None) is None
 
 
 def _marker_entries(folder: Path) -> set[str] | None:
@@ -92,8 +101,11 @@ def check_folder_target(folder: str | Path, *, place: str, force: bool = False, 
         raise FolderTargetError(f"cannot be examined: {exc.strerror or exc}", file=text, place=place) from None
     if not stat.S_ISDIR(st.st_mode):
         raise FolderTargetError("exists and is not a folder: refusing to replace it", file=text, place=place)
-    present = _entries(absolute)
-    if present:
+    try:
+        empty = _is_empty(absolute)
+    except OSError as exc:
+        raise FolderTargetError(f"cannot be listed: {exc.strerror or exc}", file=text, place=place) from None
+    if not empty:
         listed = _marker_entries(absolute)
         if not force:
             hint = (f"it holds an earlier {what}: --force replaces it" if listed is not None
@@ -103,19 +115,23 @@ def check_folder_target(folder: str | Path, *, place: str, force: bool = False, 
         if listed is None:
             raise FolderTargetError(f"is not empty and holds no {MARKER} (vkcap did not write it): refusing to "
                                     "replace it", file=text, place=place)
-        foreign = [e for e in present if e != MARKER and (e not in listed or _is_link(absolute / e))]
-        if foreign:
-            raise FolderTargetError(f"holds {foreign[0]!r}, which vkcap did not write: refusing to replace it",
+        # the first entry vkcap did not write (a link, a FIFO, ... it never writes), found without listing more
+        foreign = next((e for e in _walk(absolute)
+                        if e != MARKER and (e not in listed or not _plain(absolute / e))), None)
+        if foreign is not None:
+            raise FolderTargetError(f"holds {foreign!r}, which vkcap did not write: refusing to replace it",
                                     file=text, place=place)
     check_output_folder(absolute, place=place)
     return absolute
 
 
-def _is_link(path: Path) -> bool:
+def _plain(path: Path) -> bool:
+    """Whether ``path`` is a regular file or a folder (not a link, device, FIFO or socket)."""
     try:
-        return not (stat.S_ISREG(os.lstat(path).st_mode) or stat.S_ISDIR(os.lstat(path).st_mode))
+        mode = os.lstat(path).st_mode
     except OSError:
-        return True
+        return False
+    return stat.S_ISREG(mode) or stat.S_ISDIR(mode)
 
 
 def staging_folder(target: Path) -> Path:
