@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 
 from vkcore.errors import UsageError
+from vkcore.output_folders import process_runs
 
 from .records import MAGIC
 
@@ -86,26 +87,13 @@ def partials_of(target: str | Path) -> list[tuple[Path, int]]:
     return found
 
 
-def _process_gone(pid: int) -> bool:
-    """Whether no process ``pid`` runs (this process counts as gone: it has not started its writer)."""
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, OverflowError, OSError):
-        return False
-    return False
-
-
 def clear_partials(target: str | Path) -> list[Path]:
     """Remove the partial files of ``target`` that are provably abandoned trims (see the module
     docstring) and warn, one line each, of the others; returns those left (named in the warnings)."""
     left = []
     for path, pid in partials_of(target):
         ours = os.path.isfile(path) and not os.path.islink(path) and is_abandoned_trim(path)
-        if ours and _process_gone(pid):
+        if ours and not process_runs(pid):
             try:
                 os.unlink(path)
                 log.info("removed %s: the partial trace of an interrupted command (process %d) writing %s",

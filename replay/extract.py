@@ -27,7 +27,8 @@ Guarantees of :func:`extract`:
   embedded files, VGF modules) is made safe and unique by one :class:`vkcore.output_folders.SafeNames`
   and checked to stay inside the folder; the scenario's ``src`` and ``dst`` use those names.
 - **Nothing half-written.** The folder is built beside its target and put in place once complete
-  (:func:`vkcore.output_folders.publish_folder`); the staging folder is removed on every exit path.
+  (:func:`vkcore.output_folders.publish_folder`); the staging folder is removed on every exit path but
+  ``kill -9``, after which the next extract to that folder names it in a warning.
 - **Refusals** (one line, exit 2, nothing written): a folder ``out`` that must not be written (above), a
   frame the trace does not hold, a command index outside the scenario, a command of another frame (the
   frame's own are listed), a command that is not a dispatch, a trace without the checkpoint the replay
@@ -206,9 +207,10 @@ def extract(trace_path: Path, seq: int, index: int, out: Path, options: ReplayOp
     trace's own shaders computed). ``segment``: only that segment of a graph dispatch (see
     :mod:`replay.extract_segment`). ``force``: replace an earlier extract at ``out``; ``place``: the
     flag that named ``out``, for refusals."""
-    from vkcore.output_folders import SafeNames, check_folder_target
+    from vkcore.output_folders import SafeNames, check_folder_target, name_abandoned_staging
 
     check_folder_target(out, place=place, force=force, inputs=[trace_path])
+    name_abandoned_staging(out)
     target = Target(Path(out), place, force, Path(trace_path), SafeNames())
     with Trace.open(trace_path) as trace:
         with tempfile.TemporaryDirectory(prefix="vkcap-extract-") as tmp:

@@ -150,6 +150,21 @@ def test_an_empty_folder_or_an_earlier_extract_may_be_used(tmp_path: Path, capsy
     assert sorted(p.name for p in tmp_path.iterdir()) == ["here"]
 
 
+def test_the_staging_folder_of_a_killed_extract_is_named(tmp_path: Path) -> None:
+    """``kill -9`` during an extract leaves its staging folder ``.NAME.vkcap-PID-XXXX`` beside the target;
+    the next extract there names it in one warning (the process is gone) and removes nothing; a staging
+    folder whose process runs (PID 1) is not named."""
+    gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    left = tmp_path / f".x.vkcap-{gone}-a1b2c3"
+    (left / "content" / "inputs").mkdir(parents=True)
+    (tmp_path / ".x.vkcap-1-a1b2c3").mkdir()
+    proc = vkcap("extract", TRACES / "add.vkt", "--frame", "0", "--command", "0", "-o", tmp_path / "x")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines()[0] == f"vkcap: a partial folder from an interrupted command: {left}; delete it"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([left.name, ".x.vkcap-1-a1b2c3", "x"])
+
+
 # -- 2. names derived from a trace ------------------------------------------------------------------------
 
 HOSTILE = ["../../somewhere/NAME", "..\\..\\somewhere\\NAME", "/etc/passwd", ".bashrc", "..", "CON", "nul.txt",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from .errors import UsageError
+
+log = logging.getLogger("vkcap")
 
 #: The marker vkcap writes into every folder it fills: ``{"tool", "version", "what", "entries"}``.
 MARKER = ".vkcap-extract"
@@ -136,11 +139,45 @@ def _plain(path: Path) -> bool:
 
 def staging_folder(target: Path) -> Path:
     """A new, empty folder to build ``target``'s content in: ``content`` in a private staging folder
-    beside ``target`` (``.NAME.vkcap-XXXX``). The caller removes the staging folder (the returned
-    folder's parent) on every exit path; :func:`publish_folder` does."""
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.vkcap-", dir=target.parent))
+    beside ``target`` (``.NAME.vkcap-PID-XXXX``). The caller removes the staging folder (the returned
+    folder's parent) on every exit path; :func:`publish_folder` does. Only ``kill -9`` (or a power loss)
+    leaves one: :func:`name_abandoned_staging` names it to the next command writing ``target``."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.vkcap-{os.getpid()}-", dir=target.parent))
     (staging / "content").mkdir()
     return staging / "content"
+
+
+def name_abandoned_staging(target: str | Path) -> list[Path]:
+    """Warn, one line each, of the staging folders a killed command writing ``target`` left beside it
+    (the pattern of :func:`staging_folder`, the process gone), and return them. They are never removed:
+    one may hold, under ``old``, the earlier extract that was being replaced."""
+    absolute = Path(os.path.abspath(os.fspath(target) or "."))
+    pattern = re.compile(rf"\.{re.escape(absolute.name)}\.vkcap-([0-9]{{1,10}})-[A-Za-z0-9_]+")
+    found = []
+    try:
+        names = sorted(os.listdir(absolute.parent))
+    except OSError:
+        return []
+    for name in names:
+        match = pattern.fullmatch(name)
+        if match and not process_runs(int(match.group(1))) and os.path.isdir(absolute.parent / name):
+            found.append(absolute.parent / name)
+            log.warning("a partial folder from an interrupted command: %s; delete it", absolute.parent / name)
+    return found
+
+
+def process_runs(pid: int) -> bool:
+    """Whether another process ``pid`` runs (perhaps a writer at work): this process does not count, it
+    is only about to write; a process of another user does."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        return True
+    return True
 
 
 def publish_folder(built: Path, target: Path, *, what: str, version: str, place: str, force: bool,
