@@ -274,6 +274,32 @@ def test_unique_stems_need_no_state(raws: list[str]) -> None:
         assert confined(Path("/out"), heatmap_name(7, raw)).parent == Path("/out")
 
 
+@settings(max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(hostile_text, min_size=3, max_size=10, unique=True), hostile_text, hostile_text)
+def test_an_extracted_scenario_names_only_files_inside_its_folder(uids: list[str], shader_src: str, raw_src: str) -> None:
+    """The extracted scenario of resources with generated uids and ``src`` paths (a shader, raw data,
+    buffers the command reads and writes): every ``src`` lies inside the folder, every ``dst`` is a
+    plain name, distinct from the others, and names the same file as the resource's input."""
+    from replay.extract import _scenario
+
+    shader, raw, *buffers = uids
+    resources = {shader: {"shader": {"uid": shader, "src": shader_src, "type": "GLSL", "build_options": "-x"}},
+                 raw: {"raw_data": {"uid": raw, "src": raw_src}},
+                 **{u: {"buffer": {"uid": u, "size": 4, "src": f"../{u}", "dst": "/etc/passwd"}} for u in buffers}}
+    meta = {u: {"kind": "buffer"} for u in buffers}
+    document = _scenario({"dispatch_compute": {"shader_ref": shader}}, resources, uids, buffers, buffers[::2], meta,
+                         SafeNames())
+    dsts = []
+    for resource in document["resources"]:
+        (kind, body), = resource.items()
+        assert confined(Path("/out"), body["src"]).is_relative_to("/out")
+        if "dst" in body:
+            assert body["src"] == f"inputs/{body['dst']}" and confined(Path("/out"), body["dst"]).parent == Path("/out")
+            dsts.append(body["dst"].casefold())
+        assert "build_options" not in body
+    assert len(dsts) == len(set(dsts)) == len(buffers[::2])
+
+
 def test_names_of_a_segment_extract_are_safe() -> None:
     """What ``extract --segment`` names after the graph's file and the VGF's module names (the trace's
     content: a VGF module may be called anything) goes through the extract's SafeNames."""
