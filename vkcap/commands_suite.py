@@ -93,6 +93,11 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
             raise UsageError("-j: --ray replays with one actor per Vulkan device of each node (no worker processes)")
         import_ray()  # says how to install it, before any work
     traces = load_suite(args.paths)
+    from vkcore.outputs import check_outputs_apart
+
+    check_outputs_apart([("--json", args.json), ("--junit", args.junit), ("--html", args.html), ("--results", args.results)],
+                        [*((p, "the suite's manifest") for p in args.paths if p.is_file()),
+                         *((t.path, "one of the suite's traces") for t in traces)])
     which = _shard(args.shard)
     if which is not None:
         traces = shard(traces, *which)

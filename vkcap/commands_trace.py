@@ -4,8 +4,9 @@ compare: replay, diff and bisect. ``record`` is in :mod:`vkcap.commands_record`,
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from vkcore.errors import UsageError
 from vkcore.safe_text import rich_text, shown
@@ -99,6 +100,8 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
                           "dispatch by dispatch on both drivers to name the dispatch")
     bis.add_argument("--extract", type=Path, metavar="DIR",
                      help="write the first divergent dispatch as a standalone scenario into DIR (see vkcap extract)")
+    bis.add_argument("--force", action="store_true",
+                     help="with --extract: replace an earlier extract at DIR (only what vkcap wrote there)")
     add_common(bis)
     bis.set_defaults(handler=cmd_bisect)
 
@@ -143,18 +146,33 @@ def report_outputs(args: argparse.Namespace, kind: str, document: dict[str, Any]
                    crashed=None if crash is None else crash[0], bisect=bisect)
 
 
-def prepare_html(args: argparse.Namespace) -> None:
+@contextlib.contextmanager
+def html_scratch(args: argparse.Namespace) -> Iterator[None]:
     """``--html``: the replay draws both sides and the error of each diverged 2-d+ resource (into
-    ``--heatmap`` or a temporary folder) for the page to show."""
+    ``--heatmap`` or a temporary folder) for the page to show. A temporary folder is removed when the
+    block ends, on every exit path (an error, Ctrl-C)."""
+    scratch = None
     if getattr(args, "html", None):
         args.value_maps = True
         if args.heatmap is None:
             import tempfile
 
-            args.heatmap = Path(tempfile.mkdtemp(prefix="vkcap-html-"))
+            scratch = args.heatmap = Path(tempfile.mkdtemp(prefix="vkcap-html-"))
+    try:
+        yield
+    finally:
+        if scratch is not None:
+            import shutil
+
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    with html_scratch(args):
+        return _replay(args)
+
+
+def _replay(args: argparse.Namespace) -> int:
     import logging
 
     from .cli import TRACE_CODECS, start_vulkan_early
@@ -163,7 +181,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     check_compare_flags(args, [args.trace])  # before Vulkan starts, and before an isolated child does
     from replay.isolate import in_isolated_child
 
-    prepare_html(args)
     if args.isolate and not args.serve_probes and not in_isolated_child():  # a child never isolates again
         return replay_isolated(args, log)
     start_vulkan_early(args.icd, args.device, also=TRACE_CODECS)  # the replay runs in this process (perhaps the probes' child)
@@ -263,6 +280,10 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     from vkcore.device.driver import use_driver
 
     check_compare_flags(args, [args.trace])  # --reference-icd's manifest too
+    if args.extract is not None:  # a folder that must not be written is refused before the search
+        from vkcore.output_folders import check_folder_target
+
+        check_folder_target(args.extract, place="--extract", force=args.force, inputs=[args.trace])
     use_driver(args.icd)
     if server is None:  # the probes run here: let the driver start while the modules load
         from .cli import TRACE_CODECS, start_vulkan_early
@@ -364,7 +385,8 @@ def _extract_divergence(args: argparse.Namespace, result: "BisectResult", record
     line = comparison_line(compared) if compared is not None else "diverged"
     divergence = Divergence(line, recorded, {}, replaced, segment)
     log_extracted(extract(args.trace, result.frame.seq, result.command, args.extract, extract_options(args),
-                          divergence, argv=getattr(args, "argv", []), segment=segment_index))
+                          divergence, argv=getattr(args, "argv", []), segment=segment_index, place="--extract",
+                          force=args.force))
 
 
 def search_size(result: "BisectResult") -> str:
