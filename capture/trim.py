@@ -31,7 +31,10 @@ changes):
   once complete): a failed or interrupted trim leaves whatever was at OUT untouched and no partial file.
 - **Refusals.** Bad input is a one-line :class:`vkcore.errors.VkcapError` naming the file, exit 2, before
   anything is written: a malformed range, B < A, a frame outside the trace, OUT naming the source, a
-  damaged source lacking a record OUT needs (which frame or checkpoint), a damaged blob.
+  damaged source lacking a record OUT needs (which frame or checkpoint), a damaged blob, an OUT that exists
+  and is not a vkcap trace. The partial file of an earlier trim to OUT that was killed is removed when
+  provably a trim's and abandoned; any other partial file of OUT (a killed recording's, whose frames are
+  recoverable) is named in a warning (:mod:`capture.trace_target`).
 """
 from __future__ import annotations
 
@@ -146,14 +149,23 @@ def parse_frames(text: str, trace: Path) -> FrameSpan:
 
 
 def check_out(source: Path, out: Path) -> None:
-    """Refuse an OUT that is the source itself, or that cannot be written (see
-    :func:`vkcore.outputs.check_output_target`), before any work."""
+    """Refuse, before any work, an OUT that is the source itself, that cannot be written (see
+    :func:`vkcore.outputs.check_output_target`), or that exists and is not a vkcap trace (see
+    :func:`capture.trace_target.check_replaceable`); then deal with the partial files an interrupted
+    trim or record to OUT left (:func:`capture.trace_target.clear_partials`)."""
+    import os
+
     from vkcore.outputs import check_output_target, same_file
+
+    from .trace_target import check_replaceable, clear_partials
 
     if same_file(source, out):
         raise UsageError(f"is the trace being trimmed ({source}): write the trimmed trace to another file",
                          file=out, place="-o")
     check_output_target(out, place="-o")
+    if os.path.exists(out):
+        check_replaceable(out, place="-o")
+    clear_partials(out)
 
 
 def resolve_span(trace: Trace, span: FrameSpan) -> tuple[int, int]:

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,12 @@ from capture.trace import DispatchSnapshot, FrameRecord, Trace
 from vkcore.errors import DeviceError
 from vkcore.commands import kind_of
 
-from .compare import compare
 from .options import ReplayOptions
+from .reading import reading
 from .replayer import Comparer, rebuild_scenario, replay_trace
-from .results import IDENTICAL, Comparison
+from .results import IDENTICAL, Comparison, Tolerance
+from .tolerances import TolerancePolicy
+from .typed import compare_as
 
 Captures = dict[tuple[int, str], bytes | memoryview]  # (command index, uid) -> bytes after that dispatch
 PLACEHOLDER = "0" * 32
@@ -87,12 +90,15 @@ def capture_on_driver(trace_path: Path, seq: int, icd: Path, device: str | None)
             return {(int(m["command"]), str(m["uid"])): reader.read_blob(m["blob"]) for _, m in reader.metas("probe")}
 
 
-def first_divergent_dispatch(live: Captures, reference: Captures, dtypes: dict[str, str]) -> tuple[int, Comparison] | None:
-    """The first (command, comparison) where the two drivers' dispatch outputs differ."""
+def first_divergent_dispatch(live: Captures, reference: Captures, trace: Trace,
+                             policy: TolerancePolicy) -> tuple[int, Comparison] | None:
+    """The first (command, comparison) where the two drivers' dispatch outputs differ, each output read as
+    the replay reads it (:func:`replay.reading.reading`: ``--dtype``, else the shader's view)."""
+    exact = replace(policy, per_resource={}, default=Tolerance(), preset="", default_keys={})
     for command, uid in sorted(reference):
         if (command, uid) not in live:
             continue
-        c = compare(uid, reference[(command, uid)], live[(command, uid)], dtype=dtypes.get(uid, "bytes"))
+        c = compare_as(uid, reference[(command, uid)], live[(command, uid)], reading(trace, uid, policy), exact)
         if c.status != IDENTICAL:
             return command, c
     return None

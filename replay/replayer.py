@@ -14,9 +14,9 @@ import shutil
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from capture import kinds, records
 from capture.embed import safe_join
@@ -33,7 +33,11 @@ from vkcore.resources.staging import CaptureLayout, build_layout
 
 from .isolate import ProgressFile
 from .options import ReplayOptions
+from .reading import dtype_name, effective_policy, identical_in, reading
 from .results import DIVERGED, Comparison, FrameResult, identical
+
+if TYPE_CHECKING:
+    from capture.views import View
 
 NOTHING = CaptureLayout(())
 
@@ -219,6 +223,7 @@ class Comparer:
         # its staging slot until done; in frame order when stopping at the first divergence.
         self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="vkcap-compare")
         self.dtypes = dict(options.dtypes)
+        self._policy_with_dtypes = effective_policy(options)
         self._layouts: dict[int, CaptureLayout] = {}
         self._align = {uid: int(m.get("texel_bytes", 1)) for uid, m in trace.resources.items() if m.get("kind") == "image"}
 
@@ -279,6 +284,10 @@ class Comparer:
     def dtype_for(self, uid: str) -> str:
         return resource_dtype(self.trace, uid, self.options)
 
+    def reading(self, uid: str) -> "str | View":
+        """How snapshots of ``uid`` are compared: a dtype, or the shader's view (:func:`replay.typed.reading`)."""
+        return reading(self.trace, uid, self._policy_with_dtypes)
+
     def shape_of(self, uid: str) -> tuple[int, ...] | None:
         from .tolerances import resource_shape
 
@@ -288,18 +297,18 @@ class Comparer:
                     seq: int = 0) -> Comparison:
         """Compare ``live`` with the recorded blob; ``what`` labels it in messages, ``command`` is set for
         a snapshot taken right after that command (dispatch level); ``seq`` is the frame's."""
-        dtype = self.dtype_for(uid)
+        how = self.reading(uid)
         if records.content_key(live).hex() == recorded_key:
             # The key is the recorded bytes' xxh3-128: equal keys, equal bytes (what deduplication
             # relies on too). Hashing is cheaper than reading and decoding the recorded blob.
-            return identical(uid, len(live), dtype)
-        from .compare import compare  # numpy: loaded by the first snapshot that differs, not at start-up
+            return identical_in(uid, len(live), how)
+        from .typed import compare_as  # numpy: loaded by the first snapshot that differs, not at start-up
 
         recorded = self.trace.blob(recorded_key, what=what)
         shape = self.shape_of(uid)
         policy = self.options.tolerances
-        result = compare(uid, recorded, live, dtype=dtype, tolerance=policy.for_resource(uid, dtype), shape=shape,
-                         top=policy.top)
+        result = compare_as(uid, recorded, live, how, policy, shape=shape, top=policy.top)
+        dtype = dtype_name(how)
         if result.diverged and self.options.heatmap_dir is not None and shape and len(shape) >= 2 and not result.size_mismatch:
             from .heatmap import error_map, heatmap_name, write_heatmap
 
@@ -336,19 +345,13 @@ class Comparer:
 
 
 def resource_dtype(trace: Trace, uid: str, options: ReplayOptions) -> str:
-    """How to read a snapshot: ``--dtype`` / the tolerance file, else the resource's format, else bytes."""
-    explicit = dict(options.dtypes)
-    if uid in explicit:
-        return explicit[uid]
-    fmt = trace.resources.get(uid, {}).get("format")
-    if isinstance(fmt, str):
-        from vkcore.resources.formats import format_info
-
-        try:
-            return format_info(fmt).compare_dtype
-        except KeyError:
-            pass
-    return options.tolerances.dtype_of(uid)
+    """The element type snapshots of ``uid`` are read as: ``--dtype`` / the tolerance file, else the
+    resource's format, else the shader's view (its scalar type; a struct view's comparisons are typed field
+    by field, :func:`replay.typed.compare_in_view`, and read as bytes where one flat type is needed), else
+    the default."""
+    how = reading(trace, uid, effective_policy(options))
+    name = dtype_name(how)
+    return "bytes" if name == "struct" else name
 
 
 def target_frames(trace: Trace, first: int | None, last: int | None) -> dict[int, FrameRecord]:

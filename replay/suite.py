@@ -32,6 +32,8 @@ import fnmatch
 import json
 import os
 import queue
+import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -353,6 +355,7 @@ class Worker:
         self.driver = ""  # and its driver version
         self.host = ""  # this machine
         self.progress = Path(tempfile.mkdtemp(prefix="vkcap-suite-")) / "progress"  # frames as the worker runs them
+        self.stopped = False  # closed with kill=True: start no new process
 
     def _start(self) -> subprocess.Popen[str]:
         if self.process is None or self.process.poll() is not None:
@@ -361,6 +364,8 @@ class Worker:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1, env=self.env)
             assert self.process.stdout is not None
+            if self.stopped:  # closed while it started
+                self.process.send_signal(signal.SIGINT)
             hello = self.process.stdout.readline()
             said = json.loads(hello) if hello else {}
             self.device, self.driver = said.get("device", ""), said.get("driver", "")
@@ -374,6 +379,8 @@ class Worker:
     def replay(self, trace: Path, flags: tuple[str, ...] = (), pages: Path | None = None) -> dict[str, Any]:
         """The worker's report of one replay (with the trace's own ``flags``); ``{"outcome": "crash", ...}``
         when it died doing it. With ``pages``, the replay also writes its HTML page there (``"page"``)."""
+        if self.stopped:
+            return {"outcome": "crash", "device": self.device, "first_divergence": None, "detail": "interrupted"}
         process = self._start()
         assert process.stdin is not None and process.stdout is not None
         self.progress.unlink(missing_ok=True)
@@ -397,11 +404,27 @@ class Worker:
         return {"outcome": "crash", "device": self.device, "first_divergence": frame,
                 "detail": f"the replay died {where}: {describe_exit(code)}"}
 
-    def close(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            assert self.process.stdin is not None
-            self.process.stdin.close()
-            self.process.wait(timeout=60)
+    def close(self, interrupt: bool = False) -> None:
+        """Stop the worker process and remove this worker's temporary folder (whatever happens).
+        ``interrupt``: stop it now, as Ctrl-C does (SIGINT: it removes its own temporary folders; killed
+        if it has not ended 10 s later), and start no other. Idempotent."""
+        self.stopped = self.stopped or interrupt
+        try:
+            process = self.process
+            if process is not None and process.poll() is None:
+                if interrupt:
+                    process.send_signal(signal.SIGINT)
+                assert process.stdin is not None
+                process.stdin.close()
+                try:
+                    process.wait(timeout=10 if interrupt else 60)
+                except subprocess.TimeoutExpired:
+                    if not interrupt:
+                        raise
+                    process.kill()
+                    process.wait()
+        finally:
+            shutil.rmtree(self.progress.parent, ignore_errors=True)
 
 
 def run_suite(traces: list[SuiteTrace], *, jobs: int = 1, retries: int = 0, flags: list[str] | None = None,
@@ -417,17 +440,23 @@ def run_suite(traces: list[SuiteTrace], *, jobs: int = 1, retries: int = 0, flag
             q.put(i)
     results: dict[tuple[int, int], TraceResult] = {}
     lock = threading.Lock()
+    workers: list[Worker] = []
+    stopping = threading.Event()  # Ctrl-C in the main thread: take no new trace, report nothing more
 
     def work(d: int) -> None:
         selector = selectors[d]
         worker = Worker(list(flags or []) + (["--device", selector] if selector is not None else []), env)
+        with lock:
+            workers.append(worker)
         try:
-            while True:
+            while not stopping.is_set():
                 try:
                     i = todo[d].get_nowait()
                 except queue.Empty:
                     return
                 result = _replay_one(worker, traces[i], retries, pages)
+                if stopping.is_set():
+                    return
                 with lock:
                     results[(i, d)] = result
                     if on_result is not None:
@@ -437,10 +466,17 @@ def run_suite(traces: list[SuiteTrace], *, jobs: int = 1, retries: int = 0, flag
 
     threads = [threading.Thread(target=work, args=(d,), name=f"vkcap-suite-{d}-{k}")
                for d in range(len(selectors)) for k in range(max(1, jobs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    except BaseException:  # Ctrl-C: no new trace, the workers stopped, their temporary folders gone
+        stopping.set()
+        with lock:
+            for worker in workers:
+                worker.close(interrupt=True)
+        raise
     return [results[(i, d)] for i in range(len(traces)) for d in range(len(selectors))]
 
 

@@ -366,9 +366,10 @@ def test_a_divergence_is_reported_with_its_first_resource(builder: ScenarioBuild
     suite = [SuiteTrace(trace, flags=("--replace-shader", f"add={changed}"))]
     (result,) = run_suite(suite, retries=1)
     assert (result.status, result.outcome, result.first_divergence, result.attempts) == ("fail", "diverged", 0, 2)
-    # c = a + 2b instead of a + b (b all ones): compared as bytes (no dtype given), 18 of c's 64 bytes
-    # differ, in each of the two frames
-    seen = {"outcome": "diverged", "first_divergence": 0, "beyond_tolerance": 36, "max_ulp": 0}
+    # c = a + 2b instead of a + b (b all ones): compared in the shader's view (float c[]), all 16 of c's
+    # values differ, in each of the two frames
+    seen = {"outcome": "diverged", "first_divergence": 0, "beyond_tolerance": 32}
     assert [{k: a[k] for k in seen} for a in result.spread] == [seen, seen]
-    assert result.spread[0]["detail"].startswith("frame 0: c: DIVERGED: 18/64 bytes elements differ (28.12%); max abs 224")
-    assert result.detail.startswith("attempt 1: diverged from frame 0 (36 beyond tolerance); attempt 2: ")
+    assert result.spread[0]["detail"].startswith("frame 0: c: DIVERGED: 16/16 float32 elements differ (100.00%); max abs 1;")
+    assert result.detail == ("attempt 1: diverged from frame 0 (32 beyond tolerance, up to 8388608 ULP); "
+                             "attempt 2: diverged from frame 0 (32 beyond tolerance, up to 8388608 ULP)")

@@ -239,7 +239,7 @@ def test_bad_input_is_one_line_exit_2_and_leaves_out_untouched(traces: dict[str,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     trace = traces["trace"]
     out = tmp_path / "out.vkt"
-    kept = b"an existing file that a failed trim must not touch"
+    kept = traces["out"].read_bytes()  # an existing trace that a failed trim must not touch
     damaged = {name: tmp_path / f"{name}.vkt" for name in ("frame", "checkpoint", "blob", "trimmed")}
     for path in damaged.values():
         path.write_bytes(trace.read_bytes())
@@ -303,7 +303,8 @@ def test_a_state_the_device_does_not_reproduce_is_refused(traces: dict[str, Path
 
     rewrite(traces["trace"], lying, change)
     out = tmp_path / "out.vkt"
-    out.write_bytes(b"kept")
+    kept = traces["out"].read_bytes()  # a trace: trim replaces nothing else
+    out.write_bytes(kept)
     capsys.readouterr()
     assert cli("trim", lying, "--frames", "5-9", "-o", out) == 1
     err = capsys.readouterr().err
@@ -311,5 +312,5 @@ def test_a_state_the_device_does_not_reproduce_is_refused(traces: dict[str, Path
                           "state after frame 3 on ")
     assert err.endswith("gave a 'acc_buf' different from the recording at frame 4; trim from a frame right after a "
                         "checkpoint (frames 0, 4, 8), or on the device that recorded the trace\n")
-    assert out.read_bytes() == b"kept" and not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+    assert out.read_bytes() == kept and not [p for p in os.listdir(tmp_path) if p.startswith(".")]
     assert cli("trim", lying, "--frames", "4-9", "-o", out) == 0  # from a checkpoint: nothing to rebuild

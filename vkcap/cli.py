@@ -21,6 +21,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from vkcore.bounded_numbers import check_number, number_type
 from vkcore.device import validation
 from vkcore.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED, UsageError, VkcapError
+from vkcore.safe_text import rich_text, shown
 
 from . import __version__
 
@@ -273,8 +274,8 @@ def _cmd_devices(args: argparse.Namespace) -> int:
     table = report_table("Vulkan devices", ("#", "name", "type", "driver", "driver version", "API", "tensors", "graphs",
                                             "optical flow"))
     for d in devices:
-        table.add_row(str(d.index), d.name, d.type, d.driver_name, d.driver_version, d.api_version, d.tensors, d.graphs,
-                      d.optical_flow)
+        table.add_row(*map(rich_text, (d.index, d.name, d.type, d.driver_name, d.driver_version, d.api_version, d.tensors,
+                                       d.graphs, d.optical_flow)))
     report_console().print(table)
     return 0
 
@@ -313,7 +314,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         i = argv.index("--log-level")
         level = argv[i + 1] if i + 1 < len(argv) else level
     try:
-        logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), format="vkcap: %(message)s", stream=sys.stderr)
+        from .log_format import ShownFormatter
+
+        shown_log = logging.StreamHandler(sys.stderr)
+        shown_log.setFormatter(ShownFormatter())
+        logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[shown_log])
         args = build_parser().parse_args(argv)
         args.argv = ["vkcap", *argv]  # what a trace stores as its command line
         handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
@@ -328,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VkcapError as exc:
         if level == "debug":
             log.exception("details")
-        print(f"vkcap: error: {_first_cause(exc).render()}", file=sys.stderr)
+        print(f"vkcap: error: {shown(_first_cause(exc).render())}", file=sys.stderr)
         return _first_cause(exc).exit_code
     except KeyboardInterrupt:
         print("vkcap: interrupted", file=sys.stderr)
@@ -344,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_FAILURE
         if level == "debug":
             log.exception("internal error")
-        print(f"vkcap: internal error: {type(exc).__name__}: {exc} (rerun with --log-level debug for details)", file=sys.stderr)
+        print(f"vkcap: internal error: {type(exc).__name__}: {shown(exc)} (rerun with --log-level debug for details)", file=sys.stderr)
         return EXIT_FAILURE
 
 

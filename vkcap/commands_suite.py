@@ -10,6 +10,7 @@ from typing import Any
 
 from vkcore.bounded_numbers import check_number, number_type, parse_number
 from vkcore.errors import UsageError
+from vkcore.safe_text import rich_text, shown_lines
 
 # Flags handed on to every worker's replays (their values are checked here first).
 FORWARDED = ("atol", "rtol", "ulp", "tolerance")
@@ -105,6 +106,11 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
         import_ray()  # says how to install it, before any work
     which = _shard(args.shard)
     traces = load_suite(args.paths, allow_outside=args.allow_outside_manifest)
+    from vkcore.outputs import check_outputs_apart
+
+    check_outputs_apart([("--json", args.json), ("--junit", args.junit), ("--html", args.html), ("--results", args.results)],
+                        [*((p, "the suite's manifest") for p in args.paths if p.is_file()),
+                         *((t.path, "one of the suite's traces") for t in traces)])
     if which is not None:
         traces = shard(traces, *which)
     flags: list[str] = []
@@ -149,7 +155,7 @@ def cmd_suite_bless(args: argparse.Namespace) -> int:
     diff = "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), str(args.manifest),
                                         f"{args.manifest} (blessed)"))
     if diff and before != after:
-        print(diff, end="")
+        print(shown_lines(diff), end="")
         write_manifest(args.manifest, after)
     return 0
 
@@ -166,8 +172,8 @@ def _report(args: argparse.Namespace, results: list[Any]) -> int:
     table = report_table("suite", ("trace", "device", *(("host",) if hosts else ()), "status", "outcome", "expected",
                                    "frames", "seconds", "reason"))
     for r in results:
-        table.add_row(Path(r.trace).name, r.device, *((r.host,) if hosts else ()), r.status, r.outcome, r.expected,
-                      str(r.frames), f"{r.seconds:.2f}", r.reason or r.detail)
+        table.add_row(*map(rich_text, (Path(r.trace).name, r.device, *((r.host,) if hosts else ()), r.status, r.outcome,
+                                       r.expected, r.frames, f"{r.seconds:.2f}", r.reason or r.detail or "")))
     report_console().print(table)
     document = {"results": [r.as_dict() for r in results]}
     if args.json:

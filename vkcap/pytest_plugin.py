@@ -62,12 +62,13 @@ class SuiteItem(pytest.Item):
         from replay.report import comparison_line
         from replay.results import WITHIN
         from replay.suite import driver_of, judge
+        from vkcore.safe_text import shown  # pytest prints the message to the terminal: the uid in it escaped
 
         report = _replay(self.trace.path, device=self.device, extra_flags=self.trace.flags)
         name = report.device.get("device_name", "")
         expected = self.trace.expected_on(name, driver_of(report.device))
         if expected.status == "skip":
-            pytest.skip(f"{name}: {expected.reason or 'skipped by the suite'}")
+            pytest.skip(shown(f"{name}: {expected.reason or 'skipped by the suite'}"))
         statuses = {c.status for f in report.frames for c in [*f.comparisons, *(c for _, c in f.dispatches)]}
         outcome = "diverged" if report.diverged else "within" if WITHIN in statuses else "identical"
         first = report.first_divergence
@@ -75,7 +76,7 @@ class SuiteItem(pytest.Item):
         if status == "fail":
             bad = [c for f in report.frames for c in f.comparisons if c.diverged]
             detail = comparison_line(bad[0]) if bad else outcome
-            raise AssertionError(f"{self.trace.path.name} on {name}: {outcome} (expected {expected.status}): {detail}")
+            raise AssertionError(shown(f"{self.trace.path.name} on {name}: {outcome} (expected {expected.status}): {detail}"))
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.trace.path, 0, f"vkcap suite: {self.trace.path.name}"
