@@ -69,7 +69,7 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", help="scenario JSON file (same as the positional argument)")
     p.add_argument("--output", type=Path, help="folder for dst files (default: the scenario's folder)")
     p.add_argument("--repeat", type=number_type("repeat", "--repeat"), default=1, metavar="N",
-                   help="run the whole scenario N times (1 to 1000000)")
+                   help="run the whole scenario N times (N: 1 to 1000000)")
     p.add_argument("--dry-run", action="store_true",
                    help="build everything and fill the pipeline cache; execute nothing and write no outputs (the "
                         "dump paths get the set-up times)")
