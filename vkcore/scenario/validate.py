@@ -578,6 +578,17 @@ def _check_memory_groups(ctx: _Context) -> None:
             first_src[name] = entry
 
 
+def _check_build_options(ctx: _Context) -> None:
+    """A shader's build_options hold only what may reach the compiler (:mod:`vkcore.shaders.build_options`)."""
+    from ..shaders.build_options import build_options_problem
+
+    for entry in ctx.resources:
+        if entry.kind == "shader":
+            problem = build_options_problem(entry.body.get("build_options", ""))
+            if problem is not None:
+                ctx.fail(entry.place("build_options"), problem)
+
+
 def _check_files(ctx: _Context) -> None:
     """Every src exists (and .npy ones are readable); shader include folders exist."""
     for entry in ctx.resources:
@@ -833,6 +844,7 @@ _CHECKS: tuple[Callable[[_Context], None], ...] = (
     _check_references,
     _check_bindings,
     _check_resource_fields,
+    _check_build_options,
     _check_files,
     _check_payload_sizes,
     _check_push_constants,
