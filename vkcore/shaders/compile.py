@@ -220,10 +220,9 @@ def _depends_on_location(source: bytes, spec: Shader) -> bool:
 def compile_glsl(scenario: Scenario, spec: Shader, path: Path) -> SpirvModule:
     source = read_source(scenario, spec, path)
     build_arguments(scenario, spec)  # refused before anything runs
-    if scenario.confined:
-        folders = [scenario.src_path(d) for d in spec.include_dirs]
-        check_includes(path, source, scenario.base_dir, folders, file=scenario.path, place=f"{spec.place}.src",
-                       shown=repr(spec.uid))
+    folders = [scenario.src_path(d) for d in spec.include_dirs]
+    check_includes(path, source, scenario.base_dir if scenario.confined else None, folders, file=scenario.path,
+                   place=f"{spec.place}.src", shown=repr(spec.uid))
     try:
         kind, compiler = _compiler_for(source)
     except FileNotFoundError as exc:

@@ -39,12 +39,13 @@ def include_names(source: bytes) -> list[bytes | None]:
     return names
 
 
-def check_includes(source: Path, text: bytes, folder: Path, include_dirs: list[Path], *, file: Path | None,
+def check_includes(source: Path, text: bytes, folder: Path | None, include_dirs: list[Path], *, file: Path | None,
                    place: str, shown: str) -> None:
     """Raise :class:`ScenarioError` (``file``, ``place``) unless every ``#include`` reachable from
     ``source`` (holding ``text``) names a file that can only be inside ``folder``; ``shown`` names the
-    shader in the message (its uid)."""
-    root = folder.resolve()
+    shader in the message (its uid). With ``folder`` None (a user's own scenario) any name is allowed,
+    but every file an include can reach must still be a regular file (a FIFO would hang the compiler)."""
+    root = folder.resolve() if folder is not None else None
     seen: set[Path] = set()
     pending = [(source, text)]
     while pending:
@@ -57,14 +58,17 @@ def check_includes(source: Path, text: bytes, folder: Path, include_dirs: list[P
                 name = raw.decode("utf-8")
             except UnicodeDecodeError:
                 raise ScenarioError(f"shader {shown}: an #include name that is not UTF-8", file=file, place=place) from None
-            problem = "is empty" if not name else path_problem(name)
+            problem = "is empty" if not name else path_problem(name) if root is not None else None
             if problem is not None:
                 raise ScenarioError(f"shader {shown}: #include {name!r} {problem}", file=file, place=place)
             for base in [current.parent, *include_dirs]:
-                candidate = (base / name).resolve()
-                if not candidate.is_relative_to(root):
+                try:
+                    candidate = (base / name).resolve()
+                except (OSError, ValueError, RuntimeError):
+                    continue  # the compiler will not find it either, and says so
+                if root is not None and not candidate.is_relative_to(root):
                     raise ScenarioError(f"shader {shown}: #include {name!r} leaves the trace's folder", file=file, place=place)
-                if candidate in seen or not candidate.is_file():
+                if candidate in seen or not candidate.exists() or candidate.is_dir():
                     continue
                 seen.add(candidate)
                 try:
