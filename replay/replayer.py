@@ -72,6 +72,7 @@ def rebuild_scenario(trace: Trace, folder: Path, replace_shaders: tuple[tuple[st
         raise TraceError("the trace's scenario is not valid JSON", file=trace.path) from None
     if not isinstance(document, dict):
         raise TraceError("the trace's scenario is not a JSON object", file=trace.path)
+    drop_outputs(document)
     try:  # before anything is written: the trace's own paths, as it stores them (see vkcore.scenario.confine)
         check_confined(document, trace.path)
     except ScenarioError as exc:
@@ -117,6 +118,17 @@ def rebuild_scenario(trace: Trace, folder: Path, replace_shaders: tuple[tuple[st
     for uid, path in given.items():
         compile_replacement(scenario, uid, path)
     return scenario
+
+
+def drop_outputs(document: dict[str, Any]) -> None:
+    """Remove every resource's ``dst`` from a trace's portable scenario: a rebuilt scenario writes no
+    outputs (``extract`` names its own), and a recording keeps the ``dst`` its user wrote, absolute or
+    not, which must neither be refused nor ever reach a path."""
+    resources = document.get("resources")
+    for item in resources if isinstance(resources, list) else ():
+        for body in item.values() if isinstance(item, dict) else ():
+            if isinstance(body, dict):
+                body.pop("dst", None)
 
 
 def copy_name(path: Path) -> str:
