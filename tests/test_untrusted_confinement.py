@@ -522,3 +522,46 @@ def test_materialising_never_follows_or_creates_a_link(recorded: Path, tmp_path:
     before = snapshot(tmp_path)
     assert rebuild_error(recorded, planted) == f"{recorded}: unsafe file name in trace (escapes its folder): 'acc.comp'"
     assert snapshot(tmp_path) == before
+
+
+NAME_PART = st.sampled_from(["x", "y", "spirv", "scenario.json", "a.npy"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(names=st.lists(st.lists(NAME_PART, min_size=1, max_size=3).map("/".join), min_size=1, max_size=6, unique=True))
+def test_generated_name_sets_are_written_whole_or_refused_before_writing(names: list[str],
+                                                                        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Names one of which is a folder of another are refused up front; any other set is created whole,
+    and vkcap's own names (spirv, scenario.json) are then free."""
+    from replay.materialise import check_name_clashes, create_file, fresh_name
+    from vkcore.errors import TraceError
+
+    clash = any(b.startswith(a + "/") for a in names for b in names)
+    folder = tmp_path_factory.mktemp("names")
+    if clash:
+        with pytest.raises(TraceError, match="clash"):
+            check_name_clashes(names)
+        return
+    check_name_clashes(names)
+    for name in names:
+        os.close(create_file(folder, name)[1])
+    for own in ("spirv", "scenario.json", "replaced"):
+        free = fresh_name(own, names)
+        assert not (folder / free).exists() and free.endswith(own)
+
+
+def test_too_little_free_space_is_refused_before_writing(recorded: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from capture.trace import Trace
+    from replay import materialise
+    from replay.replayer import rebuild_scenario
+
+    real = os.statvfs(tmp_path)
+
+    class Full:
+        f_bavail, f_frsize, f_flag = 0, real.f_frsize, real.f_flag
+
+    monkeypatch.setattr(materialise.os, "statvfs", lambda path: Full())
+    with Trace.open(recorded) as trace, pytest.raises(materialise.OutOfSpace, match=r"has \d+ bytes free"):
+        rebuild_scenario(trace, tmp_path / "rebuilt")
+    assert list((tmp_path / "rebuilt").iterdir()) == []
