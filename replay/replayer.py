@@ -57,7 +57,9 @@ class ReplayReport:
 
 
 def rebuild_scenario(trace: Trace, folder: Path, replace_shaders: tuple[tuple[str, Path], ...] = ()) -> Scenario:
-    """Write the trace's files and portable scenario into ``folder`` and load it from there. Inputs
+    """Write the trace's files and portable scenario into ``folder`` (:mod:`replay.materialise`) and load
+    it from there, confined to it: every path in it relative and inside ``folder``, checked before anything
+    is written or any file looked at (:mod:`vkcore.scenario.confine`), and its ``dst`` dropped. Inputs
     that checkpoint -1 supersedes are written as placeholders (:func:`write_placeholder`): the scenario
     validates, but loading its inputs from ``folder`` would read zeros.
 

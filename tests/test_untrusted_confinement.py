@@ -565,3 +565,21 @@ def test_too_little_free_space_is_refused_before_writing(recorded: Path, tmp_pat
     with Trace.open(recorded) as trace, pytest.raises(materialise.OutOfSpace, match=r"has \d+ bytes free"):
         rebuild_scenario(trace, tmp_path / "rebuilt")
     assert list((tmp_path / "rebuilt").iterdir()) == []
+
+
+def test_a_recording_with_absolute_paths_replays_confined(tmp_path: Path) -> None:
+    """What a user's scenario may legitimately hold (an absolute dst, an unused shader whose absolute src
+    is missing, an absolute include folder) is recorded as names inside the trace: its replay is not refused."""
+    scenario = make_scenario(tmp_path / "s")
+    doc = json.loads(scenario.read_text())
+    doc["resources"][1]["buffer"]["dst"] = str(tmp_path / "out" / "buf.npy")
+    doc["resources"].append({"shader": {"uid": "unused", "src": str(tmp_path / "gone" / "u.comp"), "type": "GLSL",
+                                        "include_dirs": [str(tmp_path / "s")]}})
+    scenario.write_text(json.dumps(doc))
+    (tmp_path / "out").mkdir()
+    trace = tmp_path / "t.vkt"
+    assert vkcap("record", scenario, "-o", trace).returncode == 0
+    before = snapshot(tmp_path)
+    proc = vkcap("replay", trace)
+    assert proc.returncode == 0, proc.stderr
+    assert snapshot(tmp_path) == before
