@@ -583,3 +583,17 @@ def test_a_recording_with_absolute_paths_replays_confined(tmp_path: Path) -> Non
     proc = vkcap("replay", trace)
     assert proc.returncode == 0, proc.stderr
     assert snapshot(tmp_path) == before
+
+
+def test_an_include_inside_a_traces_include_and_non_utf8_glsl(recorded: Path, tmp_path: Path) -> None:
+    env = {"VKCAP_CACHE_DIR": str(tmp_path / "cache")}
+    trace = forge(recorded, tmp_path / "nested.vkt", drop_spirv=True, files={"inc.glsl": b'#include "../../../etc/passwd"\n'})
+    proc = vkcap("replay", trace, env=env)
+    assert proc.returncode == 2
+    assert error_of(proc) == (f"vkcap: error: {trace}: resources[0].shader.src: shader 'acc': #include "
+                              "'../../../etc/passwd' goes up with '..'; a trace's paths stay inside its own files")
+    trace = forge(recorded, tmp_path / "bytes.vkt", drop_spirv=True,
+                  files={"acc.comp": SHADER.encode().replace(b"void main", b"\xff\xfe void main")})
+    proc = vkcap("replay", trace, env=env)
+    assert proc.returncode == 2
+    assert error_of(proc).startswith(f"vkcap: error: {trace}: resources[0].shader.src: shader compilation failed: ERROR: acc.comp:7:")
