@@ -278,7 +278,8 @@ def test_an_include_reached_through_an_included_file_is_checked(tmp_path: Path) 
 @settings(max_examples=300, deadline=None)
 @given(name=hostile_paths().filter(lambda p: "\0" not in p and '"' not in p and ">" not in p and "\n" not in p),
        form=st.sampled_from(['#include "{}"', "#include <{}>", '  #  include "{}"', '#include \\\n"{}"',
-                             '/* x */ #include "{}" // y', '#\\\ninclude <{}>']))
+                             '/* x */ #include "{}" // y', '#\\\ninclude <{}>', '\r#include "{}"',
+                             '#\\\r\n include "{}"']))
 def test_generated_hostile_includes_are_refused(name: str, form: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     folder = tmp_path_factory.getbasetemp()
     text = ("#version 450\n" + form.format(name) + "\nvoid main() {}\n").encode("utf-8", "surrogatepass")

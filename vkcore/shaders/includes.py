@@ -21,16 +21,17 @@ from ..scenario.confine import path_problem
 #: The largest shader source or include file read.
 SOURCE_LIMIT = 64 << 20
 
-_CONTINUATION = re.compile(rb"\\\r?\n")
+_CONTINUATION = re.compile(rb"\\\n")
 _COMMENT = re.compile(rb"/\*.*?(?:\*/|\Z)|//[^\n]*", re.DOTALL)
 _DIRECTIVE = re.compile(rb"^[ \t\f\v]*#[ \t\f\v]*include\b(.*)$", re.MULTILINE)
-_PLAIN = re.compile(rb'[ \t\f\v]*(?:"([^"\n]*)"|<([^>\n]*)>)[ \t\f\v\r]*')
+_PLAIN = re.compile(rb'[ \t\f\v]*(?:"([^"\n]*)"|<([^>\n]*)>)[ \t\f\v]*')
 
 
 def include_names(source: bytes) -> list[bytes | None]:
     """The name of every ``#include`` in ``source`` as the preprocessor reads it; None for a directive
     that is not a plain ``"name"`` or ``<name>`` (a macro, an unclosed quote...)."""
-    text = _CONTINUATION.sub(b"", source)
+    text = source.replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # the preprocessor ends a line at a lone CR too
+    text = _CONTINUATION.sub(b"", text)
     text = _COMMENT.sub(lambda m: b" " + b"\n" * m.group().count(b"\n"), text)
     names: list[bytes | None] = []
     for match in _DIRECTIVE.finditer(text):
