@@ -36,7 +36,8 @@ LIMIT_VARIABLE = "VKCAP_MATERIALISE_LIMIT"
 
 
 class OutOfSpace(VkcapError):
-    """The temporary folder's file system is full: a problem of this machine, not of the input (exit 1)."""
+    """The temporary folder's file system is full, or refuses a file (too large for it): a problem of this
+    machine, not of the input (exit 1)."""
 
 
 def materialise_limit() -> int:
@@ -175,4 +176,5 @@ def materialise(trace: Trace, folder: Path, placeholders: set[str]) -> None:
         except OSError as exc:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise out_of_space(trace, exc) from None
-            raise
+            raise OutOfSpace(f"cannot write its embedded file '{name}' into the temporary folder "
+                             f"({tempfile.gettempdir()}, TMPDIR): {exc.strerror or exc}", file=trace.path) from None

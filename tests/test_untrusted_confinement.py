@@ -25,7 +25,7 @@ from tests.builders import ScenarioBuilder, vkcap
 from vkcore.errors import ScenarioError
 from vkcore.paths import FileTooLarge, NotARegularFile, check_regular, read_regular
 from vkcore.scenario.confine import check_confined, path_problem
-from vkcore.shaders.build_options import ALLOWED_FLAGS, BuildOptionsError, parse_build_options
+from vkcore.scenario.build_options import ALLOWED_FLAGS, BuildOptionsError, parse_build_options
 from vkcore.shaders.includes import check_includes, include_names
 
 SHADER = """#version 450

@@ -590,8 +590,8 @@ def _check_path_characters(ctx: _Context) -> None:
 
 
 def _check_build_options(ctx: _Context) -> None:
-    """A shader's build_options hold only what may reach the compiler (:mod:`vkcore.shaders.build_options`)."""
-    from ..shaders.build_options import build_options_problem
+    """A shader's build_options hold only what may reach the compiler (:mod:`vkcore.scenario.build_options`)."""
+    from .build_options import build_options_problem
 
     for entry in ctx.resources:
         if entry.kind == "shader":

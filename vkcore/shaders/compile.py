@@ -6,7 +6,7 @@ Compiled SPIR-V is cached by the hash of the source, the options, the compiler a
 every file the compiler reported as a dependency, so an edited include recompiles.
 
 What reaches the compiler is bounded: ``build_options`` only through the allow-list of
-:mod:`vkcore.shaders.build_options`; for a scenario from a trace (``Scenario.confined``) include folders
+:mod:`vkcore.scenario.build_options`; for a scenario from a trace (``Scenario.confined``) include folders
 only inside its folder and every ``#include`` checked first (:mod:`vkcore.shaders.includes`); and the
 compiler runs under a time limit (:data:`COMPILER_TIMEOUT_S`, ``$VKCAP_COMPILER_TIMEOUT``).
 """
@@ -27,7 +27,7 @@ from ..errors import ScenarioError, UsageError
 from ..outputs import write_atomic
 from ..paths import cache_root, read_regular
 from ..scenario.model import Scenario, Shader
-from .build_options import BuildOptionsError, parse_build_options
+from ..scenario.build_options import BuildOptionsError, parse_build_options
 from .includes import SOURCE_LIMIT, check_includes
 
 SPIRV_MAGIC = 0x07230203
