@@ -388,8 +388,14 @@ def test_an_error_naming_hostile_text_is_one_escaped_line(hostile: dict[str, Pat
     scenario = hostile["scenario"].with_name("bad.json")
     scenario.write_text(json.dumps(document))
     out = assert_terminal_safe(vkcap("run", scenario, "--output", tmp_path / "out"), 2)
+    # the lone surrogate is refused at its JSON path before the reference is resolved
+    assert out == (f"vkcap: error: {scenario}: commands[0].dispatch_compute.bindings[5].resource_ref: holds a lone "
+                   "surrogate (\\ud800-\\udfff without its pair): not a character\n")
+    document["commands"][0]["dispatch_compute"]["bindings"][5]["resource_ref"] = "\x1b]0;pwned\x07[red]"
+    scenario.write_text(json.dumps(document))
+    out = assert_terminal_safe(vkcap("run", scenario, "--output", tmp_path / "out"), 2)
     assert out == (f"vkcap: error: {scenario}: commands[0].dispatch_compute.bindings[5].resource_ref: unknown resource "
-                   "'\\x1b]0;pwned\\x07\\udc80' (did you mean '\\x1b]0;pwned\\x07'?)\n")
+                   "'\\x1b]0;pwned\\x07[red]' (did you mean '\\x1b]0;pwned\\x07'?)\n")
     out = assert_terminal_safe(vkcap("export", hostile["trace"], "--frame", "0", "--resource", "nope", "-o", tmp_path / "x.npy"), 2)
     assert out.count("\n") == 1 and "--resource: 'nope' is not a resource of this trace (its resources: " in out
     assert all(shown(uid) in out for uid in RECORDED) and not (tmp_path / "x.npy").exists()
