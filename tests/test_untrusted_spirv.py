@@ -176,6 +176,22 @@ def test_results_are_cached_by_content(typed: tuple[Path, bytes], monkeypatch: p
     assert len(list((tmp_path / "cache" / "spirv-val").glob("*.json"))) == 2
 
 
+def test_an_old_validator_is_not_run_on_arm_modules(typed: tuple[Path, bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Debian's spirv-val (2023.1) rejects the ARM capabilities it does not know: a module declaring an
+    SPV_ARM_* extension is then passed on unvalidated (said at debug level); others are validated."""
+    _, code = typed
+    words = "SPV_ARM_tensors".encode() + b"\0"
+    words += b"\0" * (-len(words) % 4)
+    extension = struct.pack("<I", (1 + len(words) // 4) << 16 | 10) + words
+    arm = code[:20] + extension + code[20:]
+    assert spirv_validate.declares_arm_extension(arm) and not spirv_validate.declares_arm_extension(code)
+    old = spirv_validate.Validator(Path("/usr/bin/spirv-val"), (2023, 1), (0, 0))
+    monkeypatch.setattr(spirv_validate, "find_validator", lambda: old)
+    ran: list[object] = []
+    monkeypatch.setattr(spirv_validate.subprocess, "run", lambda *a, **k: ran.append(a))
+    assert spirv_validate.validate(arm) is None and ran == []
+
+
 def test_the_validators_message_is_one_printable_line() -> None:
     out = spirv_validate.first_message(b"error: line 0: The following forward referenced IDs have not been defined:\n"
                                        b"13[%13]\n\x1b[31mmore\n")

