@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

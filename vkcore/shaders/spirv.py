@@ -4,8 +4,13 @@ A pipeline layout that differs from its shader is undefined behaviour: lavapipe 
 SIGSEGV inside ``vkCreateComputePipelines``, other drivers compute garbage. :func:`reflect` reads, from
 the module's own words, every descriptor it declares (set, binding, kind, array size; for images the
 dimensionality, format and numeric type), which of them the entry point statically uses, which it
-cannot write through, its entry points with their execution models, and the effective workgroup size.
-Pure Python over the binary form (SPIR-V specification, "Binary Form"); nothing here talks to Vulkan.
+cannot write through, its entry points with their execution models, and the effective workgroup size;
+also the type each specialization constant is declared with (so that values are packed as that type:
+:mod:`vkcore.shaders.specialization`) and the size of its shared (Workgroup) variables. Pure Python over
+the binary form (SPIR-V specification, "Binary Form"); nothing here talks to Vulkan. Damaged words
+reflect to something or raise :class:`SpirvError`, and every walk over types is bounded (a damaged
+module may declare a type of itself); whether a module is valid is ``spirv-val``'s to say
+(:mod:`vkcore.shaders.spirv_validate`).
 """
 from __future__ import annotations
 
