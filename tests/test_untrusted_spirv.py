@@ -158,6 +158,29 @@ def test_replay_validates_the_traces_own_modules(typed: tuple[Path, bytes], tmp_
     assert snapshot(tmp_path) == before
 
 
+def test_a_damaged_fragment_module_is_refused_before_the_driver(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """Graphics stages take the same path: a fragment shader given as SPIR-V with one rejected byte is
+    one line naming the scenario and the fragment shader's place, exit 2, nothing written."""
+    from tests.test_fragment import FULL_SCREEN, GRADIENT, draw, target
+
+    source = builder.file("fs.frag", GRADIENT)
+    spv = builder.root / "fs.spv"
+    subprocess.run(["glslangValidator", "-V", "--target-env", "vulkan1.3", "--quiet", "-o", str(spv), str(source)], check=True)
+    spv.write_bytes(rejected_flip(spv.read_bytes(), 0))
+    builder.shader("vs", FULL_SCREEN, file="vs.vert", stage="vertex")
+    builder.resource("shader", uid="fs", src="fs.spv", type="SPIR-V", stage="fragment", push_constants_size=16)
+    builder.raw("tint", np.ones(4, np.float32))
+    target(builder, dst="out.dds")
+    draw(builder, color_attachment_refs=["out"], push_data_ref="tint")
+    scenario = builder.save()
+    before = snapshot(builder.root)
+    proc = vkcap("run", scenario, "--output", tmp_path / "out")
+    assert proc.returncode == 2, proc.stderr
+    line = one_error_line(proc)
+    assert f"{scenario}: resources[1].shader: shader 'fs': invalid SPIR-V (spirv-val: " in line, line
+    assert snapshot(builder.root) == before and not (tmp_path / "out").exists()
+
+
 def test_results_are_cached_by_content(typed: tuple[Path, bytes], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The second look at a module starts no process: from this process's dict, then from the disk cache
     (VKCAP_CACHE_DIR) in a fresh process's place (the dict emptied)."""
