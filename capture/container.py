@@ -23,6 +23,7 @@ Guarantees, in short:
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import threading
@@ -256,7 +257,12 @@ def open_trace_file(path: str) -> Any:
     0: they read as a file too short to be a trace (NotATrace). OSErrors of the open itself propagate.
     (A shared helper in vkcore.paths is to replace this; until then traces are opened here.)"""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-    fd = os.open(path, flags)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:  # a socket cannot be opened at all (ENXIO): say what it is
+        if exc.errno == errno.ENXIO and stat.S_ISSOCK(os.stat(path).st_mode):
+            raise NotARegularFile("is a socket, not a trace file", path=path) from None
+        raise
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
@@ -1125,8 +1131,8 @@ class TraceReader:
     # -- opening -----------------------------------------------------------------------------------
 
     def _open(self) -> None:
-        with self._lock:
-            self.size = self._f.seek(0, os.SEEK_END)
+        with self._lock:  # a file this reader opened is regular: its size is fstat's (/proc files say 0)
+            self.size = os.fstat(self._f.fileno()).st_size if self._owns_file else self._f.seek(0, os.SEEK_END)  # type: ignore[attr-defined]
         head = self._read_at(0, min(self.size, R.FILE_HEADER.size))
         try:
             header = R.unpack_file_header(head)
@@ -1349,11 +1355,12 @@ class TraceReader:
             return exc.detail if isinstance(exc, ContainerError) else str(exc)
         if header.rtype != rtype:
             return f"record type {header.rtype}, expected {RecordType(rtype).name}"
-        limit = self.max_meta_bytes if e is None else R.BLOB_HEADER.size + e.stored_len
-        if header.payload_len > limit or offset + R.RECORD_HEADER.size + header.payload_len > self.end:
-            return f"payload length {header.payload_len} is impossible here"
+        if offset + R.RECORD_HEADER.size + header.payload_len > self.end:
+            return f"its {header.payload_len} payload bytes run past the end of the trace"
+        if e is None and header.payload_len > self.max_meta_bytes:
+            return f"META of {header.payload_len} bytes exceeds max_meta_bytes={self.max_meta_bytes}"
         if e is not None:
-            if header.payload_len != limit:
+            if header.payload_len != R.BLOB_HEADER.size + e.stored_len:
                 return "record header does not match the index"
             if not R.can_hold(e.stored_len, e.raw_len, e.codec):
                 return f"stored length {e.stored_len} is impossible for raw length {e.raw_len}"

@@ -18,10 +18,10 @@ MAX_BLOB_BYTES: Final = 4 << 30
 MAX_META_BYTES: Final = 16 << 20
 #: the largest INDEX payload (about 40 bytes per blob and 20 per META: 25 million records).
 MAX_INDEX_BYTES: Final = 1 << 30
-#: the most elements (array items, map keys and values, all containers together) one META may hold:
-#: what bounds its decoded size when its bytes are small items (an empty array costs 1 byte to
-#: store and ~64 to hold). A frame of 100,000 dispatch-level snapshots holds about 600,000.
-MAX_META_ITEMS: Final = 1 << 21
+#: the most arrays, maps and elements (array items, map keys and values) one META may hold: what bounds
+#: its decoded size when its bytes are small items (an empty array costs 1 byte to store and ~64 to
+#: hold). A frame's dispatch-level snapshot takes about 10: 100,000 of them fit.
+MAX_META_ITEMS: Final = 1 << 20
 #: the deepest nesting of arrays and maps in a META, and of arrays and objects in the scenario JSON a
 #: trace holds. vkcap writes at most 6 levels; Python's own recursion (json, repr) fails near 1,000.
 MAX_NESTING: Final = 64

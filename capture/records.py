@@ -285,9 +285,9 @@ def pack_msgpack(obj: Any) -> bytes:
 
 
 class _ItemBudget:
-    """Counts the elements of the arrays and maps msgpack builds (its hooks see each once built) and
+    """Counts the arrays and maps msgpack builds and their elements (its hooks see each once built) and
     stops the decoding once they exceed ``items``: with each array and map limited to ``items`` before
-    it is allocated, no more than twice ``items`` elements are ever held."""
+    it is allocated, no more than about twice ``items`` objects are ever held."""
 
     def __init__(self, items: int) -> None:
         self.left = items
@@ -298,11 +298,11 @@ class _ItemBudget:
             raise LayoutError("msgpack holds too many items")
 
     def array(self, items: list[Any]) -> list[Any]:
-        self._spend(len(items))
+        self._spend(1 + len(items))
         return items
 
     def map(self, items: dict[Any, Any]) -> dict[Any, Any]:
-        self._spend(2 * len(items))
+        self._spend(1 + 2 * len(items))
         return items
 
 
@@ -311,14 +311,14 @@ def unpack_msgpack(data: bytes, *, max_items: int | None = None, max_depth: int 
 
     ``data`` is already in memory and its length was checked by the caller (which is what Unpacker's
     ``max_buffer_size`` would bound). Limits: no string, bytes, array or map may claim more
-    elements/bytes than ``data`` holds, nor an array or map more than ``max_items`` elements, nor all of
-    them together more than ``max_items`` (default: ``len(data)``); arrays and maps nest at most
+    elements/bytes than ``data`` holds, nor an array or map more than ``max_items`` elements (default:
+    ``len(data)``), nor all of them and their elements together more than twice that; arrays and maps nest at most
     ``max_depth`` deep (None: unchecked, for a caller that walks the result without recursion); map
     keys must be str or bytes; extension types are refused. Any failure is a LayoutError.
     """
     n = len(data)
     items = n if max_items is None else min(n, max_items)
-    budget = _ItemBudget(items)
+    budget = _ItemBudget(2 * items)  # an array or map and each element take at least a byte each
     try:
         obj = msgpack.unpackb(
             data,
@@ -411,7 +411,7 @@ def unpack_index(data: bytes, data_end: int) -> IndexData:
     # Every META record takes at least 33 bytes before the INDEX and every BLOB 64: the entries, of 2
     # and 5 elements (a few more in a later minor version), can be no more.
     records = data_end // (RECORD_HEADER.size + 1)
-    obj = unpack_msgpack(data, max_items=8 * records + 64, max_depth=None)
+    obj = unpack_msgpack(data, max_items=10 * records + 64, max_depth=None)
     if not isinstance(obj, dict) or not isinstance(obj.get("metas"), list) or not isinstance(obj.get("blobs"), list):
         raise LayoutError("INDEX payload lacks the 'metas' and 'blobs' arrays")
     first = FILE_HEADER.size

@@ -32,14 +32,31 @@ def trace_summary(path: Path) -> dict[str, Any]:
     checkpoints after frames; ``initial_state`` says whether checkpoint -1 (the state before the first
     frame) is there. ``frame_range`` is [first, last] frame number (None without frames);
     ``trimmed_from`` is what ``vkcap trim`` recorded of a trimmed trace's source (None for a
-    recording). Checkpoint-only state, embedded files and metadata are in ``file_bytes`` only."""
+    recording). Checkpoint-only state, embedded files and metadata are in ``file_bytes`` only.
+
+    Damage (this reads the whole file once, hashing every record): ``corrupt_records`` lists every
+    damaged record (offset, type, kind, the frames it belongs to where known, reason); ``lost_frames``
+    the frames the trace should hold but does not; ``missing_blobs`` the snapshots frames name that the
+    trace lacks (with their frames); ``bytes_after_trailer`` what follows the trace's own
+    TRAILER (appended data or a concatenated trace, never read), with ``trailer_note``. ``intact`` is
+    true when none of these is found."""
+    from capture.container import BlobInfo
     from capture.tally import SnapshotTally
     from capture.trace import Trace
 
     with Trace.open(path) as trace:
+        damaged = trace.damaged_records()
+        lost = trace.lost_frames
+        missing: dict[str, list[int]] = {}  # blobs frames name that the trace lacks (damaged, or never there)
         tally = SnapshotTally()
         for f in trace.frames:
-            tally.add_frame(f.snapshots, ((d.uid, d.blob) for d in f.dispatches), trace.reader.blob_info)
+            def blob_info(key: str, seq: int = f.seq) -> BlobInfo:
+                if trace.reader.has_blob(key):
+                    return trace.reader.blob_info(key)
+                missing.setdefault(key, []).append(seq)
+                return BlobInfo(0, 0, 0)
+
+            tally.add_frame(f.snapshots, ((d.uid, d.blob) for d in f.dispatches), blob_info)
         size = path.stat().st_size
         return {
             "trace": str(path),
@@ -65,7 +82,12 @@ def trace_summary(path: Path) -> dict[str, Any]:
             "error": (trace.end or {}).get("error") or None,
             "recovered": trace.recovered,
             "recovery_note": trace.reader.recovery_note or None,
-            "corrupt_records": [{"offset": o, "type": t} for o, t in trace.reader.corrupt_records],
+            "corrupt_records": damaged,
+            "lost_frames": lost,
+            "missing_blobs": [{"key": k, "frames": sorted(set(seqs))} for k, seqs in missing.items()],
+            "bytes_after_trailer": trace.reader.bytes_after_trailer,
+            "trailer_note": trace.reader.trailer_note or None,
+            "intact": not (damaged or lost or missing or trace.reader.bytes_after_trailer),
         }
 
 
@@ -100,8 +122,21 @@ def cmd_info(args: argparse.Namespace) -> int:
         console.print(f"[yellow]recovered[/yellow]  {summary['recovery_note']}")
     if status != "complete":
         console.print(f"[yellow]status[/yellow]     {status}{': ' + summary['error'] if summary['error'] else ''}")
-    for c in summary["corrupt_records"]:
-        console.print(f"[red]corrupt record[/red] at offset {c['offset']} (type {c['type']})")
+    for c in summary["corrupt_records"]:  # kind and reason may hold trace text: printed as it is
+        frames = f", frame{'s' if len(c['frames']) > 1 else ''} {', '.join(map(str, c['frames']))}" if c["frames"] else ""
+        console.print(f"damaged    {c['type']} record at offset {c['offset']} ({c['kind']}{frames}): {c['reason']}",
+                      markup=False, highlight=False)
+    if summary["lost_frames"]:
+        from capture.trace import seq_ranges
+
+        lost = summary["lost_frames"]
+        console.print(f"lost       frame{'s' if len(lost) > 1 else ''} {seq_ranges(lost)}: not in the trace (damaged or missing records)",
+                      markup=False, highlight=False)
+    for m in summary["missing_blobs"]:
+        console.print(f"missing    blob {m['key']} of frames {', '.join(map(str, m['frames']))}: not in the trace",
+                      markup=False, highlight=False)
+    if summary["bytes_after_trailer"]:
+        console.print(f"appended   {summary['trailer_note']}", markup=False, highlight=False)
     if summary["trimmed_from"] is not None:
         from capture.trim import describe_provenance
 
