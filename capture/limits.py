@@ -36,6 +36,9 @@ ZSTD_MAX_WINDOW: Final = 1 << 27
 DELTA_MAX_BLOBS: Final = 32
 #: the largest payload a record header may declare (2**62): larger values are corruption.
 MAX_PAYLOAD_LEN: Final = 1 << 62
+#: the most lost frames (damaged or missing FRAME records) a trace is said to lack, listed one by one:
+#: a forged END record could count billions.
+MAX_LOST_LISTED: Final = 1 << 16
 
 
 class NestingTooDeep(ValueError):

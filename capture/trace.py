@@ -17,7 +17,7 @@ from . import kinds
 from .container import NotATrace, TraceCorrupt, TraceReader, UnsupportedVersion
 from .container import ContainerError, NotARegularFile
 from .embed import check_trace_name
-from .limits import NestingTooDeep, check_json_nesting
+from .limits import MAX_LOST_LISTED, NestingTooDeep, check_json_nesting
 from .records import RecordType
 
 
@@ -262,16 +262,23 @@ class Trace:
     @property
     def lost_frames(self) -> list[int]:
         """Frame numbers the trace should hold but does not (their FRAME record damaged or missing):
-        the gaps between its frames, and the frames its END record counts that are not there."""
-        present = set(self.by_seq)
+        the gaps between its frames, and the frames its END record counts that are not there; the
+        first ``limits.MAX_LOST_LISTED`` of them (a forged count could name billions)."""
+        present = sorted(self.by_seq)
         expected = self.expected_frames
         if expected is None:
             if not present:
                 return []
-            expected = range(min(present), max(present) + 1)
-        if len(expected) > len(present) + (1 << 20):  # a forged count: name what can be named
-            expected = range(expected.start, max(present, default=expected.start) + 1)
-        return [seq for seq in expected if seq not in present]
+            expected = range(present[0], present[-1] + 1)
+        lost: list[int] = []
+        at = expected.start
+        for seq in [*present, expected.stop]:
+            stop = min(seq, expected.stop)
+            lost.extend(range(at, max(at, min(stop, at + MAX_LOST_LISTED - len(lost)))))
+            if len(lost) >= MAX_LOST_LISTED or seq >= expected.stop:
+                break
+            at = max(at, seq + 1)
+        return lost
 
     def not_judged(self, first: int | None = None, last: int | None = None) -> str:
         """Why a comparison of frames ``first``..``last`` (None: from the first, to the last) cannot

@@ -399,12 +399,22 @@ def test_deep_nesting_is_one_line_never_a_recursion_error(traces: dict[str, Path
     fp_at = next(i for i, k in kinds_at.items() if k == "fingerprint")
     sc_at = next(i for i, k in kinds_at.items() if k == "scenario")
     deep_fp = tmp_path / "fp.vkt"
-    fp = list(records)
-    fp[fp_at] = (R.RecordType.META, b"\x82\xa4kind\xabfingerprint\xa5value" + b"\x91" * 1000 + b"\xc0")
-    deep_fp.write_bytes(forge(fp))
+    for depth, reason in ((65, "msgpack nests deeper than 64 levels"), (1000, "msgpack nests deeper than 64 levels"),
+                          (100_000, "invalid msgpack: StackError: ")):
+        fp = list(records)
+        fp[fp_at] = (R.RecordType.META, b"\x82\xa4kind\xabfingerprint\xa5value" + b"\x91" * (depth - 1) + b"\xc0")
+        deep_fp.write_bytes(forge(fp, kinds_at))
+        for args in (("info", deep_fp, "--json"), ("info", deep_fp)):
+            code, out, err = cli(*args)
+            assert code == 0, err
+        code, out, err = cli("info", deep_fp, "--json")
+        assert json.loads(out)["corrupt_records"] == [
+            {"offset": json.loads(out)["corrupt_records"][0]["offset"], "type": "META", "kind": "fingerprint", "frames": [],
+             "reason": reason}]
+    fp[fp_at] = (R.RecordType.META, b"\x82\xa4kind\xabfingerprint\xa5value" + b"\x91" * 63 + b"\xc0")  # 64: read
+    deep_fp.write_bytes(forge(fp, kinds_at))
     code, out, err = cli("info", deep_fp, "--json")
-    assert code == 0, err
-    assert json.loads(out)["corrupt_records"][0]["reason"] == "msgpack nests deeper than 64 levels"
+    assert code == 0 and json.loads(out)["intact"], err
     body = msgpack.unpackb(records[sc_at][1])
     for depth, name in ((100_000, "json.vkt"), (65, "json65.vkt")):
         sc = list(records)
@@ -577,3 +587,47 @@ def test_each_command_meets_a_corrupted_trace_in_one_line(traces: dict[str, Path
     for args in (("export", bad, "--frame", "1", "--resource", "c", "-o", tmp_path / "x.npy"), ("diff", traces["a"], bad)):
         proc = vkcap(*args)
         assert proc.returncode == 0, (args, proc.stderr)
+
+
+LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.floats(allow_nan=True, allow_infinity=True),
+                   st.text(max_size=8), st.binary(max_size=8), st.sampled_from(["[/x]", "[red]x", "c", "a.npy", "0" * 32]))
+VALUES = st.recursive(LEAVES, lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+                      max_leaves=8)
+
+
+def test_hostile_metadata_values_are_reported_never_an_internal_error(traces: dict[str, Path], tmp_path: Path) -> None:
+    """Every META of a trace with one value replaced by any msgpack value (bytes, huge integers, NaN,
+    markup, nested containers) or a key added: info (text and --json) and export end in exit 0 or one
+    line with exit 2, and --json is valid JSON."""
+    records, kinds_at = records_of(traces["a"])
+    metas = sorted(kinds_at)
+    bad = tmp_path / "bad.vkt"
+    out = tmp_path / "out" / "x.npy"
+    out.parent.mkdir()
+
+    @settings(FUZZ, max_examples=60)
+    @given(st.sampled_from(metas), st.one_of(st.none(), st.text(max_size=12)), VALUES, st.data())
+    def check(at: int, added: str | None, value: Any, data: Any) -> None:
+        body = msgpack.unpackb(records[at][1])
+        if added is None:
+            key = data.draw(st.sampled_from(sorted(k for k in body if k != "kind") or ["extra"]))
+        else:
+            key = added or "extra"
+        if key == "kind":
+            key = "extra"
+        body[key] = value
+        forged = list(records)
+        forged[at] = (R.RecordType.META, R.pack_msgpack(body))
+        bad.write_bytes(forge(forged, kinds_at))
+        for args in (("info", bad, "--json"), ("info", bad), ("export", bad, "--frame", "1", "--resource", "c", "-o", out)):
+            code, stdout, err = cli(*args)
+            assert code in (0, 2), (args, err)
+            if code == 2:
+                one_line_error(err)
+            elif args[-1] == "--json":
+                json.loads(stdout, parse_constant=lambda c: pytest.fail(f"{c} in --json"))
+            assert "Traceback" not in err and "internal error" not in err, err
+        if out.exists():
+            out.unlink()
+
+    check()

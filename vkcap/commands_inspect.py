@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -58,28 +59,29 @@ def trace_summary(path: Path) -> dict[str, Any]:
 
             tally.add_frame(f.snapshots, ((d.uid, d.blob) for d in f.dispatches), blob_info)
         size = path.stat().st_size
+        header = trace.header
         return {
             "trace": str(path),
             "file_bytes": size,
             "scenario": trace.scenario_name,
-            "recorded": trace.header.get("created"),
-            "vkcap_version": trace.header.get("vkcap_version"),
-            "host": trace.header.get("host"),
-            "fingerprint": trace.fingerprint,
+            "recorded": _text_or_none(header.get("created")),
+            "vkcap_version": _text_or_none(header.get("vkcap_version")),
+            "host": _text_or_none(header.get("host")),
+            "fingerprint": _fingerprint(trace.fingerprint),
             "frames": len(trace.frames),
             "passes": len({f.pass_index for f in trace.frames}),
             "frame_range": [trace.frames[0].seq, trace.frames[-1].seq] if trace.frames else None,
-            "trimmed_from": trace.header.get("trimmed_from"),
+            "trimmed_from": _plain(header.get("trimmed_from")),
             "checkpoints": sorted(c for c in trace.checkpoints if c >= 0),
             "initial_state": -1 in trace.checkpoints,
-            "checkpoint_every": trace.header.get("checkpoint_every"),
-            "dispatch_level": bool(trace.header.get("dispatch_level")),
-            "pipeline_layouts": trace.header.get("pipeline_layouts", []),
+            "checkpoint_every": _plain(header.get("checkpoint_every")),
+            "dispatch_level": bool(header.get("dispatch_level")),
+            "pipeline_layouts": _pipeline_layouts(header.get("pipeline_layouts")),
             "files": {name: {"role": role, "size": size_} for name, (role, _, size_) in sorted(trace.files.items())},
             "resources": tally.resources(),
             **tally.totals(),
-            "status": (trace.end or {}).get("status", "unfinished"),
-            "error": (trace.end or {}).get("error") or None,
+            "status": _text_or_none((trace.end or {}).get("status", "unfinished")) or "unfinished",
+            "error": _text_or_none((trace.end or {}).get("error") or None),
             "recovered": trace.recovered,
             "recovery_note": trace.reader.recovery_note or None,
             "corrupt_records": damaged,
@@ -89,6 +91,59 @@ def trace_summary(path: Path) -> dict[str, Any]:
             "trailer_note": trace.reader.trailer_note or None,
             "intact": not (damaged or lost or missing or trace.reader.bytes_after_trailer),
         }
+
+
+# What info shows of a trace's header and fingerprint is the trace's to say, so it is untrusted: each value
+# is made plain data of the type shown (a bytes value as hex, a non-finite float as text), or left out.
+
+
+def _plain(value: Any) -> Any:
+    """``value`` (decoded msgpack, at most limits.MAX_NESTING deep) as JSON-able data."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _fingerprint(fp: dict[str, Any]) -> dict[str, Any]:
+    """The device fingerprint as plain data; ids that are not integers and layer names that are not
+    text are left out (info prints the ids in hexadecimal and joins the names)."""
+    out = _plain(fp)
+    for key in ("vendor_id", "device_id"):
+        if not _is_int(out.get(key, 0)):
+            del out[key]
+    if not (isinstance(out.get("layers", []), list) and all(isinstance(x, str) for x in out.get("layers", []))):
+        del out["layers"]
+    return out  # type: ignore[no-any-return]
+
+
+_LAYOUT_FIELDS = {"command": _is_int, "stage": lambda v: isinstance(v, str), "shader": lambda v: isinstance(v, str)}
+_BINDING_FIELDS = {"set": _is_int, "binding": _is_int, "descriptor_type": lambda v: isinstance(v, str),
+                   "resource": lambda v: isinstance(v, str)}
+
+
+def _pipeline_layouts(layouts: Any) -> list[dict[str, Any]]:
+    """The header's pipeline layouts that have the fields info prints, of their types; others left out."""
+    def fits(d: Any, fields: dict[str, Any]) -> bool:
+        return isinstance(d, dict) and all(k in d and ok(d[k]) for k, ok in fields.items())
+
+    if not isinstance(layouts, list):
+        return []
+    return [_plain(p) for p in layouts if fits(p, _LAYOUT_FIELDS) and isinstance(p.get("bindings"), list)
+            and all(fits(b, _BINDING_FIELDS) for b in p["bindings"])]
 
 
 def cmd_info(args: argparse.Namespace) -> int:
