@@ -3,12 +3,13 @@ reported and never judged as a pass, every declared size is bounded before anyth
 special files are refused. Each hostile case asserts the exact exit code, the one-line message and that
 nothing beside the output changed.
 
-Corpus (cases per class): concatenations and appended data 40 generated + 2 fixed; damaged records 3
-fixed (FRAME, blob, essential) through info, replay, diff and suite; bounded resources 6 bombs (zstd,
-planes, delta residual declared sizes, metadata items, msgpack nesting, JSON nesting) with peak RSS
-measured for 5; special files 4 kinds x 7 commands; byte-level corruption 150 generated (flips,
-truncations, appended bytes, concatenations, forged lengths) in-process, plus one forged trace through
-every command's CLI.
+Corpus (cases per class): concatenations and appended data 40 generated + 1 fixed; damaged records 3
+fixed (FRAME, blob, essential) through info, replay, diff and suite; bounded resources: an export bomb,
+2 blob bombs (zstd, planes) and 3 malformed plane tables, 3 metadata bombs, msgpack nesting 4 depths
+and JSON nesting 2, with peak RSS measured for 6; hostile META values 60 generated; special files 4
+kinds x 7 commands; byte-level corruption 150 generated (flips, truncations, appended bytes,
+concatenations, forged lengths) through info and export and 40 through replay, in process, plus one
+forged trace through every command's CLI.
 """
 from __future__ import annotations
 
@@ -631,3 +632,35 @@ def test_hostile_metadata_values_are_reported_never_an_internal_error(traces: di
             out.unlink()
 
     check()
+
+
+def test_corrupted_traces_replay_or_fail_and_lost_frames_never_pass(traces: dict[str, Path], tmp_path: Path) -> None:
+    """Replay (in this process, through the CLI's entry point) of flipped, cut, extended and forged
+    traces: exit 0, 1 (a judged failure) or 2 with one line, never a traceback; and a trace that lost
+    a frame to damage never passes."""
+    good, other = traces["a"].read_bytes(), traces["b"].read_bytes()
+    bad = tmp_path / "bad.vkt"
+
+    seen = {0: 0, 1: 0, 2: 0}
+
+    with TraceReader(traces["a"]) as r:  # flips inside FRAME records too: the frames they lose
+        frame_bytes = [i for o, _ in r.meta_index("frame") for i in range(o, o + 80)]
+    frame_flip = st.tuples(st.just("damaged"), st.tuples(st.sampled_from(frame_bytes), st.integers(1, 255)).map(
+        lambda p: good[: p[0]] + bytes([good[p[0]] ^ p[1]]) + good[p[0] + 1 :]))
+
+    @settings(FUZZ, max_examples=40)
+    @given(st.one_of(mutations(good, other), frame_flip))
+    def check(mutation: tuple[str, bytes]) -> None:
+        bad.write_bytes(mutation[1])
+        code, stdout, err = cli("info", bad, "--json")
+        lost = code == 0 and bool(json.loads(stdout)["lost_frames"])
+        code, _, err = cli("replay", bad)
+        assert code in (0, 1, 2), err
+        assert "Traceback" not in err and "internal error" not in err, err
+        if code != 0:
+            one_line_error(err)
+        assert not (lost and code == 0), err
+        seen[code] += 1
+
+    check()
+    assert all(seen.values()), seen  # the corpus reaches each outcome
