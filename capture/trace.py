@@ -179,7 +179,36 @@ class Trace:
                 self._damaged(kind, offset, "malformed content")
         if not self.header or not self.portable_json:
             raise TraceError("the trace holds no scenario (recording died before its first records)", file=self.path)
+        self._drop_impossible_frames()
         self.by_seq = {f.seq: f for f in self.frames}
+
+    def _drop_impossible_frames(self) -> None:
+        """Treat as damaged a FRAME record whose number no recording gives: frames are numbered from
+        the first (0, or a trimmed trace's first) with one FRAME record each, so a number beyond the
+        count of FRAME records, or one seen twice, is forged (and a replay would run up to it)."""
+        first = self._first_seq()
+        # a recovery scan does not know the kind of a record it skipped: any of them may be a frame
+        listed = len(self.reader.meta_index(kinds.FRAME)) + len(self.reader.corrupt_records)
+        seen: set[int] = set()
+        kept = []
+        for f in self.frames:
+            if not first <= f.seq < first + listed:
+                why = f"frame number {f.seq} is outside the trace's {listed} frames from {first}"
+            elif f.seq in seen:
+                why = f"frame number {f.seq} is repeated"
+            else:
+                seen.add(f.seq)
+                kept.append(f)
+                continue
+            self.damaged.append(DamagedRecord(kinds.FRAME, f.offset, why, kept[-1].seq if kept else None))
+        self.frames = kept
+
+    def _first_seq(self) -> int:
+        """The number of the trace's first frame: 0, or what a trimmed trace's header says."""
+        trimmed = self.header.get("trimmed_from")
+        span = trimmed.get("frames") if isinstance(trimmed, dict) else None
+        first = span[0] if isinstance(span, list) and span else 0
+        return first if isinstance(first, int) and not isinstance(first, bool) and 0 <= first < 1 << 62 else 0
 
     def _on_header(self, body: dict[str, Any], offset: int) -> None:
         self.header = dict(body)
@@ -254,9 +283,7 @@ class Trace:
         count = (self.end or {}).get("frames")
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             return None
-        trimmed = self.header.get("trimmed_from")
-        span = trimmed.get("frames") if isinstance(trimmed, dict) else None
-        first = span[0] if isinstance(span, list) and span and isinstance(span[0], int) and span[0] >= 0 else 0
+        first = self._first_seq()
         return range(first, first + count)
 
     @property

@@ -279,6 +279,28 @@ def test_replay_diff_and_suite_fail_naming_the_frames_not_judged(traces: dict[st
     assert result["status"] == "fail" and "frame 1 not judged: damaged records in the trace" in json.dumps(result)
 
 
+def test_a_forged_frame_number_is_a_damaged_frame_never_an_endless_replay(traces: dict[str, Path], tmp_path: Path) -> None:
+    """Frames are numbered from the first with one FRAME record each: a number beyond them (a replay
+    would execute every frame up to it) or repeated is a damaged record, its frame lost."""
+    records, kinds_at = records_of(traces["a"])
+    frames = [i for i, k in kinds_at.items() if k == "frame"]
+    for name, seq in (("far", 1 << 40), ("repeated", 1)):
+        body = msgpack.unpackb(records[frames[2]][1])
+        body["seq"] = seq
+        forged = list(records)
+        forged[frames[2]] = (R.RecordType.META, R.pack_msgpack(body))
+        bad = tmp_path / f"{name}.vkt"
+        bad.write_bytes(forge(forged, kinds_at))
+        code, out, _ = cli("info", bad, "--json")
+        info = json.loads(out)
+        why = f"frame number {seq} is outside the trace's 3 frames from 0" if seq > 2 else "frame number 1 is repeated"
+        assert code == 0 and info["lost_frames"] == [2] and info["frames"] == 2
+        assert [(c["kind"], c["frames"], c["reason"]) for c in info["corrupt_records"]] == [("frame", [2], why)]
+    proc = vkcap("replay", tmp_path / "far.vkt", timeout=120)
+    assert proc.returncode == 1 and one_line_error(proc.stderr).endswith("frame 2 not judged: damaged records in the trace; "
+                                                                          "of the 2 frame(s) replayed: all within tolerance")
+
+
 def test_an_essential_record_damaged_is_a_refusal(traces: dict[str, Path], tmp_path: Path) -> None:
     bad = tmp_path / "bad.vkt"
     at = damaged_copy(traces["a"], bad, kind="scenario", seq=None)
