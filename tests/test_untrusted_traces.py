@@ -301,6 +301,33 @@ def test_a_forged_frame_number_is_a_damaged_frame_never_an_endless_replay(traces
                                                                           "of the 2 frame(s) replayed: all within tolerance")
 
 
+@pytest.mark.parametrize("description, place", [
+    ({"kind": "tensor", "size": 64, "dims": [1 << 62], "format": "VK_FORMAT_R32_SFLOAT"}, "dims"),
+    ({"kind": "tensor", "size": 64, "dims": [4, 8], "format": "VK_FORMAT_R32_SFLOAT"}, "dims"),
+    ({"kind": "tensor", "size": 64, "dims": "x", "format": 5}, "format"),
+    ({"kind": "tensor", "size": 64, "dims": [16], "format": "VK_FORMAT_BC1_RGB_UNORM_BLOCK"}, "format"),
+    ({"kind": "image", "size": 64, "dims": [4, 4], "format": "VK_FORMAT_R8_UNORM"}, "dims"),
+    ({"kind": "image", "size": 64, "dims": [1, 4, 4], "format": "VK_FORMAT_R32_SFLOAT", "texel_bytes": 0}, "texel_bytes"),
+    ({"kind": "image", "size": 64, "dims": [1, 8, 8], "format": "VK_FORMAT_R32_SFLOAT"}, "dims"),
+    ({"kind": "image", "size": -1, "dims": [1, 4, 4], "format": "VK_FORMAT_R8_UNORM"}, "size"),
+])
+def test_a_resource_description_that_cannot_shape_its_export_is_refused(traces: dict[str, Path], tmp_path: Path,
+                                                                         description: dict[str, Any], place: str) -> None:
+    records, kinds_at = records_of(traces["a"])
+    at = next(i for i, k in kinds_at.items() if k == "resources")
+    body = msgpack.unpackb(records[at][1])
+    body["resources"]["c"] = description
+    records[at] = (R.RecordType.META, R.pack_msgpack(body))
+    bad = tmp_path / "bad.vkt"
+    bad.write_bytes(forge(records, kinds_at))
+    code, _, err = cli("export", bad, "--frame", "0", "--resource", "c", "-o", tmp_path / "x.npy")
+    assert code == 2
+    line = one_line_error(err)
+    assert line.startswith(f"vkcap: error: {bad}: resources.c.{place}: ") and \
+        line.endswith("the trace's description of resource 'c' is malformed"), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.vkt"]
+
+
 def test_an_essential_record_damaged_is_a_refusal(traces: dict[str, Path], tmp_path: Path) -> None:
     bad = tmp_path / "bad.vkt"
     at = damaged_copy(traces["a"], bad, kind="scenario", seq=None)

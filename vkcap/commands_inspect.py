@@ -243,6 +243,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         _check_export_request(trace, args.frame, args.resource)
         meta = trace.resources.get(args.resource, {})
         _check_export_suffix(args.output, meta.get("kind", "buffer"))
+        _check_export_meta(trace.path, args.resource, meta)
         data = trace.snapshot(args.frame, args.resource)
     write_resource_file(args.output, {"kind": "buffer", **meta}, data)
     return 0
@@ -263,6 +264,51 @@ def _check_export_request(trace: Any, seq: int, uid: str) -> None:
         raise
 
 
+
+
+def _check_export_meta(trace: Path, uid: str, meta: dict[str, Any]) -> None:
+    """Refuse a resource whose description in the trace cannot describe its snapshot: the fields the
+    exported file is shaped by (a tensor's or image's format, dims and texel size), each of its type,
+    in range and consistent with the resource's size (``TRACE: resources.UID.FIELD: why``, exit 2)."""
+    from vkcore.resources.formats import format_info, tensor_dtype
+
+    kind = meta.get("kind", "buffer")
+    if kind == "buffer":
+        return
+
+    def refuse(field: str, why: str) -> None:
+        raise TraceError(f"{why}: the trace's description of resource '{uid}' is malformed", file=trace,
+                         place=f"resources.{uid}.{field}")
+
+    size, fmt, dims = meta.get("size"), meta.get("format"), meta.get("dims")
+    if not (isinstance(size, int) and not isinstance(size, bool) and size >= 0):
+        refuse("size", "not a byte count")
+    if not isinstance(fmt, str):
+        refuse("format", "not a format name")
+    try:
+        info = format_info(fmt)
+        itemsize = int(np_dtype(tensor_dtype(fmt)).itemsize) if kind == "tensor" else 0
+    except KeyError:
+        refuse("format", f"not a {kind} format")
+    wanted = 1 if kind == "tensor" else 3  # an image's dims are [depth or layers, width, height, ...]
+    if not (isinstance(dims, list) and len(dims) >= wanted and
+            all(isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= size for d in dims)):
+        refuse("dims", "not a list of sizes")
+    if kind == "tensor":
+        if math.prod(dims) * itemsize != size:
+            refuse("dims", f"{dims} of {itemsize}-byte elements is not its {size} bytes")
+        return
+    texel = meta.get("texel_bytes", info.block_bytes)
+    if not (isinstance(texel, int) and not isinstance(texel, bool) and 1 <= texel <= 64):
+        refuse("texel_bytes", "not a texel size")
+    if dims[1] * dims[2] * texel > size:
+        refuse("dims", f"a {dims[1]}x{dims[2]} level 0 of {texel}-byte texels does not fit its {size} bytes")
+
+
+def np_dtype(descr: str) -> Any:
+    import numpy as np
+
+    return np.dtype(descr)
 
 
 def _check_export_suffix(path: Path, kind: str) -> None:
