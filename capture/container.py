@@ -57,7 +57,7 @@ __all__ = [
     "PreparedBlob",
     "WriterStats",
     "BlobInfo",
-    "DamagedRecord",
+    "RecordDamage",
     "NotARegularFile",
     "open_trace_file",
     "blob_key",
@@ -1015,7 +1015,7 @@ class BlobInfo(NamedTuple):
     codec: int
 
 
-class DamagedRecord(NamedTuple):
+class RecordDamage(NamedTuple):
     """A record found damaged by :meth:`TraceReader.damaged_records`: where, of which type, what it
     holds as far as the index says (a META's kind, a blob's key; "" when unknown) and why."""
 
@@ -1330,21 +1330,21 @@ class TraceReader:
 
     # -- verification ------------------------------------------------------------------------------
 
-    def damaged_records(self) -> list[DamagedRecord]:
+    def damaged_records(self) -> list[RecordDamage]:
         """Every damaged record of the trace, in file order: those a recovery scan skipped, and each
         META and BLOB the index (or the scan) lists whose record header, payload checksum or declared
         lengths are wrong. Reads every record once, hashing payloads in bounded chunks; decodes
         nothing (a blob that passes here may still fail to decode: :meth:`read_blob` says so)."""
-        found = [DamagedRecord(offset, rtype, "", "header intact but payload damaged (skipped by the scan)")
+        found = [RecordDamage(offset, rtype, "", "header intact but payload damaged (skipped by the scan)")
                  for offset, rtype in self.corrupt_records]
         for offset, kind in self._metas:
             why = self._record_damage(offset, RecordType.META, None)
             if why:
-                found.append(DamagedRecord(offset, RecordType.META, kind, why))
+                found.append(RecordDamage(offset, RecordType.META, kind, why))
         for key, e in self._blobs.items():
             why = self._record_damage(e.offset, RecordType.BLOB, e)
             if why:
-                found.append(DamagedRecord(e.offset, RecordType.BLOB, key.hex(), why))
+                found.append(RecordDamage(e.offset, RecordType.BLOB, key.hex(), why))
         return sorted(found)
 
     def _record_damage(self, offset: int, rtype: int, e: BlobEntry | None) -> str:
