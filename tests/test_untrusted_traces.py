@@ -577,7 +577,8 @@ def forged_lengths(good: bytes) -> st.SearchStrategy[bytes]:
 def test_corrupted_traces_read_or_fail_in_one_line(traces: dict[str, Path], tmp_path: Path) -> None:
     """In process, through the CLI's own entry point: info --json and export of every kind of
     corruption end in exit 0 (damage named in the report when the file differs where it is checked)
-    or exit 2 with one line, never a traceback."""
+    or exit 2 with one line, never a traceback; diff against the good trace ends in 0, 1 or 2, and
+    never 0 when a frame was lost."""
     good, other = traces["a"].read_bytes(), traces["b"].read_bytes()
     bad = tmp_path / "bad.vkt"
     out = tmp_path / "out" / "x.npy"
@@ -597,6 +598,7 @@ def test_corrupted_traces_read_or_fail_in_one_line(traces: dict[str, Path], tmp_
             changed = [i for i, (x, y) in enumerate(zip(data, good)) if x != y]
             unchecked = len(data) == len(good) and all(8 <= i < 16 for i in changed)
             assert unchecked or not info["intact"] or info["recovered"] or info["status"] != "complete", info
+        lost = code == 0 and bool(json.loads(stdout)["lost_frames"])
         code, _, err = cli("export", bad, "--frame", "2", "--resource", "c", "-o", out)
         assert code in (0, 2), err
         if code == 2:
@@ -605,6 +607,11 @@ def test_corrupted_traces_read_or_fail_in_one_line(traces: dict[str, Path], tmp_
         else:
             assert np.load(out).view(np.float32)[0] == 1.0  # never the other trace's data
             out.unlink()
+        code, _, err = cli("diff", traces["a"], bad)
+        assert code in (0, 1, 2) and not (lost and code == 0), err
+        if code == 2 or "not judged" in err:
+            one_line_error(err)
+        assert "Traceback" not in err and "internal error" not in err, err
 
     check()
 
