@@ -277,6 +277,13 @@ def test_replay_diff_and_suite_fail_naming_the_frames_not_judged(traces: dict[st
     assert proc.returncode == 1, proc.stderr
     [result] = json.loads((tmp_path / "r.json").read_text())["results"]
     assert result["status"] == "fail" and "frame 1 not judged: damaged records in the trace" in json.dumps(result)
+    # a trace expected to be flaky is excused a divergence, not frames it could not judge
+    (bad.parent / "suite.toml").write_text('[[traces]]\npath = "frame.vkt"\n[[traces.expect]]\ndevice = "*"\n'
+                                           'status = "flaky"\nreason = "known"\n')
+    proc = vkcap("suite", "run", bad.parent / "suite.toml", "--json", tmp_path / "r2.json")
+    assert proc.returncode == 1, proc.stderr
+    [result] = json.loads((tmp_path / "r2.json").read_text())["results"]
+    assert result["status"] == "fail" and result["expected"] == "flaky", result
 
 
 def test_a_forged_frame_number_is_a_damaged_frame_never_an_endless_replay(traces: dict[str, Path], tmp_path: Path) -> None:
