@@ -27,6 +27,7 @@ from typing import Any
 
 import msgpack
 import numpy as np
+import xxhash
 import pytest
 import zstandard
 from hypothesis import HealthCheck, given, settings
@@ -356,16 +357,34 @@ def rle_frame(size: int) -> bytes:
     return zstandard.ZstdCompressor(level=1, write_content_size=True).compress(bytes(size))
 
 
+def zeros_blob(size: int) -> tuple[bytes, bytes]:
+    """(content key, one zstd frame with its content size) of ``size`` zero bytes, made 64 MiB at a time:
+    a frame that really decodes to ``size`` bytes, at zstd's largest ratio."""
+    chunk = bytes(64 << 20)
+    packer = zstandard.ZstdCompressor(level=1).compressobj(size=size)
+    parts, h = [], xxhash.xxh3_128()
+    for _ in range(size // len(chunk)):
+        parts.append(packer.compress(chunk))
+        h.update(chunk)
+    return h.digest(), b"".join([*parts, packer.flush()])
+
+
 def test_an_export_bomb_is_refused_before_it_is_decoded(traces: dict[str, Path], tmp_path: Path) -> None:
-    """A snapshot whose blob declares 2 GiB (a 64 KiB zstd frame that really holds them) of a 64-byte
-    resource: refused from the declared sizes, never inflated."""
+    """A 64-byte resource's snapshot stored as a real 2 GiB of zeros (a 64 KiB zstd frame, its key
+    right): refused from the declared sizes, never inflated (before: the 2 GiB were decoded first)."""
     records, kinds_at = records_of(traces["a"])
-    at, key = frame_snapshot_of(records, kinds_at, 0, "c")
+    at, _ = frame_snapshot_of(records, kinds_at, 0, "c")
     size = 2 << 30
-    frame = rle_frame(64 << 20) * 32  # 64 KiB: 32 frames of 64 MiB of zeros (one would say 64 MiB)
+    key, frame = zeros_blob(size)
+    records = with_blob(records, at, key, size, R.Codec.ZSTD, frame)
+    for i, kind in kinds_at.items():  # frame 0's snapshot of c is now the bomb
+        body = msgpack.unpackb(records[i][1])
+        if kind == "frame" and body["seq"] == 0:
+            body["snapshots"]["c"] = key.hex()
+            records[i] = (R.RecordType.META, R.pack_msgpack(body))
     bomb = tmp_path / "bomb.vkt"
-    bomb.write_bytes(forge(with_blob(records, at, key, size, R.Codec.ZSTD, frame)))
-    assert bomb.stat().st_size < 200_000
+    bomb.write_bytes(forge(records, kinds_at))
+    assert bomb.stat().st_size < 100_000
     code, err, rss = peak_rss_mib("export", bomb, "--frame", "0", "--resource", "c", "-o", tmp_path / "x.npy")
     assert code == 2 and rss < 300, (rss, err)
     assert one_line_error(err).endswith(f"frame 0, resource 'c': snapshot is {size} bytes, resource is 64")
@@ -389,11 +408,27 @@ def test_blobs_that_cannot_hold_what_they_declare_are_refused_before_allocating(
         with TraceReader(path) as r:
             with pytest.raises(TraceCorrupt, match=f"{phrase} {len(stored)} is impossible for raw length {raw_len}"):
                 r.read_blob(key)
-    # the plane bomb through the CLI, its memory measured
-    path = tmp_path / "planes.vkt"
+    assert "stored length 108 is impossible" in vkcap("info", tmp_path / "planes.vkt").stdout
+    # a real plane bomb through the CLI, its memory measured: 4 planes, each a zstd frame that decodes
+    # to 768 MiB of zeros, 3 GiB in all, its key right (before: 3 GiB allocated and decoded)
+    n = 768 << 20
+    _, plane = zeros_blob(n)
+    whole = xxhash.xxh3_128()
+    for _ in range(4 * n // (64 << 20)):
+        whole.update(bytes(64 << 20))
+    key = whole.digest()
+    stored = struct.pack("<B7x", 4) + b"".join(struct.pack("<QB7x", len(plane), 1) for _ in range(4)) + plane * 4
+    bomb = with_blob(records, at, key, 4 * n, R.Codec.PLANES, stored)
+    for i, kind in kinds_at.items():  # frame 0's snapshot of c is now the bomb
+        body = msgpack.unpackb(bomb[i][1])
+        if kind == "frame" and body["seq"] == 0:
+            body["snapshots"]["c"] = key.hex()
+            bomb[i] = (R.RecordType.META, R.pack_msgpack(body))
+    path = tmp_path / "plane_bomb.vkt"
+    path.write_bytes(forge(bomb, kinds_at))
+    assert path.stat().st_size < 200_000
     code, err, rss = peak_rss_mib("info", path, "--json")
     assert code == 0 and rss < 300, (rss, err)
-    assert "stored length 108 is impossible" in vkcap("info", path).stdout
     code, err, rss = peak_rss_mib("export", path, "--frame", "0", "--resource", "c", "-o", tmp_path / "x.npy")
     assert code == 2 and rss < 300, (rss, err)
     assert one_line_error(err).endswith(f"frame 0, resource 'c': snapshot is {4 * n} bytes, resource is 64")
