@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from capture.trace import Trace
+from capture.trace import FramesNotJudged, Trace
 from vkcore.errors import TraceError
 
 from .reading import identical_in, reading
@@ -117,4 +117,10 @@ def diff_traces(a: Trace, b: Trace, policy: TolerancePolicy,
                 c.extras.update(segment=d.segment, module=d.module)
             result.dispatches.append((d.command, c))
         report.frames.append(result)
+    for trace in (a, b):  # a frame lost to damage is never silently left out: the diff fails, naming it
+        not_judged = trace.not_judged()
+        if not_judged:
+            first = next((f.seq for f in report.frames if f.diverged), None)
+            found = f"first divergence at frame {first}" if first is not None else "all within tolerance"
+            raise FramesNotJudged(f"{not_judged}; of the {len(report.frames)} frame(s) compared: {found}", file=trace.path)
     return report

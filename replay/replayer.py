@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from capture import kinds, records
-from capture.trace import REPLAY_KINDS, FrameRecord, Trace
+from capture.trace import REPLAY_KINDS, FrameRecord, FramesNotJudged, Trace
 from vkcore.device.context import VulkanContext
 from vkcore.device.driver import use_driver
 from vkcore.errors import ScenarioError, TraceError, UnsupportedDeviceFeature, UsageError
@@ -537,12 +537,20 @@ async def replay_trace(trace: Trace, options: ReplayOptions, *, on_frame: Callab
 def replay(options: ReplayOptions, on_frame: Callable[[FrameResult], None] | None = None, *,
            opened: Trace | None = None, contexts: dict[Any, VulkanContext] | None = None) -> ReplayReport:
     """Replay ``options.trace`` (``opened``, when the caller has it open already) on the driver
-    ``options.icd`` names (on a context of ``contexts``, when given); see the module docstring."""
+    ``options.icd`` names (on a context of ``contexts``, when given); see the module docstring.
+    Frames of the range lost to damaged records are not judged: the others are replayed, then
+    :class:`FramesNotJudged` (exit 1) names them, with what the replay found of the rest."""
     import trio
 
     use_driver(options.icd)
     with Trace.reuse_or_open(options.trace, opened) as trace:
-        return trio.run(lambda: replay_trace(trace, options, on_frame=on_frame, contexts=contexts))
+        report = trio.run(lambda: replay_trace(trace, options, on_frame=on_frame, contexts=contexts))
+        not_judged = trace.not_judged(options.first, options.last)
+    if not_judged:
+        first = report.first_divergence
+        found = f"first divergence at frame {first.seq}" if first is not None else "all within tolerance"
+        raise FramesNotJudged(f"{not_judged}; of the {len(report.frames)} frame(s) replayed: {found}", file=options.trace)
+    return report
 
 
 __all__ = ["DIVERGED", "ReplayOptions", "ReplayReport", "FrameResult", "replay", "replay_trace", "rebuild_scenario"]

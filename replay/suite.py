@@ -532,8 +532,8 @@ def _replay_one(worker: Replayer, trace: SuiteTrace, retries: int, pages: Path |
     status = judge(outcome, expected, report.get("first_divergence"))
     if len(spread) > 1 and status == "pass":
         status = "flaky"
-    if expected.status == "flaky":
-        status = "flaky" if outcome in ("diverged", "crash") else "pass"
+    if expected.status == "flaky":  # flakiness excuses a divergence or a crash, never a trace it could not judge
+        status = "fail" if outcome == "error" else "flaky" if outcome in ("diverged", "crash") else "pass"
     detail = str(report.get("detail", "")) if len(spread) == 1 else _spread_text(spread)
     return TraceResult(str(trace.path), device or report.get("device", ""), status, outcome, expected.status,
                        int(report.get("frames", 0)), round(time.perf_counter() - start, 3), len(spread),
