@@ -622,11 +622,15 @@ def test_bless_writes_toml_that_reads_back_any_text(tmp_path_factory: pytest.Tem
     assert before == BLESS_MANIFEST
     write_manifest(manifest, after)
     doc = tomllib.loads(manifest.read_text(encoding="utf-8"))
-    first, *rest = doc["traces"][0]["expect"]
-    assert first == {"device": device, "status": "diverged", "reason": "blessed: " + (detail or "diverged"), "frame": 1}
-    kept = ([] if device == "Other GPU" else [{"device": "Other GPU", "status": "diverged",
-                                               "reason": "a multi-line reason\n[[traces]]\nthat only looks like a header"}])
-    assert rest == kept and doc["traces"][0]["tolerance"] == {"ulp": 4}
+    measured = (detail or "diverged") + (f" (on {device})" if device else "")
+    human = {"device": "Other GPU", "status": "diverged",
+             "reason": "a multi-line reason\n[[traces]]\nthat only looks like a header"}
+    if device == "Other GPU":  # the expectation that judged it is edited in place: its reason kept
+        assert doc["traces"][0]["expect"] == [{**human, "frame": 1, "measured": measured}]
+    else:  # a new one for the exact device, first
+        assert doc["traces"][0]["expect"] == [{"device": device, "status": "diverged", "frame": 1, "measured": measured},
+                                              human]
+    assert doc["traces"][0]["tolerance"] == {"ulp": 4}
     for comment in ("# owners: gpu-team  \u00e9\U0001F600", "[[traces]]  # the one trace", "# kept as written",
                     "# expectations", "# closing comment"):
         assert comment in after
@@ -656,7 +660,7 @@ def test_bless_keeps_a_symlinked_manifest_a_link_and_its_mode(suite: Path) -> No
     text = (real / "suite.toml").read_text(encoding="utf-8")
     assert text.startswith("# ours\n[[traces]]\npath = \"t.vkt\"\n")
     assert tomllib.loads(text)["traces"][0]["expect"] == [
-        {"device": device, "status": "diverged", "reason": "blessed: frame 1: c: DIVERGED \U0001F600", "frame": 1}]
+        {"device": device, "status": "diverged", "frame": 1, "measured": f"frame 1: c: DIVERGED \U0001F600 (on {device}, driver 1.0)"}]
     changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
     # the target's folder changed only its mtime: a file in it was replaced
     assert changed == {"suite/real/suite.toml", "suite/real"} and before["suite/real"][:2] == after["suite/real"][:2]
@@ -668,7 +672,7 @@ def test_bless_edits_inline_tables_in_place_and_refuses_outside_paths(suite: Pat
     _, after = bless(manifest, [failed(suite, "GPU", "d")])
     assert after.startswith("# c\ntraces = [{") and "\n[[" not in after
     assert tomllib.loads(after)["traces"][0]["expect"] == [
-        {"device": "GPU", "status": "diverged", "reason": "blessed: d", "frame": 1}]  # "*" matched GPU: replaced
+        {"device": "*", "status": "diverged", "frame": 1, "measured": "d (on GPU)"}]  # "*" matched GPU: edited, still "*"
     fixed = TraceResult(str(suite / "t.vkt"), "GPU", "fixed", "identical", "crash")
     assert tomllib.loads(bless(manifest, [fixed])[1])["traces"] == [{"path": "t.vkt"}]
     ranged = manifest_in(suite, '[[traces]]\npath = "t.vkt"\n[[traces.expect]]\ndevice = "*"\nstatus = "crash"\ndriver = ">=1"\n')
