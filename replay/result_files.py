@@ -166,6 +166,8 @@ def _verdicts(value: Any, path: Path, place: str, name_key: str, depth: int = 0)
         checked: dict[str, Any] = {}
         for key, kind in VERDICT_FIELDS.items():
             if entry.get(key) is None:
+                if key in entry and key == "first_frame":  # none: never beyond its tolerance
+                    checked[key] = None
                 continue
             if kind is str:
                 checked[key] = _text(entry, key, path, required=True) if key in entry else ""

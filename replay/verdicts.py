@@ -19,9 +19,13 @@ from .results import DIVERGED, IDENTICAL, WITHIN, Tolerance
 _RANK = {IDENTICAL: 0, WITHIN: 1, DIVERGED: 2}
 
 
-def tolerance_text(t: Tolerance) -> str:
-    """``ulp 4``, ``atol 2e-06, ulp 4``, or ``exact``."""
-    return ", ".join(f"{k} {v:g}" for k, v in (("atol", t.atol), ("rtol", t.rtol), ("ulp", t.ulp)) if v) or "exact"
+def tolerance_text(t: Tolerance, dtype: str = "") -> str:
+    """``ulp 4``, ``atol 2e-06, ulp 4``, or ``exact``: the keys that judge ``dtype`` (integers and bytes
+    only know ``atol``)."""
+    from .results import DTYPES
+
+    keys = ("atol", "rtol", "ulp") if DTYPES.get(dtype, ("", True))[1] else ("atol",)
+    return ", ".join(f"{k} {getattr(t, k):g}" for k in keys if getattr(t, k)) or "exact"
 
 
 def _finite(value: Any) -> float:
@@ -57,10 +61,10 @@ def resource_verdicts(frames: Iterable[Any], policy: Any) -> list[dict[str, Any]
                 entry = out[c.uid] = {
                     "uid": c.uid, "dtype": c.dtype, "status": IDENTICAL, "first_frame": None, "frames_beyond": 0,
                     "beyond_tolerance": 0, "differing": 0, "max_abs": 0.0, "max_ulp": 0,
-                    "tolerance": "" if fields else tolerance_text(policy.for_resource(c.uid, c.dtype))}
+                    "tolerance": "" if fields else tolerance_text(policy.for_resource(c.uid, c.dtype), c.dtype)}
                 if fields:
                     entry["fields"] = [{"name": fd["name"], "dtype": fd["dtype"], "status": IDENTICAL,
-                                        "tolerance": tolerance_text(field_tolerance(policy, c.uid, fd["name"], fd["dtype"])),
+                                        "tolerance": tolerance_text(field_tolerance(policy, c.uid, fd["name"], fd["dtype"]), fd["dtype"]),
                                         "first_frame": None, "frames_beyond": 0, "beyond_tolerance": 0, "differing": 0,
                                         "max_abs": 0.0, "max_ulp": 0} for fd in fields]
             _merge(entry, f.seq, c)
