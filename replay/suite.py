@@ -555,7 +555,7 @@ def _replay_one(worker: Replayer, trace: SuiteTrace, retries: int, pages: Path |
                          spread if len(spread) > 1 else [], str(report.get("page", "")), worker.driver, worker.host,
                          expected.frame, list(expected.resources), resources)
     result.verdict = explain(result)
-    if len(spread) > 1:
+    if len(spread) > 1 and outcome not in ("crash", "error"):  # theirs say the spread already (their detail)
         result.verdict += f" ({_spread_text(spread)})"
     return result
 

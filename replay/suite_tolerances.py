@@ -14,8 +14,9 @@ Guarantees:
 
 - every key, type and number is checked where the manifest is read (:func:`entry_tolerance`: one line
   naming the manifest and the key, exit 2), before any trace is opened;
-- :func:`check_against_trace` (before any worker starts) names a resource or field the trace lacks, a
-  dtype that does not divide its resource, and a ``ulp`` or ``rtol`` the manifest sets for a resource
+- :func:`check_suite` (before any worker starts) names a resource or field the trace lacks, a dtype
+  given to a field or that does not divide its resource (:func:`check_names`), and a ``ulp`` or
+  ``rtol`` the manifest sets for a resource (:func:`check_bytes`)
   compared as raw bytes (no dtype, no shader view: a tolerance that would silently judge nothing) as
   errors naming the manifest's key; the same tolerance given by ``suite run``'s flags is a warning,
   once per trace and resource;
@@ -167,14 +168,14 @@ def check_bytes(trace: Any, tolerance: TraceTolerance | None, policy: Any) -> li
     trace of a suite folder) sets it, else a warning line (the suite's flags set it)."""
     from vkcore.safe_text import shown
 
-    from .tolerances import bytes_tolerances
+    from .tolerances import bytes_tolerances, why_bytes
 
     name = shown(Path(trace.path).name)
     warnings = []
     for uid, keys in bytes_tolerances(trace, policy):
         for key, value in keys.items():
             setter = tolerance.setter(uid, key) if tolerance is not None else None
-            said = f"{key} {value:g} does not apply to '{shown(uid)}' of {name}: it is compared as bytes (no shader view, no dtype)"
+            said = f"{key} {value:g} does not apply to '{shown(uid)}' of {name}: it is compared as bytes ({why_bytes(uid, policy)})"
             if tolerance is not None and setter is not None:
                 raise UsageError(f"{said}; give it a dtype ({tolerance.place}.resources.{_key(uid)}.dtype)",
                                  file=tolerance.manifest, place=setter)

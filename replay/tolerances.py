@@ -200,8 +200,14 @@ def warn_bytes_tolerances(trace: Any, policy: "TolerancePolicy") -> None:
 
     for uid, keys in bytes_tolerances(trace, policy):
         logging.getLogger("vkcap").warning(
-            "%s: %s: %s does not apply: compared as bytes (no shader view, no dtype); --dtype %s=TYPE reads it typed",
-            trace.path, uid, " and ".join(f"{k} {v:g}" for k, v in keys.items()), uid)
+            "%s: %s: %s does not apply: compared as bytes (%s); --dtype %s=TYPE reads it typed",
+            trace.path, uid, " and ".join(f"{k} {v:g}" for k, v in keys.items()), why_bytes(uid, policy), uid)
+
+
+def why_bytes(uid: str, policy: "TolerancePolicy") -> str:
+    """Why a resource :func:`bytes_tolerances` names is compared as bytes: its dtype says so, or
+    nothing gives it a type."""
+    return "its dtype is bytes" if policy.dtypes.get(uid) == "bytes" else "no shader view, no dtype"
 
 
 def check_dtype(uid: str, dtype: str, resources: Resources, where: str) -> None:

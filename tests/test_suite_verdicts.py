@@ -295,7 +295,7 @@ def test_a_ulp_meeting_a_bytes_comparison_is_an_error_in_a_manifest_and_a_warnin
     assert [w.split("vkcap: ", 1)[-1] for w in warned] == [
         f"--rtol: rtol 0.1 {said}; give it a dtype (a manifest's resources.raw.dtype, or --dtype)",
         f"--ulp: ulp 4 {said}; give it a dtype (a manifest's resources.raw.dtype, or --dtype)"], proc.stderr
-    for command in (("replay", trace), ("diff", trace, trace)):
+    for command in (("replay", trace), ("diff", trace, trace), ("bisect", trace)):
         proc = vkcap(*command, "--ulp", "4")
         assert proc.returncode == 0, proc.stderr
         warned = [line for line in proc.stderr.splitlines() if "does not apply" in line]
@@ -303,6 +303,9 @@ def test_a_ulp_meeting_a_bytes_comparison_is_an_error_in_a_manifest_and_a_warnin
                                                        "view, no dtype); --dtype raw=TYPE reads it typed"), proc.stderr
         quiet = vkcap(*command, "--ulp", "4", "--dtype", "raw=uint32")
         assert quiet.returncode == 0 and "does not apply" not in quiet.stderr
+    explicit = vkcap("replay", trace, "--ulp", "4", "--dtype", "raw=bytes")
+    assert explicit.returncode == 0 and explicit.stderr.count("raw: ulp 4 does not apply: compared as bytes (its dtype is "
+                                                              "bytes); --dtype raw=TYPE reads it typed") == 1
 
 
 # --------------------------------------------------------------------------------------------------
@@ -330,6 +333,18 @@ def test_every_argument_is_checked_before_any_worker_starts(builder: ScenarioBui
             continue
         assert proc.returncode == 2 and proc.stderr.strip().startswith(f"vkcap: error: {message}"), proc.stderr
     assert snapshot(tmp_path) == before
+
+
+def test_a_worker_without_its_device_answers_each_attempt_at_once(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """A worker whose device cannot be opened (what suite run's own check refuses first) says why, at
+    once, for every attempt: no replay is tried, no time goes by."""
+    trace = add_trace(builder, tmp_path / "suite")
+    start = time.monotonic()
+    (result,) = run_suite([SuiteTrace(trace)], retries=3, devices=["99"])
+    assert time.monotonic() - start < 15
+    assert (result.status, result.outcome, result.attempts) == ("fail", "error", 4)
+    assert [a["detail"].startswith("no device matches --device '99'") for a in result.spread] == [True] * 4
+    assert result.verdict.startswith("not replayed: attempt 1: error (no device matches --device '99'")
 
 
 def test_retries_keep_each_attempts_cause(tmp_path: Path) -> None:
