@@ -707,3 +707,65 @@ def test_a_worker_reports_an_unforeseen_exception_as_the_traces_error_not_a_cras
     assert lines == [{"device": "D", "driver": "1"},
                      {"outcome": "error", "detail": "deep.vkt: internal error: RecursionError: maximum recursion depth exceeded"},
                      {"outcome": "identical"}]
+
+
+# --------------------------------------------------------------------------------------------------
+# a manifest entry's resources tables (#34.4) and a result's resource verdicts
+
+
+UIDS = st.one_of(st.sampled_from(["out", "a.b", "x y", "[red]", "\x1b]0;t\x07", "../x", "\u202e"]), TEXT.filter(bool))
+
+
+@FAST
+@given(uid=UIDS, key=st.sampled_from(["atol", "rtol", "ulp", "dtype", "ulps"]),
+       value=st.one_of(TOML_HOSTILE, st.sampled_from(['"float32"', '"float33"', '"bytes"', "true", "[1]", "{}"])))
+def test_resource_tables_in_a_manifest_are_checked_key_by_key(tmp_path_factory: pytest.TempPathFactory, uid: str, key: str,
+                                                               value: str) -> None:
+    """Any uid, any key, any value: accepted as a flag the worker's replay parser reads back to the same
+    number or type, or one line naming the manifest and the key."""
+    from vkcap.compare_flags import resource_tolerances
+
+    folder = tmp_path_factory.mktemp("r")
+    (folder / "t.vkt").write_bytes(b"x")
+    quoted = "".join(f"\\u{ord(c):04x}" if ord(c) < 32 or ord(c) == 127 or c in '"\\' else c for c in uid)
+    text = f'[[traces]]\npath = "t.vkt"\nresources."{quoted}" = {{ {key} = {value} }}\n'
+    manifest = manifest_in(folder, text)
+    given_value = tomllib.loads(text)["traces"][0]["resources"][uid][key]
+    try:
+        (trace,) = load_suite([manifest])
+    except UsageError as exc:
+        line = str(exc)
+        assert line.startswith(f"{manifest}: traces[0].resources.") and "\n" not in line
+        assert key in line.split(": ")[1]
+        return
+    flags = dict(zip(trace.flags[::2], trace.flags[1::2]))
+    if key == "dtype":
+        assert flags == {"--dtype": f"{uid}={given_value}"}
+    else:
+        assert resource_tolerances(flags["--resource-tolerances"]) == {uid: {key: check_number(key, given_value)}}
+
+
+VERDICT_VALUES = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
+                           st.floats(), TEXT, st.lists(st.integers(), max_size=2))
+
+
+@FAST
+@given(key=st.sampled_from(["uid", "dtype", "tolerance", "status", "first_frame", "frames_beyond", "beyond_tolerance",
+                            "differing", "max_abs", "max_ulp", "fields"]), value=VERDICT_VALUES)
+def test_resource_verdicts_in_result_files_are_checked(tmp_path_factory: pytest.TempPathFactory, key: str, value: Any) -> None:
+    """A result file's ``resources``: every field of its type and in its bound, or one line naming the
+    file and the field; what is accepted prints as a verdict line."""
+    from replay.verdicts import resource_line
+
+    folder = tmp_path_factory.mktemp("v")
+    entry = {"uid": "out", "dtype": "float32", "status": "DIVERGED", key: value}
+    (folder / "r.json").write_text(json.dumps({**GOOD, "resources": [entry]}, allow_nan=True))
+    try:
+        (result,) = read_results([folder])
+    except UsageError as exc:
+        assert str(exc).startswith(f"{folder / 'r.json'}: ") and "\n" not in str(exc)
+        return
+    (kept,) = result.resources
+    for name, number in kept.items():
+        assert not isinstance(number, float) or math.isfinite(number), (name, number)
+    assert "\n" not in resource_line(kept)
