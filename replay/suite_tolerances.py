@@ -33,6 +33,9 @@ from typing import Any
 
 from vkcore.errors import UsageError
 
+#: The replay flag (hidden) that carries an entry's per-resource tolerances to a worker, as JSON
+#: (:func:`vkcap.compare_flags.resource_tolerances` reads it).
+RESOURCE_TOLERANCES = "--resource-tolerances"
 #: The keys of an entry's ``tolerance`` table and of a resource's table.
 TOLERANCE_KEYS = ("atol", "rtol", "ulp")
 RESOURCE_KEYS = ("atol", "rtol", "ulp", "dtype")
@@ -64,8 +67,6 @@ class TraceTolerance:
                 else:
                     numbers.setdefault(uid, {})[key] = value
         if numbers:
-            from vkcap.compare_flags import RESOURCE_TOLERANCES
-
             out += [RESOURCE_TOLERANCES, json.dumps(numbers, sort_keys=True)]
         return tuple(out)
 
@@ -186,8 +187,6 @@ def check_bytes(trace: Any, tolerance: TraceTolerance | None, policy: Any) -> li
 def needs_check(flags: list[str] | tuple[str, ...], tolerance: TraceTolerance | None) -> bool:
     """Whether a trace replayed with ``flags`` (the suite's, then its own) needs opening before the run:
     its entry names resources, or a ``ulp`` or ``rtol`` may meet a bytes comparison."""
-    from vkcap.compare_flags import RESOURCE_TOLERANCES
-
     return bool(tolerance is not None and tolerance.resources) or any(
         f in ("--ulp", "--rtol", RESOURCE_TOLERANCES) for f in flags)
 

@@ -163,7 +163,6 @@ def flags_policy(flags: list[str] | tuple[str, ...], trace: "Trace"):  # -> Tole
     return tolerance_policy(build_parser().parse_args(["replay", str(trace.path), *flags]), trace.resources)
 
 
-RESOURCE_TOLERANCES = "--resource-tolerances"  # a suite worker's: a manifest entry's per-resource tolerances
 
 
 def resource_tolerances(text: str | None, resources: "Resources | None" = None) -> dict[str, dict[str, Any]]:
@@ -173,6 +172,7 @@ def resource_tolerances(text: str | None, resources: "Resources | None" = None) 
     key names a resource or ``UID.FIELD`` (:func:`replay.tolerances.split_key`)."""
     import json
 
+    from replay.suite_tolerances import RESOURCE_TOLERANCES
     from replay.tolerances import KEYS, split_key
     from vkcore.bounded_numbers import check_number
 
