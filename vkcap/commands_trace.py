@@ -113,6 +113,7 @@ def add_compare_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tolerance", metavar="FILE.toml|auto|preset:NAME",
                    help="per-resource tolerances (TOML), 'auto', or per-dtype defaults: preset:torch, preset:strict")
     p.add_argument("--dtype", action="append", default=[], metavar="UID=TYPE", help="read a buffer as TYPE (e.g. float32)")
+    p.add_argument("--resource-tolerances", help=argparse.SUPPRESS)  # a suite worker's (compare_flags.resource_tolerances)
     p.add_argument("--shape", action="append", default=[], metavar="UID=HxW", help="the shape of a raw buffer (for indices and heatmaps)")
     p.add_argument("--top", type=int, default=5, metavar="N",
                    help="list the first N offending elements of each comparison (default 5)")
@@ -227,6 +228,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     from capture.trace import Trace
     from replay.diff import diff_traces
+    from replay.tolerances import warn_bytes_tolerances
     from replay.report import DIFF_SIDES, comparison_line, frames_document, print_frames
 
     log = logging.getLogger("vkcap")
@@ -235,6 +237,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     check_compare_flags(args, [args.trace, args.other])
     with Trace.open(args.trace) as a, Trace.open(args.other) as b:
         policy = tolerance_policy(args, a.resources)
+        warn_bytes_tolerances(a, policy)
         report = diff_traces(a, b, policy, shapes(args, a.resources, policy))
     for key, (va, vb) in report.fingerprint_changes.items():
         log.info("fingerprint %s: %s -> %s", key, va, vb)

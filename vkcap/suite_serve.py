@@ -4,7 +4,8 @@
 A request is a dict: ``trace`` (a path readable here), ``progress`` (the progress file, see
 :class:`replay.isolate.ProgressFile`), ``flags`` (the trace's own tolerance flags), ``page`` (where to
 write the replay's HTML page, or ``""``). The answer is a JSON-able dict: ``outcome`` (identical | within
-| diverged | error), ``device``, ``frames``, ``first_divergence``, ``beyond_tolerance``, ``max_ulp`` and,
+| diverged | error), ``device``, ``frames``, ``first_divergence``, ``beyond_tolerance``, ``max_ulp``, ``resources`` (each resource's verdict,
+:func:`replay.verdicts.resource_verdicts`) and,
 for a divergence, ``detail`` (the first diverged resource, as ``vkcap replay`` prints it); for an error,
 only ``outcome`` and ``detail``. A driver crash is no answer at all: it kills the process, and the
 parent (the suite's :class:`replay.suite.Worker`, the fleet's driver) reports it.
@@ -36,9 +37,11 @@ def answer(parser: argparse.ArgumentParser, flags: list[str], request: dict[str,
     """Replay ``request["trace"]`` through :func:`replay.replayer.replay` (the path of ``vkcap replay``)
     with the suite's ``flags`` and the trace's own, on the Vulkan devices in ``contexts`` (opened by
     the first replay that needs each, kept for the next ones); the answer described above."""
+    from replay.reading import effective_policy
     from replay.replayer import replay
     from replay.report import comparison_line
     from replay.results import WITHIN
+    from replay.verdicts import resource_verdicts
 
     from .commands_trace import html_scratch, report_outputs
     from .compare_flags import replay_options
@@ -58,7 +61,8 @@ def answer(parser: argparse.ArgumentParser, flags: list[str], request: dict[str,
                 "outcome": outcome, "device": report.device.get("device_name", ""), "frames": len(report.frames),
                 "first_divergence": None if first is None else first.seq,
                 "beyond_tolerance": sum(c.beyond_tolerance for c in comparisons),
-                "max_ulp": max((c.max_ulp for c in comparisons), default=0)}
+                "max_ulp": max((c.max_ulp for c in comparisons), default=0),
+                "resources": resource_verdicts(report.frames, effective_policy(options))}
             if first is not None:  # the first diverged resource, as replay prints it
                 bad = next(c for c in [*first.comparisons, *(c for _, c in first.dispatches)] if c.diverged)
                 result["detail"] = f"frame {first.seq}: {comparison_line(bad)}"
