@@ -192,13 +192,13 @@ def test_html_report_in_a_real_browser(builder: ScenarioBuilder, tmp_path: Path)
     assert not [line for line in dom.stderr.splitlines() if ":CONSOLE" in line], dom.stderr
     found = Dom()
     found.feed(dom.stdout)
-    assert [cls for href, cls in found.links if href.startswith("#frame-")] == ["diverged"] * 3
+    assert [cls for href, cls in found.links if href.startswith("#frame-") and cls] == ["diverged"] * 3  # the chart's columns
     frame_rows = [r for r in found.rows if r and r[0] == "c"]
     assert len(frame_rows) == 3 and all(r[2] == f"512/{N}" and r[3] == f"2/{N}" for r in frame_rows)
     assert all(r[9].startswith("[15, 40] ") for r in frame_rows)  # element 1000 of 64x64
     assert [kind for kind, _ in found.images] == ["recorded", "live", "|difference|"] * 3
     assert all(src.startswith("data:image/png;base64,") for _, src in found.images)
-    assert found.svgs == 3
+    assert found.svgs == 4  # the per-frame chart and each comparison's ULP histogram
     shot = tmp_path / "shot.png"
     proc = chromium(f"--screenshot={shot}", "--window-size=1280,1400", page.as_uri())
     assert proc.returncode == 0 and shot.is_file(), proc.stderr[-2000:]
@@ -235,8 +235,8 @@ def test_bisect_and_diff_pages(builder: ScenarioBuilder, tmp_path: Path) -> None
         found = Dom()
         found.feed(dom.stdout)
         if kind == "bisect":
-            assert ["0"] in found.rows and ["0 scale"] in found.rows  # first divergent frame, command 0 (shader)
-            assert ["0", "0-3", "True"] in found.rows  # one probe: frames 0-3, diverged
+            assert ["0"] in found.rows and ["commands[0] scale"] in found.rows  # first divergent frame, command 0 (shader)
+            assert ["0", "0-3", "the initial state", "diverged"] in found.rows, found.rows  # one probe: frames 0-3, diverged
         else:
-            assert [cls for href, cls in found.links if href.startswith("#frame-")] == ["diverged"] * 4
+            assert [cls for href, cls in found.links if href.startswith("#frame-") and cls] == ["diverged"] * 4
             assert sum(1 for r in found.rows if r and (r[0] == "c" or r[0].startswith("c after command "))) == 8
