@@ -5,7 +5,8 @@ Every frame is one column linking to its section (``#frame-N``), coloured by its
 (``<title>``) that states its numbers; both panels have numbered axes: ULP in decades (0, 1, 10, 100,
 1k...), the share in percent on a linear scale up to a round number above the largest share; the frame
 numbers below, at a round step that keeps at most :data:`MAX_X_LABELS` labels. A crash adds one last
-column. The chart is :data:`WIDTH` pixels wide whatever the number of frames (columns get thinner).
+column. The chart is :data:`WIDTH` pixels wide whatever the number of frames (columns get thinner; at most
+:data:`MAX_COLUMN` wide).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ SHARE_TOP, SHARE_HEIGHT = ULP_TOP + ULP_HEIGHT + 36, 80
 X_LABELS_Y = SHARE_TOP + SHARE_HEIGHT + 16
 HEIGHT = X_LABELS_Y + 24
 MAX_X_LABELS = 16
+MAX_COLUMN = 40  # pixels: a few frames get bars of a readable width, from the left, not the whole width
 SI = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 
@@ -81,7 +83,7 @@ def chart(points: Iterable[FramePoint]) -> dict[str, Any]:
     share_top = share_step * max(1, math.ceil(top_share / share_step - 1e-9)) if top_share > 0 else 1.0
     share_top = min(share_top, 1.0) if top_share <= 1.0 else share_top
     plot = WIDTH - LEFT - RIGHT
-    column = plot / max(1, len(points))
+    column = min(MAX_COLUMN, plot / max(1, len(points)))
     bar = max(1.0, column * 0.8 if column >= 3 else column)
     columns = []
     for i, p in enumerate(points):
