@@ -291,7 +291,7 @@ def _first_dispatch(frame: Any) -> str | None:
 
 
 def _summary(*, command_line: Sequence[str], fingerprints: list[tuple[str, Any]], tolerance: str,
-             replaced: Sequence[tuple[str, str]], frames: list[Any], crashed: int | None,
+             replaced: Sequence[tuple[str, str]], replaced_label: str, frames: list[Any], crashed: int | None,
              bisect: dict[str, Any] | None, left_out: int, drawn: int) -> list[dict[str, Any]]:
     """The summary's rows: (label, text, link or None), see the module docstring."""
     rows: list[dict[str, Any]] = []
@@ -304,7 +304,10 @@ def _summary(*, command_line: Sequence[str], fingerprints: list[tuple[str, Any]]
     for name, fp in fingerprints:
         add(f"{name} device", _device_line(fp))
     add("tolerance", tolerance)
-    add("replaced", "; ".join(f"{what} → {by}" for what, by in replaced) or "nothing (the recorded shaders, the default driver)")
+    if replaced_label == "replaced":
+        add("replaced", "; ".join(f"{what} → {by}" for what, by in replaced) or "nothing (the recorded shaders, the default driver)")
+    else:
+        add(replaced_label, "; ".join(f"{what}: {by}" for what, by in replaced) or "nothing but their snapshots")
     first = next((f for f in frames if f.diverged), None)
     if bisect is not None and bisect.get("frame") is not None:
         add("first divergent frame", f"frame {bisect['frame']}", f"#frame-{bisect['frame']}" if first is not None else None)
@@ -337,12 +340,14 @@ def _summary(*, command_line: Sequence[str], fingerprints: list[tuple[str, Any]]
 
 def write_html(path: Path, *, title: str, fingerprints: Iterable[tuple[str, dict[str, Any]]], tolerance: str,
                frames: list[Any], crashed: int | None = None, bisect: dict[str, Any] | None = None,
-               command_line: Sequence[str] = (), replaced: Sequence[tuple[str, str]] = ()) -> None:
+               command_line: Sequence[str] = (), replaced: Sequence[tuple[str, str]] = (),
+               replaced_label: str = "replaced") -> None:
     """Write the page (atomically). ``frames`` are :class:`~replay.results.FrameResult`; ``crashed`` the
     frame a driver crash ended the run in; ``bisect`` the bisection's report (probes, first divergence);
     ``command_line`` the command that made it; ``replaced`` what the run replaced, as (what, by) pairs
-    (``("shader step", "step_new.comp")``, ``("ICD", "path")``). Every string is escaped (see the
-    module's docstring)."""
+    (``("shader step", "step_new.comp")``, ``("ICD", "path")``), or with another ``replaced_label`` what
+    else differs between the sides (a diff: ``("embedded file", "step.comp")``). Every string is escaped
+    (see the module's docstring)."""
     sections = []
     drawn = left_out = 0
     for f in frames:
@@ -367,7 +372,7 @@ def write_html(path: Path, *, title: str, fingerprints: Iterable[tuple[str, dict
         points.append(FramePoint(crashed, "crashed", 0, 0, 0))
     _render(path, "report.html.j2", title=title, tolerance=tolerance, crashed=crashed, palette=PALETTE,
             summary=_summary(command_line=command_line, fingerprints=fingerprints, tolerance=tolerance, replaced=replaced,
-                             frames=frames, crashed=crashed, bisect=bisect, left_out=left_out, drawn=drawn),
+                             replaced_label=replaced_label, frames=frames, crashed=crashed, bisect=bisect, left_out=left_out, drawn=drawn),
             fingerprints=[_fingerprint_row(name, fp) for name, fp in fingerprints], chart=chart(points),
             max_figures=MAX_FIGURES, bisect=_bisect_view(bisect) if bisect else None, sections=sections)
 
@@ -425,6 +430,7 @@ def write_suite_html(path: Path, results: list[Any]) -> None:
                           "expected": expected_text(r), "actual": actual_text(r)})
             expected_frame = getattr(r, "expected_frame", None)
             rows = [("trace", r.trace), ("device", r.device), ("driver", r.driver), ("status", r.status),
+                    ("verdict", getattr(r, "verdict", None)),  # why the status, where the result says it
                     ("expected", expected_text(r)), ("actual", actual_text(r)), ("outcome", r.outcome),
                     ("expected first divergent frame", expected_frame), ("frames", r.frames),
                     ("first divergent frame", r.first_divergence), ("seconds", r.seconds), ("attempts", r.attempts),

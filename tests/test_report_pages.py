@@ -299,6 +299,12 @@ def test_rgba_data_in_true_colour_on_replay_diff_and_bisect(builder: ScenarioBui
         moved = difference[::8, ::8].any(axis=2)
         np.testing.assert_array_equal(moved, block)
         assert difference.max() == 255 and not section.all("div", class_="ramp")  # no false-colour scale
+        head = summary(tree)
+        if kind == "diff":
+            assert head["A and B differ in"] == ("embedded file: paint.comp", None)
+            assert head["first divergent dispatch"] == ("commands[0]: px", None)
+        else:
+            assert head["replaced"] == (f"shader paint → {changed}", None)
         if kind == "bisect":
             table = next(t for t in tree.root.all("table") if t.all("th") and t.all("th")[0].text() == "probe")
             probes = [[td.text() for td in row.all("td")] for row in table.all("tr")[1:]]

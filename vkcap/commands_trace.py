@@ -140,7 +140,7 @@ def report_outputs(args: argparse.Namespace, kind: str, document: dict[str, Any]
         write_html(args.html, title=f"vkcap {kind}: {args.trace}", fingerprints=fingerprints or [],
                    tolerance=describe_tolerance(tolerance_policy(args)), frames=frames,
                    crashed=None if crash is None else crash[0], bisect=bisect,
-                   command_line=getattr(args, "argv", ()), replaced=replaced_items(args))
+                   command_line=getattr(args, "argv", ()), **replaced_items(args, kind, document))
         scratch = getattr(args, "html_scratch", None)
         if scratch is not None:
             forget_scratch(frames, document, scratch)
@@ -150,9 +150,14 @@ def report_outputs(args: argparse.Namespace, kind: str, document: dict[str, Any]
         write_junit(args.junit, f"vkcap.{kind}", frames, crash=crash, sides=sides or REPLAY_SIDES)
 
 
-def replaced_items(args: argparse.Namespace) -> list[tuple[str, str]]:
-    """What a run replaced, for the page's summary: each ``--replace-shader UID=FILE``, ``--icd`` and
-    ``--reference-icd``, as (what, by) pairs."""
+def replaced_items(args: argparse.Namespace, kind: str, document: dict[str, Any]) -> dict[str, Any]:
+    """What a run changed, for the page's summary (``replaced`` and its ``replaced_label``): each
+    ``--replace-shader UID=FILE``, ``--icd`` and ``--reference-icd``, as (what, by) pairs; for a diff, what
+    differs between the recordings (embedded files, fingerprint fields)."""
+    if kind == "diff":
+        items = [("embedded file", str(name)) for name in document.get("file_changes") or ()]
+        items += [(str(key), f"{a} → {b}") for key, (a, b) in (document.get("fingerprint_changes") or {}).items()]
+        return {"replaced": items, "replaced_label": "A and B differ in"}
     items = []
     for given in getattr(args, "replace_shader", None) or ():
         uid, _, path = str(given).partition("=")
@@ -160,7 +165,7 @@ def replaced_items(args: argparse.Namespace) -> list[tuple[str, str]]:
     for flag, label in (("icd", "driver (ICD)"), ("reference_icd", "reference driver (ICD)")):
         if getattr(args, flag, None) is not None:
             items.append((label, str(getattr(args, flag))))
-    return items
+    return {"replaced": items}
 
 
 #: The extras of a comparison that name a picture file (replay.heatmap.draw_comparison).
