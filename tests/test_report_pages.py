@@ -315,6 +315,60 @@ def test_rgba_data_in_true_colour_on_replay_diff_and_bisect(builder: ScenarioBui
     assert len(Tree(dom.stdout).root.all("img")) == 3 * 2  # the frame's resource and its dispatch snapshot
 
 
+PAINT_IMAGE = f"""#version 450
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0, rgba8) uniform writeonly image2D img;
+void main() {{
+    uint x = gl_GlobalInvocationID.x, y = gl_GlobalInvocationID.y;
+    vec4 c = vec4(float(x) / {SIDE - 1}.0, float(y) / {SIDE - 1}.0, 0.5, 1.0);
+    CHANGE
+    imageStore(img, ivec2(x, y), c);
+}}
+"""
+
+
+def test_rgba8_image_in_true_colour(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """An RGBA8 storage image (no --dtype, no --shape: its format and extent say both): the replay page
+    draws its recorded and live texels as they are, the difference exactly in the changed block."""
+    builder.shader("paint", PAINT_IMAGE.replace("CHANGE", ""))
+    builder.resources.append({"image": {"uid": "img", "dims": [1, SIDE, SIDE, 1], "format": "VK_FORMAT_R8G8B8A8_UNORM",
+                                        "shader_access": "writeonly"}})
+    builder.dispatch("paint", [(0, 0, "img")], [SIDE, SIDE, 1]).boundary(["img"], 0)
+    trace = tmp_path / "t.vkt"
+    assert vkcap("record", builder.save(), "-o", trace).returncode == 0
+    changed = builder.file("changed.comp", PAINT_IMAGE.replace("CHANGE", SWAPPED))
+    proc = vkcap("replay", trace, "--replace-shader", f"paint={changed}", "--html", tmp_path / "p.html")
+    assert proc.returncode == 1, proc.stderr
+    images = colour_images(Tree((tmp_path / "p.html").read_text(encoding="utf-8")).root.all("section", id="frame-0")[0])
+    (recorded, caption), (live, _), (difference, _) = images.values()
+    assert caption == "recorded (RGBA, true colour, alpha not drawn)"
+    for drawn, swapped in ((recorded, False), (live, True)):
+        texels = drawn[::8, ::8].astype(np.int32)
+        want = expected_rgb(swapped)
+        np.testing.assert_array_equal(texels[..., :2], want[..., :2])
+        assert np.abs(texels[..., 2] - want[..., 2]).max() <= 1  # 0.5 to 8 bits: 127 or 128, as the driver rounds
+    block = np.zeros((SIDE, SIDE), bool)
+    block[:4, 8:] = True
+    block &= np.arange(SIDE)[None, :] != np.arange(SIDE)[:, None]
+    np.testing.assert_array_equal(difference[::8, ::8].any(axis=2), block)
+
+
+def test_heatmap_file_labels_fit(tmp_path: Path) -> None:
+    """--heatmap files: the title and the scale's labels lie inside the canvas, however long the title
+    or small the map (the last columns and rows are background)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    from replay.heatmap import write_heatmap
+
+    title = "frame 12, command 3, segment 2, resource 'a_rather_long_resource_name_that_goes_on'"
+    for side in (2, 16, 300):
+        err = np.random.default_rng(side).random((side, side)) * 1e-7
+        with Image.open(write_heatmap(tmp_path / f"h{side}.png", err, title)) as image:
+            pixels = np.asarray(image.convert("RGB"))
+        width = ImageDraw.Draw(Image.new("RGB", (1, 1))).textlength(title, font=ImageFont.load_default(size=12))
+        assert pixels.shape[1] >= width + 4 and (pixels[:, -2:] == 255).all() and (pixels[-2:] == 255).all()
+
+
 # --- a struct, field by field ---------------------------------------------------------------------------
 
 PARTICLES = """#version 450
