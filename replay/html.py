@@ -170,8 +170,8 @@ def _field_rows(c: Comparison) -> list[dict[str, Any]]:
 
 
 def _row(label: str, c: Comparison) -> dict[str, Any]:
-    """One comparison's table row: status, counts, the statistics beyond the tolerance, the first
-    difference, and a struct's fields."""
+    """One comparison's table row: status, counts, the statistics beyond the tolerance (blank where the
+    comparison has none: a struct's are its fields'), the first difference, and a struct's fields."""
     beyond = c.statistics.get("beyond", {}) if c.statistics else {}
     abs_stats = beyond.get("abs", {})
     first = "" if c.first_index is None else f"{_index(c)} {c.first_recorded!r} → {c.first_live!r}"
@@ -180,7 +180,7 @@ def _row(label: str, c: Comparison) -> dict[str, Any]:
     return {"label": label, "status_class": STATUS_CLASS.get(c.status, ""), "status": c.status, "first": first,
             "dtype": view if isinstance(view, str) and view else c.dtype, "fields": _field_rows(c),
             "numbers": [f"{c.differing}/{c.count}", f"{c.beyond_tolerance}/{c.count}", _num(c.max_abs),
-                        _num(abs_stats.get("mean", 0.0)), _num(abs_stats.get("p99", 0.0)), _num(c.max_ulp),
+                        _num(abs_stats.get("mean", "")), _num(abs_stats.get("p99", "")), _num(c.max_ulp),
                         "" if cosine is None else f"{cosine:.9f}"]}
 
 
