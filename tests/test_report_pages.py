@@ -32,9 +32,12 @@ from hypothesis import strategies as st
 from replay import frame_chart
 from replay.frame_chart import MAX_X_LABELS, FramePoint, chart
 from replay.heatmap import draw_comparison, image_shape
-from replay.html import MAX_FIGURES, PALETTE, write_suite_html
+from replay.html import MAX_FIGURES, PALETTE, expected_text, write_html, write_suite_html
+from replay.results import DIVERGED, Comparison, FrameResult
 from replay.suite import TraceResult
 from tests.builders import REPO, ScenarioBuilder, vkcap
+from tests.test_untrusted_markup import check_page
+from vkcore.safe_text import shown
 
 DOCS = REPO / "docs"
 
@@ -460,6 +463,9 @@ def test_suite_matrix_names_expected_and_actual_frames(tmp_path: Path) -> None:
     assert said["add.vkt"] == ["pass", "expected pass", "identical"]
     assert {name: cell.attrs["class"] for name, cell in cells.items()} == {
         "blur.vkt": "cell diverged", "heat.vkt": "cell within", "add.vkt": "cell identical"}
+    blur_page = next((tmp_path / "results").glob("blur.vkt.*.html"))  # the replay's own page, from its worker
+    head = summary(Tree(blur_page.read_text(encoding="utf-8")))
+    assert head["command"][0].startswith("vkcap replay ") and head["first divergent frame"] == ("frame 0 (id 0)", "#frame-0")
     pixels = screenshot(page, tmp_path / "suite.png", 900)
     assert near(pixels, PALETTE["diverged"]["cell"][0], 2) > 2000 and near(pixels, PALETTE["identical"]["cell"][0], 2) > 2000
     assert near(pixels[:400], "#0000ee", 60) == 0  # no default blue link in the matrix
@@ -496,6 +502,36 @@ def test_palette_contrast(state: str, tmp_path: Path) -> None:
     assert contrast(background, text) >= 4.5 and contrast(PALETTE[state]["mark"], "#ffffff") >= 3.0
     write_suite_html(tmp_path / "s.html", [])
     assert f"td.{state} a,h2.{state} a{{color:inherit" in (tmp_path / "s.html").read_text()
+
+
+text = st.text(alphabet=st.characters(codec=None, exclude_categories=()), min_size=1, max_size=12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(text, min_size=3, max_size=3, unique=True))
+def test_new_fields_of_a_page_are_text(tmp_path_factory: pytest.TempPathFactory, names: list[str]) -> None:
+    """What the new parts show from a trace or a result file, generated (any code point, surrogates
+    included): a struct's field names and dtypes, its view, the first value's name, the command line, a
+    replaced shader, a diff's differing file, a suite result's verdict: each page parses to the
+    templates' elements only and shows each string escaped."""
+    folder = tmp_path_factory.mktemp("fields")
+    field = {"name": names[0], "dtype": names[1], "shape": [2], "status": DIVERGED, "count": 8, "differing": 1,
+             "beyond_tolerance": 1, "max_abs": 1.0, "max_rel": 1.0, "max_ulp": 3, "statistics": {}}
+    c = Comparison(uid=names[2], dtype="struct", status=DIVERGED, count=8, differing=1, beyond_tolerance=1,
+                   first_index=(1,), first_recorded=0, first_live=1,
+                   extras={"view": names[1], "fields": [field], "first_where": names[0], "colour": names[2],
+                           "difference_gain": float("nan"), "error_max": names[0]})
+    for label in ("replaced", "A and B differ in"):
+        write_html(folder / "p.html", title=names[2], fingerprints=[("recorded", {"device_name": names[0]})],
+                   tolerance=names[1], frames=[FrameResult(0, 0, [c], [(1, c)])], command_line=["vkcap", *names],
+                   replaced=[(names[0], names[1])], replaced_label=label)
+        check_page((folder / "p.html").read_text(encoding="utf-8"), [shown(n) for n in names])
+    result = TraceResult(f"/t/{names[0]}.vkt", names[1], "fail", "diverged", names[2], first_divergence=0)
+    result.verdict = names[0]  # type: ignore[attr-defined]
+    result.expected_frame = names[1]  # type: ignore[attr-defined]  # not a frame number: not shown as one
+    write_suite_html(folder / "s.html", [result])
+    check_page((folder / "s.html").read_text(encoding="utf-8"), [shown(n) for n in names])
+    assert expected_text(result) == f"expected {names[2]}"
 
 
 # --- in-process: the chart and the pictures -------------------------------------------------------------

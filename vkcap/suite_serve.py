@@ -47,6 +47,7 @@ def answer(parser: argparse.ArgumentParser, flags: list[str], request: dict[str,
         page = ["--html", request["page"]] if request.get("page") else []
         replay_args = parser.parse_args(["replay", request["trace"], *flags, *request.get("flags", []),
                                          "--progress-file", request["progress"], *page])
+        replay_args.argv = ["vkcap", "replay", request["trace"], *flags, *request.get("flags", [])]  # the page's command
         with html_scratch(replay_args):  # the page's pictures: in a folder removed once it is written
             options = replay_options(replay_args)
             report = replay(options, contexts=contexts)
