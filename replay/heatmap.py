@@ -247,6 +247,8 @@ def _write_colour(paths: dict[str, Path], recorded: bytes | memoryview, live: by
 
 
 def heatmap_name(seq: int, uid: str) -> str:
-    """A safe file name for a resource's heatmap (uids are free text)."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in uid).strip(".") or "resource"
-    return check_trace_name(f"frame{seq:05d}-{safe}.png")
+    """A safe file name for a resource's heatmap (uids are free text): see
+    :func:`vkcore.output_folders.unique_stem` (two uids never share one)."""
+    from vkcore.output_folders import unique_stem
+
+    return check_trace_name(f"frame{seq:05d}-{unique_stem(uid)}.png")

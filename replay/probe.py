@@ -31,6 +31,17 @@ from .typed import compare_as
 
 Captures = dict[tuple[int, str], bytes | memoryview]  # (command index, uid) -> bytes after that dispatch
 PLACEHOLDER = "0" * 32
+#: Seconds the reference driver's child may take to replay one frame before it is stopped (a hung or
+#: endlessly slow driver must not hang bisect): 600, ``$VKCAP_PROBE_TIMEOUT`` changes it.
+PROBE_TIMEOUT_S = 600.0
+
+
+def probe_timeout() -> float:
+    try:
+        value = float(os.environ.get("VKCAP_PROBE_TIMEOUT", "") or PROBE_TIMEOUT_S)
+    except ValueError:
+        value = PROBE_TIMEOUT_S
+    return value if 0 < value < 1e6 else PROBE_TIMEOUT_S
 
 
 class _Capturer(Comparer):
@@ -82,7 +93,13 @@ def capture_on_driver(trace_path: Path, seq: int, icd: Path, device: str | None)
         out = Path(tmp) / "probe.vkt"
         env = {**os.environ, "VK_DRIVER_FILES": str(icd.resolve()), "VK_ICD_FILENAMES": str(icd.resolve())}
         cmd = [sys.executable, "-m", "replay.probe", str(trace_path), str(seq), str(out)] + (["--device", device] if device else [])
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        timeout = probe_timeout()
+        try:
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace", timeout=timeout,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise DeviceError(f"the reference driver {icd} did not finish frame {seq} within {timeout:g} s "
+                              "(VKCAP_PROBE_TIMEOUT sets the limit)") from None
         if proc.returncode != 0 or not out.is_file():
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise DeviceError(f"the reference driver {icd} could not run frame {seq} (exit {proc.returncode}: {tail})")

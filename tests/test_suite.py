@@ -259,8 +259,9 @@ def test_bless_takes_the_results_as_expectations(builder: ScenarioBuilder, tmp_p
     assert blessed.returncode == 0, blessed.stderr
     assert '+status = "crash"' in blessed.stdout and "+frame = 2" in blessed.stdout
     assert '-status = "diverged"' in blessed.stdout
-    text = manifest.read_text()  # only the entries that changed are written anew; the comments around them stay
-    assert text.startswith('# nightly suite: owners gpu-team\n\n[[traces]]\npath = "long.vkt"\n\n[[traces.expect]]\n'), text
+    text = manifest.read_text()  # only the expectations change; every comment stays, the header's own too
+    assert text.startswith('# nightly suite: owners gpu-team\n\n[[traces]]  # the long one\npath = "long.vkt"\n\n'
+                           '[[traces.expect]]\n'), text
     assert text.endswith('# why fixed.vkt diverged: see the driver bug\n\n[[traces]]\npath = "fixed.vkt"\n# trailing comment\n'), text
     second = vkcap("suite", "run", manifest, "--json", tmp_path / "r2.json", "--results", tmp_path / "r2", env=crash)
     assert second.returncode == 0, second.stderr
@@ -373,21 +374,3 @@ def test_a_divergence_is_reported_with_its_first_resource(builder: ScenarioBuild
     assert result.spread[0]["detail"].startswith("frame 0: c: DIVERGED: 16/16 float32 elements differ (100.00%); max abs 1;")
     assert result.detail == ("attempt 1: diverged from frame 0 (32 beyond tolerance, up to 8388608 ULP); "
                              "attempt 2: diverged from frame 0 (32 beyond tolerance, up to 8388608 ULP)")
-
-
-def test_bless_rewrites_the_whole_manifest_only_when_its_entries_cannot_be_edited_in_place() -> None:
-    """Entries written as an inline array, or text that only looks like a table header inside a
-    multi-line string, cannot be edited line by line: the manifest is then written anew, and always
-    reads back as the blessed entries."""
-    import tomllib
-
-    from replay.suite import _rewrite_entries, manifest_text
-
-    entries = [{"path": "a.vkt", "expect": [{"device": "X", "status": "crash", "frame": 2}]}, {"path": "b.vkt"}]
-    inline = '# comment\ntraces = [{path = "a.vkt"}, {path = "b.vkt"}]\n'
-    assert _rewrite_entries(inline, entries, {0}) == manifest_text(entries)
-    tricky = ('[[traces]]\npath = "a.vkt"\nnote = """\n[[traces]]\n"""\n\n[[traces]]\npath = "b.vkt"\n')
-    assert _rewrite_entries(tricky, entries, {0}) == manifest_text(entries)
-    edited = _rewrite_entries('# top\n[[traces]]\npath = "a.vkt"\n\n# b next\n[[traces]]\npath = "b.vkt"\n', entries, {0})
-    assert edited.startswith("# top\n[[traces]]\n") and "# b next\n[[traces]]\npath = \"b.vkt\"\n" in edited
-    assert tomllib.loads(edited)["traces"] == tomllib.loads(manifest_text(entries))["traces"]

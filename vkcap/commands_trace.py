@@ -4,8 +4,8 @@ compare: replay, diff and bisect. ``record`` is in :mod:`vkcap.commands_record`,
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from vkcore.errors import UsageError
@@ -100,6 +100,8 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
                           "dispatch by dispatch on both drivers to name the dispatch")
     bis.add_argument("--extract", type=Path, metavar="DIR",
                      help="write the first divergent dispatch as a standalone scenario into DIR (see vkcap extract)")
+    bis.add_argument("--force", action="store_true",
+                     help="with --extract: replace an earlier extract at DIR (only what vkcap wrote there)")
     add_common(bis)
     bis.set_defaults(handler=cmd_bisect)
 
@@ -186,23 +188,25 @@ def forget_scratch(frames: list[Any], document: dict[str, Any], scratch: Path) -
                 del entry[key]
 
 
-@contextmanager
+@contextlib.contextmanager
 def html_scratch(args: argparse.Namespace) -> Iterator[None]:
     """``--html``: the comparisons draw both sides and the difference of each diverged 2-d+ resource
     (``args.value_maps``) for the page to show, into ``--heatmap`` or, without it, a temporary folder
-    (``args.html_scratch``) that is removed when the command ends, however it ends."""
-    if not getattr(args, "html", None):
-        yield
-        return
-    args.value_maps = True
-    if getattr(args, "heatmap", None) is not None:
-        yield
-        return
-    import tempfile
+    (``args.html_scratch``) that is removed when the block ends, on every exit path (an error, Ctrl-C)."""
+    scratch = None
+    if getattr(args, "html", None):
+        args.value_maps = True
+        if getattr(args, "heatmap", None) is None:
+            import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="vkcap-html-") as folder:
-        args.heatmap = args.html_scratch = Path(folder)
+            scratch = args.heatmap = args.html_scratch = Path(tempfile.mkdtemp(prefix="vkcap-html-"))
+    try:
         yield
+    finally:
+        if scratch is not None:
+            import shutil
+
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -326,6 +330,10 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     from vkcore.device.driver import use_driver
 
     check_compare_flags(args, [args.trace])  # --reference-icd's manifest too
+    if args.extract is not None:  # a folder that must not be written is refused before the search
+        from vkcore.output_folders import check_folder_target
+
+        check_folder_target(args.extract, place="--extract", force=args.force, inputs=[args.trace])
     use_driver(args.icd)
     if server is None:  # the probes run here: let the driver start while the modules load
         from .cli import TRACE_CODECS, start_vulkan_early
@@ -427,7 +435,8 @@ def _extract_divergence(args: argparse.Namespace, result: "BisectResult", record
     line = comparison_line(compared) if compared is not None else "diverged"
     divergence = Divergence(line, recorded, {}, replaced, segment)
     log_extracted(extract(args.trace, result.frame.seq, result.command, args.extract, extract_options(args),
-                          divergence, argv=getattr(args, "argv", []), segment=segment_index))
+                          divergence, argv=getattr(args, "argv", []), segment=segment_index, place="--extract",
+                          force=args.force))
 
 
 def search_size(result: "BisectResult") -> str:
