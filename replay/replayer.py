@@ -343,18 +343,11 @@ class Comparer:
         policy = self.options.tolerances
         result = compare_as(uid, recorded, live, how, policy, shape=shape, top=policy.top)
         dtype = dtype_name(how)
-        if result.diverged and self.options.heatmap_dir is not None and shape and len(shape) >= 2 and not result.size_mismatch:
-            from .heatmap import error_map, heatmap_name, write_heatmap
+        if result.diverged and self.options.heatmap_dir is not None and not result.size_mismatch:
+            from .heatmap import draw_comparison, heatmap_name  # both sides too with value_maps (--html)
 
-            name = heatmap_name(seq, uid if command is None else f"{uid}-{command}")
-            path = write_heatmap(self.options.heatmap_dir / name, error_map(recorded, bytes(live), dtype, shape), what)
-            result.extras["heatmap"] = str(path)
-            if self.options.value_maps:  # for --html: both sides beside the error
-                from .heatmap import value_map, write_value_maps
-
-                sides = (path.with_name(path.stem + "-recorded.png"), path.with_name(path.stem + "-live.png"))
-                write_value_maps(sides, (value_map(recorded, dtype, shape), value_map(bytes(live), dtype, shape)))
-                result.extras["recorded_map"], result.extras["live_map"] = str(sides[0]), str(sides[1])
+            result.extras.update(draw_comparison(self.options.heatmap_dir, heatmap_name(seq, uid if command is None else f"{uid}-{command}"),
+                                                 recorded, bytes(live), dtype, shape, what, sides=self.options.value_maps))
         return result
 
     def _compare_frame(self, snapshot: FrameSnapshot) -> FrameResult:

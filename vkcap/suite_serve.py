@@ -50,9 +50,13 @@ def answer(parser: argparse.ArgumentParser, flags: list[str], request: dict[str,
         page = ["--html", request["page"]] if request.get("page") else []
         replay_args = parser.parse_args(["replay", request["trace"], *flags, *request.get("flags", []),
                                          "--progress-file", request["progress"], *page])
-        with html_scratch(replay_args):
+        replay_args.argv = ["vkcap", "replay", request["trace"], *flags, *request.get("flags", [])]  # the page's command
+        with html_scratch(replay_args):  # the page's pictures: in a folder removed once it is written
             options = replay_options(replay_args)
             report = replay(options, contexts=contexts)
+            if page:  # first: the comparisons then name no picture of the scratch folder
+                report_outputs(replay_args, "replay", {}, report.frames,
+                               fingerprints=[("recorded", report.recorded_device), ("live", report.device)])
             comparisons = [c for f in report.frames for c in [*f.comparisons, *(c for _, c in f.dispatches)]]
             outcome = ("diverged" if report.diverged else
                        "within" if any(c.status == WITHIN for c in comparisons) else "identical")
@@ -66,9 +70,6 @@ def answer(parser: argparse.ArgumentParser, flags: list[str], request: dict[str,
             if first is not None:  # the first diverged resource, as replay prints it
                 bad = next(c for c in [*first.comparisons, *(c for _, c in first.dispatches)] if c.diverged)
                 result["detail"] = f"frame {first.seq}: {comparison_line(bad)}"
-            if page:
-                report_outputs(replay_args, "replay", {}, report.frames,
-                               fingerprints=[("recorded", report.recorded_device), ("live", report.device)])
-            return result
+        return result
     except VkcapError as exc:
         return {"outcome": "error", "detail": str(exc)}
