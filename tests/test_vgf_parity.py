@@ -84,8 +84,12 @@ class ArmVgf:
         """A compute segment reading ``reads`` at binding 0 and writing ``writes`` at binding 1; ``source``
         ``None`` is a module with no code (a scenario substitutes it); ``sets``: explicit set indices of
         the two bindings (one descriptor set info per set), else one set info with no index (set 0)."""
-        code = [] if source is None else spirv_words(self.root, name, source)
-        module = self.encoder.AddModule(vgfpy.ModuleType.Compute, name, "main", code)
+        if source is not None and source.startswith("glsl:"):  # the module holds its GLSL source
+            module = self.encoder.AddModule(vgfpy.ModuleType.Compute, name, "main", vgfpy.ShaderType.Glsl,
+                                            source.removeprefix("glsl:"))
+        else:
+            code = [] if source is None else spirv_words(self.root, name, source)
+            module = self.encoder.AddModule(vgfpy.ModuleType.Compute, name, "main", code)
         slot_in = self.encoder.AddBindingSlot(0, self.resources[reads])
         slot_out = self.encoder.AddBindingSlot(1, self.resources[writes])
         if sets is None:
@@ -170,6 +174,19 @@ def substitution_of_code(b: ScenarioBuilder, _: bool) -> tuple[Path, dict[str, n
     path = scenario(b, [(0, 0, "x"), (0, 1, "y")], ["y"],
                     command={"shader_substitutions": [{"shader_ref": "halve", "target": "second"}]})
     return path, {"y": (X - 5) * np.float32(0.5)}
+
+
+def glsl_modules(b: ScenarioBuilder, _: bool) -> tuple[Path, dict[str, np.ndarray]]:
+    """Modules that hold GLSL source (each runner compiles it), one of them ``coherent volatile`` (glslang
+    repeats its Coherent decorations: vkcap drops the repeats, as it does for a scenario's GLSL)."""
+    m = ArmVgf(b.root)
+    m.buffer("in", "input")
+    m.buffer("mid", "intermediate")
+    m.buffer("out", "output")
+    m.segment("square", "glsl:" + glsl("x[i] * x[i]"), "in", "mid")
+    m.segment("negate", "glsl:" + glsl("-x[i]").replace("buffer Out", "coherent volatile buffer Out"), "mid", "out")
+    m.save(["in"], ["out"])
+    return scenario(b, [(0, 0, "x"), (0, 1, "y")], ["y"]), {"y": -(X * X)}
 
 
 def push_constants(b: ScenarioBuilder, _: bool) -> tuple[Path, dict[str, np.ndarray]]:
@@ -258,7 +275,7 @@ def everything(b: ScenarioBuilder, packed: bool) -> tuple[Path, dict[str, np.nda
 
 
 CASES: dict[str, Callable[[ScenarioBuilder, bool], tuple[Path, dict[str, np.ndarray]]]] = {
-    "chain": chain, "substitution": substitution,
+    "chain": chain, "substitution": substitution, "glsl_modules": glsl_modules,
     "push_constants": push_constants, "specialization": specialization, "alias_group": alias_group,
     "explicit_sets": explicit_sets, "everything": everything,
 }
@@ -349,3 +366,16 @@ def test_a_vgf_buffer_where_the_scenario_gives_a_tensor_names_the_binding(builde
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == (f"vkcap: error: {path}: commands[0].dispatch_vgf.bindings[0].resource_ref: "
                                           "'x' is a tensor, but graph 'g' input 'in' (binding 0) is a buffer (VK_FORMAT_R32_SFLOAT [32])")
+
+
+def test_a_recording_of_an_arm_written_vgf_replays_identical(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """With --dispatch-level, each segment's output (the type-6 intermediate too) is a snapshot; the trace
+    replays identical, binding as the recording did."""
+    path, _ = chain(builder, False)
+    trace = tmp_path / "t.vkt"
+    proc = vkcap("record", path, "-o", trace, "--output", tmp_path / "out", "--dispatch-level")
+    assert proc.returncode == 0, proc.stderr
+    replay = vkcap("replay", trace, "--json", tmp_path / "r.json")
+    assert replay.returncode == 0, replay.stderr
+    frame = json.loads((tmp_path / "r.json").read_text())["frames"][0]
+    assert [d["status"] for d in frame["dispatches"]] == ["identical", "identical"], frame["dispatches"]
