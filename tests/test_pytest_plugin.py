@@ -185,3 +185,14 @@ def test_the_fixture_checks_tolerances_as_the_command_line_does() -> None:
     with pytest.raises(ValueError, match=r"^vkcap_replay: ulp: must be a whole number >= 0 and below 2\*\*63, got 1.5$"):
         check_tolerances(0, 0, 1.5)
     check_tolerances(0.5, np.float64(1e-3).item(), 4)
+
+
+def test_an_expectation_names_the_resources_that_may_diverge(traces: Path, tmp_path: Path) -> None:
+    """An expected divergence limited to ``resources``: XFAIL when only those diverged, a failure when
+    another one did (``bad`` diverges in ``c``), as ``suite run`` judges it."""
+    for allowed, summary in (('["c"]', "1 passed, 1 xfailed"), ('["a"]', "1 failed, 1 passed")):
+        (tmp_path / allowed.strip('[]"')).mkdir()
+        project, manifest = project_with(traces, tmp_path / allowed.strip('[]"'), '[[traces]]\npath = "bad.vkt"\n'
+                                         + EXPECT_DIVERGED + f"resources = {allowed}\n")
+        proc = pytest_in(project, "-q", "--vkcap-suite", manifest, "test_mine.py")
+        assert summary in proc.stdout, proc.stdout[-3000:]

@@ -208,7 +208,8 @@ class SuiteItem(pytest.Item):
         statuses = {c.status for f in report.frames for c in [*f.comparisons, *(c for _, c in f.dispatches)]}
         outcome = "diverged" if report.diverged else "within" if WITHIN in statuses else "identical"
         first = report.first_divergence
-        status = judge(outcome, expected, None if first is None else first.seq)
+        diverged = list(dict.fromkeys(c.uid for f in report.frames for c in f.comparisons if c.diverged))
+        status = judge(outcome, expected, None if first is None else first.seq, diverged)  # an expectation's resources too
         message = "\n".join(shown(line) for line in _verdict_lines(self.trace.path.name, report, outcome, expected, page))
         if expected.status in ("diverged", "crash"):
             reason = f"expected {expected.status}" + (f": {expected.reason}" if expected.reason else "")
