@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.builders import with_repo_path
+
 from capture import kernels as K
 from capture import kernels_build
 
@@ -233,12 +235,12 @@ def test_an_installed_vkcap_builds_its_loops_on_first_use(tmp_path: Path) -> Non
     for package in ("vkcore", "capture", "replay", "vkcap"):
         shutil.copytree(repo / package, installed / package, ignore=shutil.ignore_patterns("__pycache__", "_kernels.so"))
     cache = tmp_path / "cache"
-    env = {**os.environ, "PYTHONPATH": str(installed), "VKCAP_CACHE_DIR": str(cache)}
+    env = {**os.environ, "PYTHONPATH": with_repo_path(installed), "VKCAP_CACHE_DIR": str(cache)}
     traces = []
     for k, python_path in enumerate((installed, installed, repo)):
         out = tmp_path / f"t{k}.vkt"
         done = subprocess.run([sys.executable, "-m", "vkcap", "record", str(repo / "examples/add/scenario.json"), "-o", str(out),
-                               "--output", str(tmp_path / f"o{k}")], cwd=tmp_path, env={**env, "PYTHONPATH": str(python_path)},
+                               "--output", str(tmp_path / f"o{k}")], cwd=tmp_path, env={**env, "PYTHONPATH": with_repo_path(python_path)},
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         traces.append(out)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tests.builders import REPO, ScenarioBuilder
+from tests.builders import REPO, ScenarioBuilder, with_repo_path
 from tests.test_suite import record
 from vkcap.pytest_plugin import check_tolerances
 
@@ -25,7 +25,7 @@ def pytest_in(project: Path, *args: str, env: dict[str, str] | None = None) -> s
 
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", *args],
                           cwd=project, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+                          env={**os.environ, "PYTHONPATH": with_repo_path(), **(env or {})})
 
 
 def test_a_crashing_trace_fails_its_item_and_the_session_goes_on(builder: ScenarioBuilder, tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.builders import ADD_FLOAT, REPO, ScenarioBuilder
+from tests.builders import ADD_FLOAT, REPO, ScenarioBuilder, with_repo_path
 from tests.test_suite import record
 from tests.test_untrusted_spirv import with_module
 
@@ -26,7 +26,7 @@ def pytest_in(project: Path, *args: str | Path, env: dict[str, str] | None = Non
     """pytest on ``project`` (its root folder: pytest would otherwise root it where the manifest is too)."""
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(project),
                            *map(str, args)], cwd=project, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+                          env={**os.environ, "PYTHONPATH": with_repo_path(), **(env or {})})
 
 
 def diverging_copy(trace: Path, target: Path) -> Path:

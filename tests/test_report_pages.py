@@ -35,7 +35,7 @@ from replay.heatmap import draw_comparison, image_shape
 from replay.html import MAX_FIGURES, PALETTE, expected_text, write_html, write_suite_html
 from replay.results import DIVERGED, Comparison, FrameResult
 from replay.suite import TraceResult
-from tests.builders import REPO, ScenarioBuilder, vkcap
+from tests.builders import REPO, ScenarioBuilder, vkcap, with_repo_path
 from tests.test_untrusted_markup import check_page
 from vkcore.safe_text import shown
 
@@ -172,7 +172,7 @@ def test_replay_page_heat_with_a_changed_constant(tmp_path: Path) -> None:
     before = snapshot(work)
     args = ["replay", "work/heat.vkt", "--replace-shader", "step=work/step_new.comp", "--dtype", "a=float32", "--shape",
             "a=64x64", "--ulp", "4", "--html", "reports/heat.html", "--json", "reports/heat.json"]  # relative: the docs' picture
-    proc = vkcap(*args, cwd=tmp_path, env={"TMPDIR": str(scratch), "PYTHONPATH": str(REPO)})  # this checkout's vkcap
+    proc = vkcap(*args, cwd=tmp_path, env={"TMPDIR": str(scratch), "PYTHONPATH": with_repo_path()})  # this checkout's vkcap
     assert proc.returncode == 1, proc.stderr
     assert snapshot(work) == before and sorted(p.name for p in reports.iterdir()) == ["heat.html", "heat.json"]
     assert list(scratch.iterdir()) == []  # the pictures' scratch folder is gone
@@ -452,7 +452,7 @@ def test_suite_matrix_names_expected_and_actual_frames(tmp_path: Path) -> None:
     (suite / "suite.toml").write_text(SUITE)
     page = tmp_path / "suite.html"
     proc = vkcap("suite", "run", "suite/suite.toml", "--html", "suite.html", "--results", "results", cwd=tmp_path,
-                 env={"GALLIVM_PERF": "no_aos_sampling", "PYTHONPATH": str(REPO)})  # relative: the docs' picture
+                 env={"GALLIVM_PERF": "no_aos_sampling", "PYTHONPATH": with_repo_path()})  # relative: the docs' picture
     assert proc.returncode == 1, proc.stderr
     tree = Tree(page.read_text(encoding="utf-8"))
     cells = {row.all("th")[0].text(): row.all("td")[0] for row in tree.root.all("table")[0].all("tr")[1:]}

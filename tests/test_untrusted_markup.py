@@ -33,7 +33,7 @@ from replay.html import MAX_FIGURES, safe_href, write_html, write_suite_html
 from replay.report import comparison_line, print_frames, write_junit
 from replay.results import DIVERGED, Comparison, FrameResult
 from replay.suite import TraceResult
-from tests.builders import REPO, ScenarioBuilder, vkcap
+from tests.builders import REPO, ScenarioBuilder, vkcap, with_repo_path
 from vkcap.log_format import ShownFormatter
 from vkcore.safe_text import UNSAFE, shown, shown_lines
 
@@ -336,7 +336,7 @@ def test_suite_run_and_merge_escape_hostile_names_and_links(hostile: dict[str, P
             "expected": "pass", "reason": payload, "detail": payload, "driver": payload, "page": page}))
     # the folder given as ".", the page beside the results: a page "javascript:alert(1)" stays that string
     merged = assert_terminal_safe(vkcap("suite", "merge", ".", "--html", "merge.html", cwd=forged,
-                                        env={"PYTHONPATH": str(REPO)}), 0)  # this checkout's vkcap, from there
+                                        env={"PYTHONPATH": with_repo_path()}), 0)  # this checkout's vkcap, from there
     names = [shown(Path(json.loads(p.read_text())["trace"]).name) for p in sorted(forged.glob("*.json"))]
     for shown_name in names:
         assert f"│ {shown_name} " in merged, (shown_name, merged)
