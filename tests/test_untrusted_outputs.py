@@ -134,7 +134,8 @@ def test_an_empty_folder_or_an_earlier_extract_may_be_used(tmp_path: Path, capsy
             "--force replaces it)", tmp_path, cwd=here, capsys=capsys)
     refused(["bisect", TRACES / "add.vkt", "--extract", "."], ".: --extract: is a folder that is not empty: refusing "
             "to write into it (it holds an earlier extract: --force replaces it)", tmp_path, cwd=here, capsys=capsys)
-    assert in_process(["bisect", TRACES / "add.vkt", "--extract", ".", "--force"], capsys, here)[0] == 0  # no divergence
+    # no divergence on any device within the tolerance measured across drivers (lavapipe to NVIDIA: 1.43e-6)
+    assert in_process(["bisect", TRACES / "add.vkt", "--extract", ".", "--force", "--atol", "2e-6"], capsys, here)[0] == 0
     (here / "inputs" / "mine.txt").write_text("mine")
     refused([*args, "--force"], ".: -o: holds 'inputs/mine.txt', which vkcap did not write: refusing to replace it",
             tmp_path, cwd=here, capsys=capsys)
@@ -413,7 +414,7 @@ def test_temporary_folders_go_on_every_exit_path(tmp_path: Path) -> None:
         (0, ["suite", "run", work / "suite.toml", "--html", work / "s.html", "-j", "2", "--allow-outside-manifest"]),
         (0, ["extract", TRACES / "add.vkt", "--frame", "0", "--command", "0", "-o", work / "x"]),
         (2, ["extract", TRACES / "add.vkt", "--frame", "0", "--command", "1", "-o", work / "y"]),
-        (0, ["trim", TRACES / "add.vkt", "--frames", "1-", "-o", work / "t.vkt"]),
+        (0, ["trim", TRACES / "add.vkt", "--frames", "0-1", "-o", work / "t.vkt"]),  # copied: no replay, any device
     ]
     for code, args in commands:
         proc = vkcap(*args, env=env)

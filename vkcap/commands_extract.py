@@ -58,7 +58,10 @@ def cmd_extract(args: argparse.Namespace) -> int:
         if args.segment < 0:
             raise UsageError(f"--segment is an index >= 0, got --segment {args.segment}")
         from replay.extract_segment import vgf_encoder
+        from vkcore.output_folders import check_folder_target
 
+        # the command line's own paths first (as extract checks them), then what --segment needs installed
+        check_folder_target(args.output, place="-o", force=args.force, inputs=[args.trace])
         vgf_encoder()  # before any work: without vgfpy, one line that says how to install it
     result = extract(args.trace, args.frame, args.command, args.output, extract_options(args),
                      argv=getattr(args, "argv", []), segment=args.segment, force=args.force)
