@@ -5,8 +5,10 @@
 The scenario is ``bench/record_overhead.py``'s accumulator (``c += a * b * 0.01``) over ``--mib`` MiB
 buffers, capturing ``c`` after each of ``--frames`` frames, recorded with checkpoints every 16 (so its
 snapshots are temporal deltas, format 3.0). It is replayed with the shader's constant changed to
-0.0101, so every element of every frame diverges, and compared as raw bytes (the default) and as
-float32 (``--dtype c=float32``). Before timing, each replay is checked to report every frame diverged.
+0.0101, so every element of every frame diverges, and compared as the replay compares it by default (the
+shader's view of ``c``: float32), as float32 named by hand (``--dtype c=float32``) and as raw bytes
+(``--dtype c=bytes``). Before timing, each replay is checked to report every frame diverged. Run it in
+two trees (``git worktree``) for a before and after.
 
 Prints, per comparison, the median wall time and peak RSS (the child's ``ru_maxrss``) of fresh
 ``python -m vkcap replay`` processes.
@@ -63,7 +65,8 @@ def main() -> None:
               f"{args.mib} MiB, every frame diverged; medians of {args.runs} fresh processes")
         print("| compared as | wall | peak RSS |")
         print("| --- | --- | --- |")
-        for label, flags in (("bytes (default)", []), ("float32", ["--dtype", "c=float32"])):
+        for label, flags in (("default (the shader's view)", []), ("--dtype c=float32", ["--dtype", "c=float32"]),
+                             ("--dtype c=bytes", ["--dtype", "c=bytes"])):
             argv = python + ["replay", str(trace), "--replace-shader", f"integrate={bad}", *flags]
             walls, peaks = [], []
             for _ in range(args.runs):
