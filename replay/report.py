@@ -69,10 +69,42 @@ def frames_document(frames: Iterable[Any]) -> list[dict[str, Any]]:
     return out
 
 
+#: Every report vkcap writes carries its generator, so that a later run replaces it and nothing else.
+GENERATOR = "vkcap"
+JUNIT_MARK = b"<!-- generator: vkcap -->"
+_MARKS = (b'"generator": "vkcap"', b'<meta name="generator" content="vkcap">', JUNIT_MARK)
+# Reports written before the marks existed, recognised by their start: a replay's or diff's JSON (its
+# frames), a suite's (its results), a JUnit file of testsuites, an HTML page titled by vkcap.
+_LEGACY = ((b'"frames":',), (b'"results":',), (b"<testsuites", b"<testsuite "), (b"<!DOCTYPE html>", b"<title>vkcap"))
+_HEAD = 64 << 10
+
+
+def is_vkcap_report(path: Path) -> bool:
+    """Whether the file at ``path`` is a report vkcap wrote (its first 64 KiB hold vkcap's mark, or an
+    older report's shape): the only existing files a report flag may replace."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        head = os.read(fd, _HEAD)
+    finally:
+        os.close(fd)
+    return any(mark in head for mark in _MARKS) or any(all(p in head for p in parts) for parts in _LEGACY)
+
+
+def marked_junit(xml: bytes) -> bytes:
+    """``xml`` (with its declaration line) with vkcap's mark after the declaration."""
+    declaration, newline, rest = xml.partition(b"\n")
+    return declaration + newline + JUNIT_MARK + b"\n" + rest if newline else JUNIT_MARK + b"\n" + xml
+
+
 def write_json(path: Path, document: dict[str, Any]) -> None:
-    """Write ``document`` as strict JSON: non-finite floats become ``"inf"``, ``"-inf"``, ``"nan"``
-    (:func:`~replay.results.json_safe`), never the bare ``Infinity``/``NaN`` JSON does not have."""
-    write_atomic(path, [json.dumps(json_safe(document), indent=2, default=str, allow_nan=False).encode()])
+    """Write ``document`` as strict JSON, its first key ``"generator": "vkcap"``: non-finite floats become
+    ``"inf"``, ``"-inf"``, ``"nan"`` (:func:`~replay.results.json_safe`), never the bare ``Infinity``/``NaN``
+    JSON does not have."""
+    marked = {"generator": GENERATOR, **document}
+    write_atomic(path, [json.dumps(json_safe(marked), indent=2, default=str, allow_nan=False).encode()])
 
 
 def check_output(flag: str, path: Path | None, inputs: Iterable[Path], *, folder: bool = False) -> None:
@@ -92,6 +124,9 @@ def check_output(flag: str, path: Path | None, inputs: Iterable[Path], *, folder
         check_output_folder(path, place=flag)
     else:
         check_output_target(path, place=flag)
+        if path.is_file() and path.stat().st_size and not is_vkcap_report(path):
+            raise UsageError("exists and is not a vkcap report: refusing to replace it (delete it, or choose another "
+                             "name)", file=path, place=flag)
     # os.access, which those checks use, passes where creating a file still fails (/proc as root): try.
     start = path if folder else path.parent  # relative paths end at ".", which exists
     nearest = next((p for p in (start, *start.parents) if p.exists()), Path(os.getcwd()))
@@ -128,7 +163,7 @@ def write_junit(path: Path, suite: str, frames: Iterable[Any], *, crash: tuple[i
     ts = ET.SubElement(root, "testsuite", name=shown(suite), tests=str(len(cases)),
                        failures=str(sum(1 for c in cases if c.find("failure") is not None)))
     ts.extend(cases)
-    write_atomic(path, [ET.tostring(root, encoding="utf-8", xml_declaration=True)])
+    write_atomic(path, [marked_junit(ET.tostring(root, encoding="utf-8", xml_declaration=True))])
 
 
 PIPE_WIDTH = 100_000  # off a terminal: wide enough that no table is ever cut (rich renders tables at their natural width)

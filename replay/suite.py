@@ -592,6 +592,7 @@ def write_junit(path: Path, results: list[TraceResult]) -> None:
     from vkcore.outputs import write_atomic
     from vkcore.safe_text import shown
 
+    from .report import marked_junit
     from .verdicts import resource_line
 
     root = ET.Element("testsuites")
@@ -612,7 +613,7 @@ def write_junit(path: Path, results: list[TraceResult]) -> None:
             ET.SubElement(case, "skipped", message=shown(r.reason or verdict))
         else:
             ET.SubElement(case, "system-out").text = "\n".join(shown(line) for line in [f"{r.status}: {verdict}", *lines])
-    write_atomic(path, [ET.tostring(root, encoding="utf-8", xml_declaration=True)])
+    write_atomic(path, [marked_junit(ET.tostring(root, encoding="utf-8", xml_declaration=True))])
 
 
 def environment() -> dict[str, str]:

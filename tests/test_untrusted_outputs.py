@@ -507,3 +507,32 @@ def test_a_killed_trim_leaves_a_partial_file_the_next_trim_removes(tmp_path: Pat
     assert f"vkcap: a partial file from an interrupted command: {recording}; delete it (unless process " \
         f"{int(gone.stdout)} still writes it)" in recorded.stderr.splitlines()
     assert sorted(p.name for p in out_dir.iterdir()) == sorted([running.name, recording.name, other.name, "t.vkt"])
+
+
+def test_a_report_replaces_only_a_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--json, --junit and --html of replay, diff, bisect and suite run refuse an existing file that is not a
+    vkcap report (one line, exit 2, the file unchanged); a report of vkcap's, marked or written before the
+    mark existed, is replaced; an empty file may be used."""
+    work = tmp_path / "work"
+    work.mkdir()
+    notes = work / "notes.txt"
+    notes.write_text("my notes\n")
+    add = TRACES / "add.vkt"
+    (work / "suite.toml").write_text(f'[[traces]]\npath = "{add}"\nresources.out = {{ atol = 2e-6 }}\n')
+    why = "exists and is not a vkcap report: refusing to replace it (delete it, or choose another name)"
+    for command in (["replay", add], ["diff", add, add], ["bisect", add],
+                    ["suite", "run", work / "suite.toml", "--allow-outside-manifest"]):
+        for flag in ("--json", "--junit", "--html"):
+            refused([*command, flag, notes], f"{notes}: {flag}: {why}", work, capsys=capsys)
+    marked = {flag: work / f"r{flag[2:]}" for flag in ("--json", "--junit", "--html")}
+    args = [a for flag, path in marked.items() for a in (flag, path)]
+    assert in_process(["replay", add, "--atol", "2e-6", *args], capsys)[0] == 0
+    assert json.loads(marked["--json"].read_text())["generator"] == "vkcap"
+    assert b"<!-- generator: vkcap -->" in marked["--junit"].read_bytes()
+    assert b'<meta name="generator" content="vkcap">' in marked["--html"].read_bytes()
+    marked["--json"].write_text('{\n  "trace": "x",\n  "frames": []\n}\n')  # a report from before the mark
+    (work / "empty.json").write_text("")
+    assert in_process(["replay", add, "--atol", "2e-6", *args, "--json", work / "empty.json"], capsys)[0] == 0
+    assert in_process(["suite", "run", work / "suite.toml", "--allow-outside-manifest", *args], capsys)[0] == 0
+    assert json.loads(marked["--json"].read_text())["generator"] == "vkcap"
+    assert notes.read_text() == "my notes\n"

@@ -120,6 +120,10 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     check_outputs_apart([("--json", args.json), ("--junit", args.junit), ("--html", args.html), ("--results", args.results)],
                         [*((p, "the suite's manifest") for p in args.paths if p.is_file()),
                          *((t.path, "one of the suite's traces") for t in traces)])
+    from replay.report import check_output
+
+    for flag, path in (("--json", args.json), ("--junit", args.junit), ("--html", args.html)):
+        check_output(flag, path, [])  # a report replaces only a report
     if which is not None:
         traces = shard(traces, *which)
     flags: list[str] = []
