@@ -374,17 +374,7 @@ def test_heatmap_file_labels_fit(tmp_path: Path) -> None:
 
 # --- a struct, field by field ---------------------------------------------------------------------------
 
-PARTICLES = """#version 450
-layout(local_size_x = 64) in;
-struct Particle { vec2 pos; int id; float mass; };
-layout(set = 0, binding = 0) buffer Parts { Particle parts[]; };
-void main() {
-    uint i = gl_GlobalInvocationID.x;
-    parts[i].pos = vec2(float(i) * 0.5 + 1.0, float(i) + 2.0);
-    parts[i].id = int(i)CHANGE;
-    parts[i].mass = 1.0;
-}
-"""
+from tests.test_typed_verdicts import PARTICLES  # noqa: E402  (its %s is where the id changes)
 
 
 def test_struct_buffer_has_a_table_of_its_fields(builder: ScenarioBuilder, tmp_path: Path) -> None:
@@ -392,12 +382,12 @@ def test_struct_buffer_has_a_table_of_its_fields(builder: ScenarioBuilder, tmp_p
     shader's view), its first difference is named [41].id, and a table under it gives each field's
     dtype, shape, status, counts, max abs and max ULP, as the JSON has them."""
     n = 1024
-    builder.shader("s", PARTICLES.replace("CHANGE", ""))
+    builder.shader("s", PARTICLES % "")
     builder.buffer("parts", n * 16)
     builder.dispatch("s", [(0, 0, "parts")], [n // 64, 1, 1]).boundary(["parts"], 0)
     trace = tmp_path / "t.vkt"
     assert vkcap("record", builder.save(), "-o", trace).returncode == 0
-    changed = builder.file("changed.comp", PARTICLES.replace("CHANGE", " + (i == 41u ? 1 : 0)"))
+    changed = builder.file("changed.comp", PARTICLES % " + (i == 41u ? 1 : 0)")
     proc = vkcap("replay", trace, "--replace-shader", f"s={changed}", "--html", tmp_path / "p.html", "--json", tmp_path / "p.json")
     assert proc.returncode == 1, proc.stderr
     entry = json.loads((tmp_path / "p.json").read_text())["frames"][0]["resources"][0]
