@@ -210,8 +210,8 @@ def test_bad_input_to_an_isolated_child_is_an_error_not_a_crash(trace: Path, tmp
     line = masked(plain.stderr.splitlines()[-1])
     assert line.startswith("vkcap: error: ") and says in line
     report, junit = tmp_path / "r.json", tmp_path / "r.xml"
-    report.write_text("stale")
-    junit.write_text("stale")
+    report.write_text('{"generator": "vkcap", "stale": true}')  # earlier reports, which a report may replace
+    junit.write_text("<!-- generator: vkcap --><stale/>")
     commands: list[list[str | Path]] = [["bisect", trace], ["replay", trace, "--isolate"]]
     for command in commands:
         proc = vkcap(*command, *flags, "--json", report, "--junit", junit)
@@ -219,7 +219,7 @@ def test_bad_input_to_an_isolated_child_is_an_error_not_a_crash(trace: Path, tmp
         assert [masked(ln) for ln in proc.stderr.splitlines() if ln.startswith("vkcap: error: ")] == [line]
         assert masked(proc.stderr.splitlines()[-1]) == line
         assert "crashed" not in proc.stdout + proc.stderr and "first divergence" not in proc.stdout
-        assert report.read_text() == junit.read_text() == "stale"
+        assert (report.read_text(), junit.read_text()) == ('{"generator": "vkcap", "stale": true}', "<!-- generator: vkcap --><stale/>")
 
 
 @pytest.fixture(scope="module")
@@ -270,7 +270,7 @@ def test_a_crash_is_a_junit_failure_and_every_report_is_written(trace: Path, tmp
     assert proc.stdout.splitlines()[0] == f"first divergence: {line}"
     assert junit_cases(junit) == ({"tests": "1", "failures": "1"}, [("vkcap.bisect.frame13", "driver crash", line)])
 
-    report.write_text('{"diverged": false}')
+    report.write_text('{"generator": "vkcap", "diverged": false}')
     junit.write_text('<testsuites><testsuite name="stale" tests="24" failures="0"/></testsuites>')
     proc = vkcap("replay", trace, "--isolate", "--json", report, "--junit", junit, env={"VKCAP_TEST_CRASH_AT_FRAME": "9"})
     assert proc.returncode == 1, proc.stderr

@@ -48,7 +48,7 @@ PAYLOADS = [*RECORDED, SURROGATE]
 #: What the templates write: any other element or attribute came from the data.
 TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "table", "tr", "th", "td", "p", "span",
         "div", "a", "section", "figure", "img", "figcaption", "svg", "rect", "text", "tbody"}
-ATTRIBUTES = {"lang", "charset", "class", "href", "title", "id", "src", "alt", "data-kind", "xmlns", "width", "height", "colspan",
+ATTRIBUTES = {"lang", "charset", "name", "content", "class", "href", "title", "id", "src", "alt", "data-kind", "xmlns", "width", "height", "colspan",
               "role", "aria-label", "x", "y", "fill", "font-size", "text-anchor"}
 SGR = re.compile(r"\x1b\[[0-9;]*m")  # rich's own colours on a terminal
 
