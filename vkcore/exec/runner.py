@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
+from .. import reference_log
 from ..device.context import CUSTOM_BORDER_EXT, OPTICAL_FLOW_EXT, EmulationMode, VulkanContext
 from .executor import DispatchTimed, Event, FrameConsumer, StopRequest, execute
 from ..shaders.pipelines import cache_file_for
@@ -175,6 +176,8 @@ async def run_async(
         scenario = scenario or load_scenario(options.scenario, warn_deprecated=True)
         plan = make_plan(scenario, capture_all=options.capture_all)
     check_outputs(scenario, options)
+    reference_log.say("parsed")
+    reference_log.say("resources", len(scenario.resources))
     result = RunResult(plan)
     timings: list[DispatchTimed] = []
 
@@ -187,6 +190,7 @@ async def run_async(
     ctx = open_context(scenario, options)
     try:
         result.device_name = ctx.info.name
+        reference_log.say("device", ctx.info.name, reference_log.DEVICE_TYPES.get(ctx.info.type, "Other"), ctx.info.vendor_id)
         if options.neural_flags:
             _say_no_neural_statistics(ctx, options.neural_flags)
         try:
@@ -194,6 +198,7 @@ async def run_async(
         except ScenarioError as exc:
             exc.file = exc.file or str(scenario.path)  # device-dependent checks name the scenario too
             raise
+        reference_log.say("commands")
         failed = False
         if options.capture_frame:
             _say_how_renderdoc_captures(session)
@@ -225,6 +230,7 @@ async def run_async(
             # In a worker thread, as the session's and the context's teardown below: the trio loop
             # stays free for the consumer's tasks (a recorder still writing its last frames).
             result.outputs = await trio.to_thread.run_sync(session.write_outputs, options.output)
+            reference_log.say("results stored")
             if options.session_memory_dump_dir is not None:
                 from ..graphs.dumps import dump_session_memories
 
