@@ -72,6 +72,7 @@ class Session:
         self.factory: PipelineFactory | None = None
         self.modules: dict[str, SpirvModule] = {}
         self.read_only_bindings: dict[str, set[tuple[int, int]]] = {}  # shader uid -> what it cannot write
+        self.warned_features: set[tuple[str, str]] = set()  # (shader uid, feature) said once (see reflect_shader)
         self.layouts: dict[int, tuple[LayoutBinding, ...]] = {}  # command index -> its resolved bindings
         self.raw_data: dict[str, bytes] = {}
         self.dispatches: dict[int, PreparedDispatch] = {}  # by command index
