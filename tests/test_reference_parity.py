@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -31,7 +32,8 @@ import numpy as np
 import pytest
 
 from tests.builders import ADD_FLOAT, READ_TENSOR, WRITE_PATTERN, ScenarioBuilder, image_pattern, load_output, vkcap
-from tests.reference import dst_paths, reference_runner, requires_reference, run_reference
+from tests.reference import (dst_paths, reference_command, reference_env, reference_runner, requires_reference,
+                             run_reference)
 from vkcore.reference_log import LINES
 from vkcore.resources.imageio import write_dds
 
@@ -42,11 +44,20 @@ N = 64
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} \[Scenario-Runner\] (DEBUG|INFO|WARNING|ERROR): (.*)$")
 
 
-def run_both(scenario: Path, tmp_path: Path, *extra: str | Path, env: dict[str, str] | None = None) -> tuple[Any, Any]:
-    """The reference into ``tmp_path/reference``, vkcap into ``tmp_path/ours``, with the same flags."""
-    ref = run_reference(scenario, tmp_path / "reference", *extra)
-    ours = vkcap("run", scenario, "--output", tmp_path / "ours", *extra, env=env)
-    return ref, ours
+def run_both(scenario: Path, tmp_path: Path, *extra: str | Path, env: dict[str, str] | None = None,
+             make_dst_dirs: bool = True) -> tuple[Any, Any]:
+    """The reference into ``tmp_path/reference``, vkcap into ``tmp_path/ours``, with the same flags, side by
+    side (the reference mostly waits for its driver to start: running both at once keeps the module fast)."""
+    output = tmp_path / "reference"
+    output.mkdir(parents=True, exist_ok=True)
+    if make_dst_dirs and scenario.is_file():
+        for dst in dst_paths(scenario):
+            (output / dst).parent.mkdir(parents=True, exist_ok=True)
+    with subprocess.Popen(reference_command(scenario, output, *extra), env=reference_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as reference:
+        ours = vkcap("run", scenario, "--output", tmp_path / "ours", *extra, env=env)
+        stdout, stderr = reference.communicate(timeout=300)
+    return subprocess.CompletedProcess(reference.args, reference.returncode, stdout, stderr), ours
 
 
 def assert_identical(scenario: Path, tmp_path: Path, *extra: str | Path, env: dict[str, str] | None = None) -> Any:
@@ -466,10 +477,9 @@ def test_a_bad_input_is_refused_in_the_reference_words(name: str, builder: Scena
     base_scenario(builder)
     case.mutate(builder)
     scenario = builder.save()
-    ref = run_reference(scenario, tmp_path / "reference", make_dst_dirs=False)
+    ref, ours = run_both(scenario, tmp_path, make_dst_dirs=False)
     assert ref.returncode == 255, ref.stdout[-2000:]
     assert case.phrase in ref.stdout + ref.stderr, ref.stdout[-2000:]
-    ours = vkcap("run", scenario, "--output", tmp_path / "ours")
     line = ours.stderr.strip()
     assert ours.returncode == 2 and "\n" not in line, ours.stderr
     assert line.startswith(f"vkcap: error: {scenario}: {case.place}: "), line
