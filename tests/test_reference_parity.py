@@ -12,8 +12,8 @@ phrase where both refuse:
   ``--log-level`` values, the profiling and perf-counter documents' key trees, dump paths checked before
   the scenario is read;
 - :data:`PHRASES`: for each bad input both refuse, the reference's key phrase in both runners' messages;
-- :data:`CORPUS`: 41 scenarios from small templates (buffers, push and specialization constants, images of
-  eight formats, barriers, several frames, memory-group aliasing, tensors), byte-identical outputs.
+- :data:`CORPUS`: 43 scenarios from small templates (buffers, push and specialization constants, images of
+  eight formats, barriers (``pipeline_barrier`` too), several frames, memory-group aliasing, tensors), byte-identical outputs.
 
 Scenarios are tiny; vkcap runs without ``--validate`` here only where the point is what happens without it
 (the storage-image feature), and the suite's validation layer watches every other run.
@@ -297,6 +297,27 @@ def test_a_junk_cache_file(builder: ScenarioBuilder, tmp_path: Path, junk: bytes
            "it is (no pipeline cache is stored this run)" in ours.stderr.splitlines()
 
 
+@pytest.mark.parametrize("what", ["folder", "fifo"])
+def test_a_cache_path_that_is_no_file_is_left_alone(builder: ScenarioBuilder, tmp_path: Path, what: str) -> None:
+    """vkcap alone (what the reference does with these is not the point): skipped, never replaced, one warning."""
+    scenario = add_scenario(builder)
+    cache = tmp_path / "cache" / "scenario.cache"
+    cache.parent.mkdir()
+    if what == "folder":
+        cache.mkdir()
+        (cache / "keep").write_text("mine")
+    else:
+        os.mkfifo(cache)
+    ours = vkcap("run", scenario, "--output", tmp_path / "ours", "--pipeline-caching", "--clear-pipeline-cache",
+                 "--cache-path", cache.parent, timeout=60)
+    assert ours.returncode == 0, ours.stderr
+    assert f"vkcap: {cache}: not a Vulkan pipeline cache: not loaded and left as it is (no pipeline cache is stored " \
+           "this run)" in ours.stderr.splitlines()
+    assert "WARNING: Pipeline Cache skipped: failed to validate." in log_messages(ours.stdout)
+    assert sorted(p.name for p in cache.parent.iterdir()) == ["scenario.cache"]
+    assert (cache / "keep").read_text() == "mine" if what == "folder" else cache.is_fifo()
+
+
 @pytest.mark.parametrize("level", ["debug", "info", "warning", "error"])
 def test_the_reference_lines_on_stdout_at_each_log_level(builder: ScenarioBuilder, tmp_path: Path, level: str) -> None:
     """Every line vkcap writes in the reference's format, the reference writes too (at that level); and the
@@ -315,6 +336,15 @@ def test_the_reference_lines_on_stdout_at_each_log_level(builder: ScenarioBuilde
     assert any(m.startswith("INFO: Device: ") for m in mine) == ("INFO" in shown)
     assert all(text.split("%")[0] in {m.split(": ", 1)[1] for m in theirs} or level != "debug"
                for key, (_, text) in LINES.items() if key in ("parsed", "commands", "results stored"))
+
+
+def test_log_level_with_an_equals_sign(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """``--log-level=warning``, as both runners take it: no INFO line from either, nor on vkcap's stderr."""
+    scenario = add_scenario(builder)
+    ref, ours = run_both(scenario, tmp_path, "--log-level=warning")
+    assert ref.returncode == 0 and ours.returncode == 0, ref.stdout[-2000:] + ours.stderr
+    assert not [m for m in log_messages(ref.stdout) + log_messages(ours.stdout) if m.startswith("INFO")]
+    assert ours.stderr == ""
 
 
 @pytest.mark.parametrize("value", ["trace", "INFO", "critical2"])
@@ -566,8 +596,9 @@ def image_store(fmt: str) -> Callable[[ScenarioBuilder], None]:
     return build
 
 
-def barrier(n: int) -> Callable[[ScenarioBuilder], None]:
-    """tmp = a * 2 in one dispatch; an explicit buffer barrier; c = tmp + b in the next."""
+def barrier(n: int, kind: str = "dispatch_barrier") -> Callable[[ScenarioBuilder], None]:
+    """tmp = a * 2 in one dispatch; an explicit buffer barrier (command ``kind``: the specification's
+    dispatch_barrier or the reference 0.11's pipeline_barrier); c = tmp + b in the next."""
     def build(b: ScenarioBuilder) -> None:
         b.shader("double", glsl("uint i = gl_GlobalInvocationID.x; t[i] = a[i] * 2.0;",
                                 "layout(set = 0, binding = 0) readonly buffer A { float a[]; };",
@@ -579,7 +610,8 @@ def barrier(n: int) -> Callable[[ScenarioBuilder], None]:
         b.resource("buffer_barrier", uid="bb", buffer_resource="tmp", offset=0, size=a.nbytes, src_access="compute_shader_write",
                    dst_access="compute_shader_read", src_stage=["compute"], dst_stage=["compute"])
         b.dispatch("double", [(0, 0, "a"), (0, 1, "tmp")], [n], implicit_barrier=False)
-        b.barrier(memory_barrier_refs=[], image_barrier_refs=[], tensor_barrier_refs=[], buffer_barrier_refs=["bb"])
+        b.commands.append({kind: {"memory_barrier_refs": [], "image_barrier_refs": [], "tensor_barrier_refs": [],
+                                  "buffer_barrier_refs": ["bb"]}})
         b.dispatch("add", [(0, 0, "tmp"), (0, 1, "b"), (0, 2, "c")], [n])
     return build
 
@@ -657,6 +689,7 @@ CORPUS: dict[str, Callable[[ScenarioBuilder], None]] = {
        [("float", 1, 0.5), ("float", 16, -3), ("int", 4, 7), ("uint", 64, 9)]},
     **{f"image-{fmt}": image_store(fmt) for fmt in IMAGE_FORMATS},
     **{f"barrier-{n}": barrier(n) for n in (1, 16, 64)},
+    **{f"barrier-pipeline-{n}": barrier(n, "pipeline_barrier") for n in (8, 32)},
     **{f"frames-{n}": frames(n) for n in (2, 3, 5)},
     **{f"group-alias-{offset}": group_alias(offset) for offset in (0, 64, 128)},
     **{f"tensor-{t}-{r}x{c}": tensor_read(t, r, c) for t, r, c in [("float", 4, 8), ("int", 2, 16), ("uint", 8, 8)]},

@@ -333,9 +333,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code. Errors are one line on stderr, Ctrl-C is 130."""
     argv = _normalise_argv(list(sys.argv[1:] if argv is None else argv))
     level = "info"
-    if "--log-level" in argv:
-        i = argv.index("--log-level")
-        level = argv[i + 1] if i + 1 < len(argv) else level
+    for i, arg in enumerate(argv):  # both spellings, as argparse and the reference take them
+        if arg == "--log-level" and i + 1 < len(argv):
+            level = argv[i + 1]
+        elif arg.startswith("--log-level="):
+            level = arg.split("=", 1)[1]
     try:
         from .log_format import ShownFormatter
 

@@ -92,8 +92,8 @@ TENSOR_ELEMENT_SIZE: dict[str, int] = {
     "VK_FORMAT_R16_SFLOAT": 2, "VK_FORMAT_R32_SFLOAT": 4, "VK_FORMAT_R16_SFLOAT_FPENCODING_BFLOAT16_ARM": 2,
     "VK_FORMAT_R8_SFLOAT_FPENCODING_FLOAT8E4M3_ARM": 1, "VK_FORMAT_R8_SFLOAT_FPENCODING_FLOAT8E5M2_ARM": 1,
 }
-# Newer reference-runner names of commands the specification names otherwise (same fields).
-RENAMED_KINDS: dict[str, str] = {"pipeline_barrier": "dispatch_barrier"}
+# Reference-runner names of commands vkcap does not take, with vkcap's spelling (same fields); none now.
+RENAMED_KINDS: dict[str, str] = {}
 CUSTOM_BORDER_COLORS = ("FLOAT_CUSTOM_EXT", "INT_CUSTOM_EXT")
 IMAGE_ARRAY_LAYERS = 1  # images are created with one array layer, like the reference runner
 
