@@ -244,6 +244,29 @@ def test_storage_image_read_without_format_on_a_device_without_the_feature(build
         f"StorageImageReadWithoutFormat, which needs shaderStorageImageReadWithoutFormat, a feature device '{name}' lacks")
 
 
+@pytest.fixture(scope="module")
+def add_graph(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from tests.test_run_graphs import TOSA
+    from tests.vkharness import convert_model
+    from vkcore.graphs.vgf import read_vgf
+
+    return read_vgf(convert_model(TOSA / "add.mlir", tmp_path_factory.mktemp("graph") / "add.vgf"))
+
+
+def test_dispatch_data_graph_is_dispatch_spirv_graph(builder: ScenarioBuilder, tmp_path: Path, add_graph: Any) -> None:
+    """The reference 0.11's name for dispatch_spirv_graph: the same outputs from both runners."""
+    from tests.test_spirv_graph import spirv_graph
+
+    a, b = (np.random.default_rng(s).random((1, 4, 4, 2), dtype=np.float32) for s in (3, 4))
+    scenario = spirv_graph(builder, add_graph, [("a", [1, 4, 4, 2], "readonly", a), ("b", [1, 4, 4, 2], "readonly", b),
+                                                ("c", [1, 4, 4, 2], "writeonly", None)], constants=False)
+    document = json.loads(scenario.read_text())
+    document["commands"][0] = {"dispatch_data_graph": document["commands"][0]["dispatch_spirv_graph"]}
+    scenario.write_text(json.dumps(document))
+    assert_identical(scenario, tmp_path)
+    np.testing.assert_array_equal(np.load(tmp_path / "ours" / "c.npy"), a + b)
+
+
 # ------------------------------------------------------------------- 4. caches, logs and documents as the reference's
 
 

@@ -272,7 +272,7 @@ CASES = [
     Case("unknown command kind", add_command({"dispatch_computer": {}}),
          "commands[7]: unknown command kind 'dispatch_computer' (expected one of: dispatch_compute, "
          "dispatch_fragment, dispatch_graph, dispatch_vgf, dispatch_spirv_graph, dispatch_optical_flow, "
-         "dispatch_barrier, pipeline_barrier, frame_boundary, mark_boundary); did you mean 'dispatch_compute'?"),
+         "dispatch_barrier, dispatch_data_graph, pipeline_barrier, frame_boundary, mark_boundary); did you mean 'dispatch_compute'?"),
     Case("a pipeline_barrier's unknown field", add_command({"pipeline_barrier": {"image_barrier_ref": []}}),
          "commands[7].pipeline_barrier: unknown field 'image_barrier_ref' (did you mean 'image_barrier_refs'?)"),
     Case("enum typo", setf(res(2, "buffer"), shader_access="readonyl"),

@@ -728,7 +728,7 @@ SHADER_STAGES: dict[str, tuple[tuple[str, str], ...]] = {
 def _check_shader_stages(ctx: _Context) -> None:
     """Each command runs shaders of the stage it needs (``stage`` compute is the default)."""
     for index, kind, body in ctx.commands:
-        for field_name, wanted in SHADER_STAGES.get(kind, ()):
+        for field_name, wanted in SHADER_STAGES.get(COMMAND_ALIASES.get(kind, kind), ()):
             shader = ctx.by_uid[body[field_name]].body
             stage = shader.get("stage", "compute")
             if stage != wanted:
@@ -740,7 +740,7 @@ def _check_spirv_graphs(ctx: _Context) -> None:
     """A dispatch_spirv_graph's graph is a SPIR-V shader resource (GLSL cannot hold a graph); its
     constants' .npy files hold their dims and element size."""
     for index, kind, body in ctx.commands:
-        if kind != "dispatch_spirv_graph":
+        if COMMAND_ALIASES.get(kind, kind) != "dispatch_spirv_graph":  # or dispatch_data_graph
             continue
         shader = ctx.by_uid[body["graph_ref"]].body
         if shader.get("type") != "SPIR-V":
