@@ -30,6 +30,8 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.builders import ADD_FLOAT, READ_TENSOR, WRITE_PATTERN, ScenarioBuilder, image_pattern, load_output, vkcap
 from tests.reference import (dst_paths, reference_command, reference_env, reference_runner, requires_reference,
@@ -131,11 +133,21 @@ def test_glsl_without_version_compiles_as_the_reference_compiles_it(name: str, b
         np.testing.assert_array_equal(got, a * b + ((i * 3 + 128) % 256 - 128).astype(np.float32))
 
 
-def test_a_version_in_a_comment_does_not_count(tmp_path: Path) -> None:
+COMMENT_TEXT = st.text(st.characters(blacklist_characters="*/\n\r", blacklist_categories=("Cs",)), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(comments=st.lists(st.tuples(st.booleans(), COMMENT_TEXT), max_size=6), code=st.sampled_from(
+    ["", "#extension GL_EXT_shader_8bit_storage : require\n", "layout(local_size_x = 1) in;\nvoid main() {}\n"]),
+       version=st.sampled_from(["#version 450", "  #  version 310 es", "#version 460 core"]))
+def test_a_version_counts_only_outside_comments(comments: list[tuple[bool, str]], code: str, version: str) -> None:
+    """However comments hide ``#version`` (block or line, with any text around), they hide it; a directive
+    line outside them is found wherever it stands among them."""
     from vkcore.shaders.compile import declares_version
 
-    assert not declares_version(b"/* #version 310 es */\n// #version 450\n#extension GL_EXT_foo : require\n")
-    assert declares_version(b"// licence\n  #  version 450\nvoid main() {}\n")
+    hidden = "".join(f"/* {text} {version} */\n" if block else f"// {text} {version}\n" for block, text in comments)
+    assert not declares_version((hidden + code).encode())
+    assert declares_version((hidden + version + "\n" + code).encode())
 
 
 # -------------------------------------------------------------------- 3. what the reference accepts, well defined
@@ -368,6 +380,21 @@ def test_log_level_with_an_equals_sign(builder: ScenarioBuilder, tmp_path: Path)
     assert ref.returncode == 0 and ours.returncode == 0, ref.stdout[-2000:] + ours.stderr
     assert not [m for m in log_messages(ref.stdout) + log_messages(ours.stdout) if m.startswith("INFO")]
     assert ours.stderr == ""
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.text(max_size=40), vendor=st.integers(0, 2**32 - 1))
+def test_a_reference_line_is_one_line_whatever_the_device_says(name: str, vendor: int) -> None:
+    """The device's name (the driver's text) cannot break or forge a line: it is escaped."""
+    import logging
+
+    from vkcore.reference_log import LINES, ReferenceFormatter
+
+    level, text = LINES["device"]
+    record = logging.LogRecord("scenario_runner", level, __file__, 1, text, (name, "Cpu", vendor), None)
+    line = ReferenceFormatter().format(record)
+    assert LOG_LINE.match(line) and not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in line), repr(line)
+    assert line.endswith(f", Type: Cpu, Vendor: {vendor:#x}")
 
 
 @pytest.mark.parametrize("value", ["trace", "INFO", "critical2"])
