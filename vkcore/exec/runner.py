@@ -207,7 +207,7 @@ async def run_async(
             assert cache is not None
             result.pipeline_cache_hits = cache.hits
             result.pipeline_cache_misses = cache.misses
-            session.save_pipeline_cache()
+            session.save_pipeline_cache("Save Pipeline Cache (setup)")
             if options.dry_run:  # the pipelines are built and cached: their compilation times are reported
                 _write_reports(options, timer, timings, t_start, time.perf_counter())
                 return result
@@ -224,6 +224,7 @@ async def run_async(
                 stop=stop,
             )
             timer.add("Run Scenario", "Execute Frames", time.perf_counter() - t_run)
+            session.save_pipeline_cache()  # again after the frames, as the reference stores it (and says so) twice
             if stop is not None and stop.requested:
                 result.interrupted = True
                 return result

@@ -423,10 +423,11 @@ class Session:
             return contextlib.nullcontext()
         return self.timer.measure(phase, name)
 
-    def save_pipeline_cache(self) -> None:
-        """Write the pipeline cache's file, if it has one (see :meth:`vkcore.shaders.pipelines.PipelineCache.save`)."""
+    def save_pipeline_cache(self, counter: str = "Save Pipeline Cache") -> None:
+        """Write the pipeline cache's file, if it has one (see :meth:`vkcore.shaders.pipelines.PipelineCache.save`),
+        timed as ``counter`` (the reference's names: ``Save Pipeline Cache (setup)``, then ``Save Pipeline Cache``)."""
         assert self.cache is not None
-        with self._cache_span("Save Pipeline Cache", "Save Pipeline Cache"):
+        with self._cache_span("Save Pipeline Cache", counter):
             self.cache.save()
 
     def close(self) -> None:
