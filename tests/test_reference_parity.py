@@ -356,8 +356,9 @@ def test_a_cache_path_that_is_no_file_is_left_alone(builder: ScenarioBuilder, tm
 @pytest.mark.parametrize("level", ["debug", "info", "warning", "error"])
 def test_the_reference_lines_on_stdout_at_each_log_level(builder: ScenarioBuilder, tmp_path: Path, level: str) -> None:
     """Every line vkcap writes in the reference's format, the reference writes too (at that level); and the
-    lines that carry meaning (the scenario parsed, the resources, the device, results stored) are in both."""
-    scenario = add_scenario(builder)
+    lines that carry meaning (the scenario parsed, the resources, the device, results stored) are in both, and
+    the same warnings (here: a frame boundary lavapipe cannot mark, once per boundary)."""
+    scenario = two_frames(builder)
     ref, ours = run_both(scenario, tmp_path, "--log-level", level)
     assert ref.returncode == 0 and ours.returncode == 0, ref.stdout[-2000:] + ours.stderr
     theirs, mine = log_messages(ref.stdout), log_messages(ours.stdout)
@@ -369,6 +370,7 @@ def test_the_reference_lines_on_stdout_at_each_log_level(builder: ScenarioBuilde
     for message in meaning:
         assert (message in theirs) == (message in mine) == ("INFO" in shown), message
     assert any(m.startswith("INFO: Device: ") for m in mine) == ("INFO" in shown)
+    assert [m for m in mine if m.startswith("WARNING")] == [m for m in theirs if m.startswith("WARNING")]
     assert all(text.split("%")[0] in {m.split(": ", 1)[1] for m in theirs} or level != "debug"
                for key, (_, text) in LINES.items() if key in ("parsed", "commands", "results stored"))
 

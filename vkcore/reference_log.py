@@ -34,6 +34,7 @@ LINES: dict[str, tuple[int, str]] = {
     "cache header size": (logging.WARNING, "Pipeline validation: Incorrect pipeline cache header size"),
     "cache skipped": (logging.WARNING, "Pipeline Cache skipped: failed to validate."),
     "commands": (logging.INFO, "Setup commands"),
+    "no frame boundary": (logging.WARNING, "Frame boundary extension not present"),
     "cache stored": (logging.INFO, "Pipeline Cache stored"),
     "results stored": (logging.INFO, "Results stored"),
 }

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from .. import reference_log
-from ..device.context import CUSTOM_BORDER_EXT, OPTICAL_FLOW_EXT, EmulationMode, VulkanContext
+from ..device.context import CUSTOM_BORDER_EXT, FRAME_BOUNDARY_EXT, OPTICAL_FLOW_EXT, EmulationMode, VulkanContext
 from .executor import DispatchTimed, Event, FrameConsumer, StopRequest, execute
 from ..shaders.pipelines import cache_file_for
 from .plan import Plan, make_plan
 from ..errors import ScenarioError
-from ..scenario.model import Barrier, DispatchOpticalFlow, DispatchSpirvGraph, Graph, GraphConstant, Image, Scenario, Tensor, load_scenario
+from ..scenario.model import (Barrier, DispatchOpticalFlow, DispatchSpirvGraph, Graph, GraphConstant, Image, MarkBoundary,
+                              Scenario, Tensor, load_scenario)
 from .session import Session, SessionOptions
 from .timing import HostTimer
 from ..device.sync import uses_graph_sync
@@ -199,6 +200,9 @@ async def run_async(
             exc.file = exc.file or str(scenario.path)  # device-dependent checks name the scenario too
             raise
         reference_log.say("commands")
+        if not ctx.has_extension(FRAME_BOUNDARY_EXT):  # the reference's warning, once per boundary command
+            for _ in (c for c in scenario.commands if isinstance(c, MarkBoundary)):
+                reference_log.say("no frame boundary")
         failed = False
         if options.capture_frame:
             _say_how_renderdoc_captures(session)
