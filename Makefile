@@ -34,7 +34,7 @@ demo: setup
 	$(VENV)/bin/vkcap run examples/add/scenario.json --output build/demo
 	$(VENV)/bin/vkcap record examples/add/scenario.json --output build/demo -o build/demo/add.vkt
 	$(VENV)/bin/vkcap info build/demo/add.vkt
-	$(VENV)/bin/vkcap replay build/demo/add.vkt --dtype out=float32
+	$(VENV)/bin/vkcap replay build/demo/add.vkt
 
 test: setup
 	$(VENV)/bin/python -m pytest -q -n 2 tests

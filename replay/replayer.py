@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from capture import kinds, records
-from capture.trace import REPLAY_KINDS, FrameRecord, Trace
+from capture.trace import REPLAY_KINDS, FrameRecord, FramesNotJudged, Trace
 from vkcore.device.context import VulkanContext
 from vkcore.device.driver import use_driver
 from vkcore.errors import ScenarioError, TraceError, UnsupportedDeviceFeature, UsageError
@@ -343,18 +343,11 @@ class Comparer:
         policy = self.options.tolerances
         result = compare_as(uid, recorded, live, how, policy, shape=shape, top=policy.top)
         dtype = dtype_name(how)
-        if result.diverged and self.options.heatmap_dir is not None and shape and len(shape) >= 2 and not result.size_mismatch:
-            from .heatmap import error_map, heatmap_name, write_heatmap
+        if result.diverged and self.options.heatmap_dir is not None and not result.size_mismatch:
+            from .heatmap import draw_comparison, heatmap_name  # both sides too with value_maps (--html)
 
-            name = heatmap_name(seq, uid if command is None else f"{uid}-{command}")
-            path = write_heatmap(self.options.heatmap_dir / name, error_map(recorded, bytes(live), dtype, shape), what)
-            result.extras["heatmap"] = str(path)
-            if self.options.value_maps:  # for --html: both sides beside the error
-                from .heatmap import value_map, write_value_maps
-
-                sides = (path.with_name(path.stem + "-recorded.png"), path.with_name(path.stem + "-live.png"))
-                write_value_maps(sides, (value_map(recorded, dtype, shape), value_map(bytes(live), dtype, shape)))
-                result.extras["recorded_map"], result.extras["live_map"] = str(sides[0]), str(sides[1])
+            result.extras.update(draw_comparison(self.options.heatmap_dir, heatmap_name(seq, uid if command is None else f"{uid}-{command}"),
+                                                 recorded, bytes(live), dtype, shape, what, sides=self.options.value_maps))
         return result
 
     def _compare_frame(self, snapshot: FrameSnapshot) -> FrameResult:
@@ -537,12 +530,20 @@ async def replay_trace(trace: Trace, options: ReplayOptions, *, on_frame: Callab
 def replay(options: ReplayOptions, on_frame: Callable[[FrameResult], None] | None = None, *,
            opened: Trace | None = None, contexts: dict[Any, VulkanContext] | None = None) -> ReplayReport:
     """Replay ``options.trace`` (``opened``, when the caller has it open already) on the driver
-    ``options.icd`` names (on a context of ``contexts``, when given); see the module docstring."""
+    ``options.icd`` names (on a context of ``contexts``, when given); see the module docstring.
+    Frames of the range lost to damaged records are not judged: the others are replayed, then
+    :class:`FramesNotJudged` (exit 1) names them, with what the replay found of the rest."""
     import trio
 
     use_driver(options.icd)
     with Trace.reuse_or_open(options.trace, opened) as trace:
-        return trio.run(lambda: replay_trace(trace, options, on_frame=on_frame, contexts=contexts))
+        report = trio.run(lambda: replay_trace(trace, options, on_frame=on_frame, contexts=contexts))
+        not_judged = trace.not_judged(options.first, options.last)
+    if not_judged:
+        first = report.first_divergence
+        found = f"first divergence at frame {first.seq}" if first is not None else "all within tolerance"
+        raise FramesNotJudged(f"{not_judged}; of the {len(report.frames)} frame(s) replayed: {found}", file=options.trace)
+    return report
 
 
 __all__ = ["DIVERGED", "ReplayOptions", "ReplayReport", "FrameResult", "replay", "replay_trace", "rebuild_scenario"]

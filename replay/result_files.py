@@ -28,16 +28,24 @@ log = logging.getLogger("vkcap")
 RESULT_STATUSES = ("pass", "expected", "fixed", "flaky", "fail", "skip")
 OUTCOMES = ("identical", "within", "diverged", "crash", "error", "skipped")
 EXPECTED = ("pass", "diverged", "flaky", "skip", "crash")
-TEXT_FIELDS = ("detail", "reason", "page", "driver", "host")
+TEXT_FIELDS = ("detail", "reason", "page", "driver", "host", "verdict")
 #: numbers of a result, by field: the key of their bound
 NUMBER_FIELDS = {"frames": "frames", "seconds": "seconds", "attempts": "attempts"}
 #: what one attempt of a retried trace (``spread``) may hold: field -> a bound's key, or str
 ATTEMPT_FIELDS: dict[str, str | type] = {"outcome": str, "first_divergence": "frame", "beyond_tolerance": "count",
                                          "max_ulp": "count", "detail": str}
 MAX_ATTEMPTS = 11  # 1 + the most retries (vkcore.bounded_numbers.BOUNDS["retries"])
-# a page vkcap writes into a results folder: result_stem's characters (letters and digits of any script,
-# "_", "-", "."), one level or a few below; no ":" (a scheme), no "/" first, no "\\", no space or control
-_PAGE_PATH = re.compile(r"[\w.-]+(/[\w.-]+)*")
+MAX_RESOURCES = 4096  # resource verdicts (and expected resources) of one result
+MAX_FIELDS = 4096  # field verdicts of one resource (capture.views.MAX_PARTS)
+#: what one resource's (or field's) verdict (replay.verdicts) may hold: field -> a bound's key, or str
+VERDICT_FIELDS: dict[str, str | type] = {"uid": str, "name": str, "dtype": str, "tolerance": str, "status": str,
+                                         "first_frame": "frame", "frames_beyond": "frames", "beyond_tolerance": "count",
+                                         "differing": "count", "max_abs": "magnitude", "max_ulp": "count"}
+VERDICT_STATUSES = ("identical", "within tolerance", "DIVERGED")
+# a page vkcap writes into a results folder: result_stem's characters (vkcore.output_folders.unique_stem:
+# ASCII letters and digits, "_", "-", ".", "+", "~"; letters of any script in older files), one level or
+# a few below; no ":" (a scheme), no "/" first, no "\\", no space or control
+_PAGE_PATH = re.compile(r"[\w.+~-]+(/[\w.+~-]+)*")
 
 
 def _reject_constant(name: str) -> Any:
@@ -75,8 +83,13 @@ def parse_result_file(path: Path, folder: Path) -> dict[str, Any]:
     for key, bound in NUMBER_FIELDS.items():
         if key in data:
             fields[key] = check_number(bound, data[key], file=str(path), place=key)
-    if data.get("first_divergence") is not None:
-        fields["first_divergence"] = check_number("frame", data["first_divergence"], file=str(path), place="first_divergence")
+    for key in ("first_divergence", "expected_frame"):
+        if data.get(key) is not None:
+            fields[key] = check_number("frame", data[key], file=str(path), place=key)
+    if "expected_resources" in data:
+        fields["expected_resources"] = _texts(data["expected_resources"], path, "expected_resources")
+    if "resources" in data:
+        fields["resources"] = _verdicts(data["resources"], path, "resources", "uid")
     if "spread" in data:
         fields["spread"] = _spread(data["spread"], path)
     if fields.get("page"):
@@ -129,6 +142,42 @@ def _spread(value: Any, path: Path) -> list[dict[str, Any]]:
         if checked.get("outcome", "error") not in OUTCOMES:
             raise UsageError(f"must be one of {', '.join(OUTCOMES)}, got {_shown(checked['outcome'])}", file=path,
                              place=f"{place}.outcome")
+        out.append(checked)
+    return out
+
+
+def _texts(value: Any, path: Path, place: str) -> list[str]:
+    if not isinstance(value, list) or len(value) > MAX_RESOURCES:
+        raise UsageError(f"must be a list of at most {MAX_RESOURCES} strings, got {_shown(value)}", file=path, place=place)
+    return [_text({place: v}, place, path, required=True) for v in value]
+
+
+def _verdicts(value: Any, path: Path, place: str, name_key: str, depth: int = 0) -> list[dict[str, Any]]:
+    """Resource verdicts (``name_key`` ``uid``) or a struct's field verdicts (``name``, one level
+    below), each key of its type and bound; unknown keys dropped."""
+    limit = MAX_RESOURCES if depth == 0 else MAX_FIELDS
+    if not isinstance(value, list) or len(value) > limit:
+        raise UsageError(f"must be a list of at most {limit} objects, got {_shown(value)}", file=path, place=place)
+    out = []
+    for i, entry in enumerate(value):
+        where = f"{place}[{i}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get(name_key), str):
+            raise UsageError(f"must be an object with a {name_key}, got {_shown(entry)}", file=path, place=where)
+        checked: dict[str, Any] = {}
+        for key, kind in VERDICT_FIELDS.items():
+            if entry.get(key) is None:
+                if key in entry and key == "first_frame":  # none: never beyond its tolerance
+                    checked[key] = None
+                continue
+            if kind is str:
+                checked[key] = _text(entry, key, path, required=True) if key in entry else ""
+                if key == "status" and checked[key] not in VERDICT_STATUSES:
+                    raise UsageError(f"must be one of {', '.join(VERDICT_STATUSES)}, got {_shown(checked[key])}",
+                                     file=path, place=f"{where}.status")
+            else:
+                checked[key] = check_number(str(kind), entry[key], file=str(path), place=f"{where}.{key}")
+        if depth == 0 and entry.get("fields") is not None:
+            checked["fields"] = _verdicts(entry["fields"], path, f"{where}.fields", "name", 1)
         out.append(checked)
     return out
 

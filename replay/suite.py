@@ -8,14 +8,19 @@ A suite is folders of ``.vkt`` files (each expected to replay within tolerance) 
     path = "traces/*.vkt"          # a path or a glob, relative to the manifest
 
     tolerance = { ulp = 4 }        # optional: the trace's own tolerance (or a preset name: "torch")
+    resources.out = { dtype = "float32", atol = 2e-6 }   # optional: per resource (or UID.FIELD)
 
     [[traces.expect]]
     device = "llvmpipe*"           # fnmatch on the device name
     driver = ">=22.3, <23"         # optional: a driver-version range (comparisons joined by commas)
     status = "diverged"            # pass | diverged | flaky | skip | crash
     frame = 12                     # optional: the first divergent frame it must still be
+    resources = ["out"]            # optional: the only resources that may diverge
     reason = "lavapipe rounds sin() differently"
+    measured = "out (float32): 12 beyond ulp 4, up to 9 ULP"   # what suite bless measured
     link = "https://example.com/issue/1"
+
+(Tolerances and dtypes: :mod:`replay.suite_tolerances`.)
 
 Workers (``-j N``) are child processes that replay trace after trace through the same replay path as
 ``vkcap replay`` (:func:`replay.replayer.replay`), one JSON line per trace. A worker that dies (a driver
@@ -24,7 +29,9 @@ that fails is replayed again: passing on a retry makes it ``flaky``.
 
 Outcomes, judged against the expectation (default ``pass``): ``pass``; ``expected`` (it diverged, or
 crashed, as expected); ``fixed`` (expected to diverge, it now passes: the label can go); ``flaky``;
-``fail`` (it diverged or crashed, unexpectedly); ``skip``.
+``fail`` (it diverged or crashed, unexpectedly); ``skip``. Each result says why
+(:func:`replay.verdicts.explain`: the expected and actual first frames and resources, and what each
+resource's comparison found).
 """
 from __future__ import annotations
 
@@ -44,6 +51,8 @@ from typing import Any, Callable, Protocol
 
 from vkcore.errors import UsageError
 
+from .suite_tolerances import TraceTolerance, entry_tolerance
+
 STATUSES = ("pass", "diverged", "flaky", "skip", "crash")
 
 
@@ -55,6 +64,7 @@ class Expectation:
     link: str = ""
     frame: int | None = None  # for diverged/crash: the first divergent frame it must still be
     driver: str = ""  # a driver-version range: ">=580.100, <590" (every comparison must hold)
+    resources: tuple[str, ...] = ()  # for diverged: the only resources that may diverge (empty: any)
 
     def matches(self, device: str, driver: str) -> bool:
         return fnmatch.fnmatch(device, self.device) and in_range(driver, self.driver)
@@ -111,6 +121,7 @@ class SuiteTrace:
     path: Path
     expectations: tuple[Expectation, ...] = ()
     flags: tuple[str, ...] = ()  # the trace's own tolerance flags (--ulp 4, --tolerance preset:torch, ...)
+    tolerance: TraceTolerance | None = None  # what its manifest entry set (flags carries it)
 
     def expected_on(self, device: str, driver: str = "") -> Expectation:
         for e in self.expectations:
@@ -136,6 +147,10 @@ class TraceResult:
     page: str = ""  # the replay's own HTML page (suite run --html or --results), when it wrote one
     driver: str = ""  # the driver version of the device it ran on
     host: str = ""  # the fleet node it ran on (its vkcap_node name, else its hostname); "" in this process
+    expected_frame: int | None = None  # the expectation's first divergent frame, when it names one
+    expected_resources: list[str] = field(default_factory=list)  # the expectation's resources, when it names some
+    resources: list[dict[str, Any]] = field(default_factory=list)  # each resource's verdict (replay.verdicts)
+    verdict: str = ""  # why the status: replay.verdicts.explain
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -144,9 +159,9 @@ class TraceResult:
 #: The keys a manifest may hold, at each level. An unknown key is an error, not a warning: a misspelt
 #: ``tolerence`` or ``expected`` silently ignored would judge traces by rules nobody wrote.
 MANIFEST_KEYS = ("traces",)
-ENTRY_KEYS = ("path", "tolerance", "expect")
-EXPECT_KEYS = ("device", "status", "driver", "frame", "reason", "link")
-TOLERANCE_KEYS = ("atol", "rtol", "ulp")
+ENTRY_KEYS = ("path", "tolerance", "resources", "expect")
+EXPECT_KEYS = ("device", "status", "driver", "frame", "resources", "reason", "measured", "link")
+MAX_EXPECTED_RESOURCES = 4096
 
 
 def _table_keys(table: Any, known: tuple[str, ...], manifest: Path, place: str) -> dict[str, Any]:
@@ -200,28 +215,14 @@ def _expectations(table: Any, manifest: Path, where: str) -> tuple[Expectation, 
         link = _string(e, "link", manifest, place)
         if link and not link.startswith(("https://", "http://")):
             raise UsageError(f"must be an http(s) URL, got {_shown(link)}", file=manifest, place=f"{place}.link")
-        out.append(Expectation(e["device"], e["status"], _string(e, "reason", manifest, place), link, frame, driver))
-    return tuple(out)
-
-
-def _tolerance_flags(value: Any, manifest: Path, where: str) -> tuple[str, ...]:
-    """A manifest entry's ``tolerance``: a table of atol/rtol/ulp (each checked by
-    :func:`vkcore.bounded_numbers.check_number`), or a preset name (``"torch"``)."""
-    from vkcore.bounded_numbers import check_number
-
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        from .tolerances import preset_policy
-
-        preset_policy(value, f"{manifest}: {where}")
-        return ("--tolerance", f"preset:{value}")
-    if not isinstance(value, dict) or not value:
-        raise UsageError("a preset name or a table of atol, rtol and ulp", file=manifest, place=where)
-    _table_keys(value, TOLERANCE_KEYS, manifest, where)
-    out: list[str] = []
-    for key, number in sorted(value.items()):
-        out += [f"--{key}", repr(check_number(key, number, file=str(manifest), place=f"{where}.{key}"))]
+        _string(e, "measured", manifest, place)
+        resources = e.get("resources", [])
+        if not isinstance(resources, list) or not all(isinstance(r, str) for r in resources) \
+                or len(resources) > MAX_EXPECTED_RESOURCES:
+            raise UsageError(f"must be a list of resource uids, got {_shown(resources)}", file=manifest,
+                             place=f"{place}.resources")
+        out.append(Expectation(e["device"], e["status"], _string(e, "reason", manifest, place), link, frame, driver,
+                               tuple(resources)))
     return tuple(out)
 
 
@@ -257,13 +258,13 @@ def manifest_traces(manifest: Path, *, allow_outside: bool = False) -> list[Suit
         if not isinstance(pattern, str):
             raise UsageError("a trace path or glob is required", file=manifest, place=f"{where}.path")
         expectations = _expectations(entry.get("expect", []), manifest, where)
-        flags = _tolerance_flags(entry.get("tolerance"), manifest, f"{where}.tolerance")
+        tolerance = entry_tolerance(entry, manifest, where)
         matches = manifest_matches(manifest, pattern, f"{where}.path", allow_outside=allow_outside)
         if not matches or (not is_glob(pattern) and not matches[0].exists()):
             raise UsageError(f"no trace matches {pattern!r}", file=manifest, place=f"{where}.path")
         for trace in matches:
             _check_regular(trace, f"{manifest}: {where}.path")
-            out.append(SuiteTrace(trace, expectations, flags))
+            out.append(SuiteTrace(trace, expectations, tolerance.flags(), tolerance))
     return out
 
 
@@ -316,15 +317,19 @@ def shard(traces: list[SuiteTrace], index: int, count: int) -> list[SuiteTrace]:
     return [t for t in traces if owner[t.path] == index - 1]
 
 
-def judge(outcome: str, expected: Expectation, first_divergence: int | None = None) -> str:
+def judge(outcome: str, expected: Expectation, first_divergence: int | None = None,
+          diverged: list[str] | None = None) -> str:
     """The status of an outcome under an expectation; an expected divergence (or crash) that now starts
-    at another frame than the expectation's ``frame`` diverged differently: ``fail``."""
+    at another frame than the expectation's ``frame``, or diverges in a resource its ``resources`` do
+    not name (``diverged``: the resources beyond tolerance), diverged differently: ``fail``."""
     if expected.status == "skip":
         return "skip"
     bad = outcome in ("diverged", "crash", "error")
     if expected.status in ("diverged", "crash"):
         if outcome == expected.status:
-            return "expected" if expected.frame is None or expected.frame == first_divergence else "fail"
+            same_frame = expected.frame is None or expected.frame == first_divergence
+            same_resources = not expected.resources or set(diverged or ()) <= set(expected.resources)
+            return "expected" if same_frame and same_resources else "fail"
         return "fixed" if not bad else "fail"
     return "fail" if bad else "pass"
 
@@ -354,6 +359,7 @@ class Worker:
         self.device = ""  # the device the worker replays on, as it says when it starts
         self.driver = ""  # and its driver version
         self.host = ""  # this machine
+        self.error = ""  # why the worker could not open its device, as it says when it starts
         self.progress = Path(tempfile.mkdtemp(prefix="vkcap-suite-")) / "progress"  # frames as the worker runs them
         self.stopped = False  # closed with kill=True: start no new process
 
@@ -369,6 +375,7 @@ class Worker:
             hello = self.process.stdout.readline()
             said = json.loads(hello) if hello else {}
             self.device, self.driver = said.get("device", ""), said.get("driver", "")
+            self.error = str(said.get("error", "")) if hello else "the worker ended as it started"
         return self.process
 
     def start(self) -> str:
@@ -382,6 +389,8 @@ class Worker:
         if self.stopped:
             return {"outcome": "crash", "device": self.device, "first_divergence": None, "detail": "interrupted"}
         process = self._start()
+        if self.error:  # no device: every replay would say so (and a retry again), at once
+            return {"outcome": "error", "device": self.device, "first_divergence": None, "detail": self.error}
         assert process.stdin is not None and process.stdout is not None
         self.progress.unlink(missing_ok=True)
         page = "" if pages is None else str(pages / f"{result_stem(str(trace), self.device)}.html")
@@ -507,10 +516,12 @@ def _spread_text(spread: list[dict[str, Any]]) -> str:
     def one(a: dict[str, Any]) -> str:
         text = a.get("outcome", "error")
         if a.get("first_divergence") is not None:
-            text += f" from frame {a['first_divergence']}"
+            text += f" {'in' if text == 'crash' else 'from'} frame {a['first_divergence']}"
         if a.get("beyond_tolerance"):
             ulp = f", up to {a['max_ulp']} ULP" if a.get("max_ulp") else ""
             text += f" ({a['beyond_tolerance']} beyond tolerance{ulp})"
+        if text.split()[0] in ("crash", "error") and a.get("detail"):  # the cause, not just the word
+            text += f" ({a['detail']})"
         return text
 
     return "; ".join(f"attempt {n}: {one(a)}" for n, a in enumerate(spread, 1))
@@ -521,7 +532,7 @@ def _replay_one(worker: Replayer, trace: SuiteTrace, retries: int, pages: Path |
     expected = trace.expected_on(worker.start(), worker.driver)
     if expected.status == "skip":  # not replayed at all
         return TraceResult(str(trace.path), worker.device, "skip", "skipped", "skip", reason=expected.reason,
-                           driver=worker.driver, host=worker.host)
+                           driver=worker.driver, host=worker.host, verdict="skipped here")
     report = worker.replay(trace.path, trace.flags, pages)
     device = report.get("device", "")
     spread = [_attempt(report)]
@@ -529,16 +540,24 @@ def _replay_one(worker: Replayer, trace: SuiteTrace, retries: int, pages: Path |
         report = worker.replay(trace.path, trace.flags, pages)
         spread.append(_attempt(report))
     outcome = spread[-1].get("outcome", "error")
-    status = judge(outcome, expected, report.get("first_divergence"))
+    resources = list(report.get("resources") or [])
+    from .verdicts import diverged_uids, explain
+
+    status = judge(outcome, expected, report.get("first_divergence"), diverged_uids(resources))
     if len(spread) > 1 and status == "pass":
         status = "flaky"
-    if expected.status == "flaky":
-        status = "flaky" if outcome in ("diverged", "crash") else "pass"
+    if expected.status == "flaky":  # flakiness excuses a divergence or a crash, never a trace it could not judge
+        status = "fail" if outcome == "error" else "flaky" if outcome in ("diverged", "crash") else "pass"
     detail = str(report.get("detail", "")) if len(spread) == 1 else _spread_text(spread)
-    return TraceResult(str(trace.path), device or report.get("device", ""), status, outcome, expected.status,
-                       int(report.get("frames", 0)), round(time.perf_counter() - start, 3), len(spread),
-                       report.get("first_divergence"), detail, expected.reason,
-                       spread if len(spread) > 1 else [], str(report.get("page", "")), worker.driver, worker.host)
+    result = TraceResult(str(trace.path), device or report.get("device", ""), status, outcome, expected.status,
+                         int(report.get("frames", 0)), round(time.perf_counter() - start, 3), len(spread),
+                         report.get("first_divergence"), detail, expected.reason,
+                         spread if len(spread) > 1 else [], str(report.get("page", "")), worker.driver, worker.host,
+                         expected.frame, list(expected.resources), resources)
+    result.verdict = explain(result)
+    if len(spread) > 1 and outcome not in ("crash", "error"):  # theirs say the spread already (their detail)
+        result.verdict += f" ({_spread_text(spread)})"
+    return result
 
 
 def write_results(folder: Path, results: list[TraceResult]) -> None:
@@ -556,27 +575,43 @@ def result_stem(trace: str, device: str) -> str:
     """The file name (without suffix) of a trace x device's result and page: the trace's name and a tag."""
     import hashlib
 
-    tag = hashlib.sha256(f"{trace}\0{device}".encode()).hexdigest()[:8]  # one file per trace x device
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(trace).name) + f".{tag}"
+    from vkcore.output_folders import unique_stem
+
+    # one file per trace x device; a trace's name is any bytes (os.fsencode), a device's any text
+    tag = hashlib.sha256(os.fsencode(trace) + b"\0" + device.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{unique_stem(Path(trace).name)}.{tag}"
 
 
 def write_junit(path: Path, results: list[TraceResult]) -> None:
-    """One test case per trace x device; a ``fail`` is a failure, a ``skip`` skipped."""
+    """One test case per trace x device; a ``fail`` is a failure (its message the verdict, its text one
+    line per resource and the replay's detail), a ``skip`` skipped; every other case says its verdict in
+    ``system-out``. Every string from a result (a result file's, when merged) goes through
+    :func:`vkcore.safe_text.shown`: no control character or lone surrogate reaches the XML."""
     import xml.etree.ElementTree as ET
 
     from vkcore.outputs import write_atomic
+    from vkcore.safe_text import shown
+
+    from .verdicts import resource_line
 
     root = ET.Element("testsuites")
     suite = ET.SubElement(root, "testsuite", name="vkcap.suite", tests=str(len(results)),
                           failures=str(sum(r.status == "fail" for r in results)),
                           skipped=str(sum(r.status == "skip" for r in results)))
     for r in results:
-        case = ET.SubElement(suite, "testcase", classname=f"vkcap.suite.{r.device or 'unknown'}", name=Path(r.trace).name,
-                             time=str(r.seconds))
+        case = ET.SubElement(suite, "testcase", classname=shown(f"vkcap.suite.{r.device or 'unknown'}"),
+                             name=shown(Path(r.trace).name), time=str(r.seconds))
+        verdict = r.verdict or f"{r.outcome} (expected {r.expected})"
+        lines = [resource_line(v) for v in r.resources if v.get("status") != "identical"]
+        lines += [f"detail: {r.detail}"] if r.detail else []
+        lines += [f"reason: {r.reason}"] if r.reason else []
         if r.status == "fail":
-            ET.SubElement(case, "failure", message=f"{r.outcome} (expected {r.expected}) {r.detail}".strip())
+            failure = ET.SubElement(case, "failure", message=shown(f"{r.status}: {verdict}"))
+            failure.text = "\n".join(shown(line) for line in lines)
         elif r.status == "skip":
-            ET.SubElement(case, "skipped", message=r.reason)
+            ET.SubElement(case, "skipped", message=shown(r.reason or verdict))
+        else:
+            ET.SubElement(case, "system-out").text = "\n".join(shown(line) for line in [f"{r.status}: {verdict}", *lines])
     write_atomic(path, [ET.tostring(root, encoding="utf-8", xml_declaration=True)])
 
 

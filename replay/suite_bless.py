@@ -7,7 +7,8 @@ Guarantees:
   every key, type and number; its paths confined to its folder unless allowed), and the results as
   ``suite merge`` reads them (:mod:`replay.result_files`), before anything is written;
 - only the expectations that change are touched: every comment, blank line, key order and quoting
-  style elsewhere (inside the edited entries too) is kept, inline tables stay inline;
+  style elsewhere (inside the edited entries too) is kept, inline tables stay inline; a human
+  ``reason`` and the device glob that matched are never replaced (the measurement goes to ``measured``);
 - what is written reads back with :mod:`tomllib` as the blessed expectations (checked before writing:
   a document that would not is an error, the file untouched), any Unicode text included;
 - :func:`write_manifest` replaces the file atomically, through a symbolic link (the link stays a link,
@@ -27,11 +28,13 @@ from .suite import TraceResult, in_range, manifest_traces
 
 
 def bless(manifest: Path, results: list[TraceResult], *, allow_outside: bool = False) -> tuple[str, str]:
-    """The manifest's text before and after taking ``results`` as the new expectations: a trace that
-    failed gets an expectation for its device (its outcome and first divergent frame, an exact device
-    name); one that was ``fixed`` loses the expectation that said it diverges there. Expectations for
-    this device whose driver range excludes the result's driver are kept. A glob matching several
-    traces is left alone (such a trace needs an entry of its own first)."""
+    """The manifest's text before and after taking ``results`` as the new expectations, as a careful
+    reviewer would (:func:`_bless_entry`): a trace that failed gets its outcome, first divergent frame
+    and diverged resources in the expectation that judged it (its device glob, driver range and human
+    ``reason`` kept; what was measured beside them, in ``measured``), or in a new one for its exact
+    device; one that was ``fixed`` loses the expectations that said it diverges there. Expectations
+    whose driver range excludes the result's driver are kept. A glob matching several traces is left
+    alone (such a trace needs an entry of its own first)."""
     import tomllib
 
     import tomlkit
@@ -62,44 +65,103 @@ def bless(manifest: Path, results: list[TraceResult], *, allow_outside: bool = F
     return before, after
 
 
+def measured_text(r: TraceResult) -> str:
+    """What a result measured, for an expectation's ``measured`` key: the resources beyond their
+    tolerance (``from frame 0: out (float32): 12 beyond ulp 4, up to 9 ULP``), or the crash, on which
+    device and driver."""
+    from .verdicts import resource_line
+
+    lines = [resource_line(v) for v in r.resources if v.get("status") == "DIVERGED"]
+    where = "" if r.first_divergence is None else f"{'in' if r.outcome == 'crash' else 'from'} frame {r.first_divergence}: "
+    what = "; ".join(lines) if lines else r.detail or r.outcome
+    if r.outcome == "crash" or not lines:
+        where = ""  # a crash's or an older result's detail names its frame itself
+    on = ", ".join(p for p in (r.device, f"driver {r.driver}" if r.driver else "") if p)
+    return f"{where}{what}" + (f" (on {on})" if on else "")
+
+
 def _bless_entry(entry: Any, device: str, r: TraceResult) -> bool:
     """Edit one manifest entry (a tomlkit table or inline table) for result ``r`` on ``device``; whether
-    it changed. Comments after an entry's last table introduce what follows it: they stay last."""
+    it changed. A failure edits the expectation that judged it (the first whose device glob and driver
+    range match) in place: its status, frame and resources become the measured ones, ``measured`` says
+    what was measured; its device glob, driver range, reason, link and comments stay. With none, a new
+    expectation for the exact device comes first. A fixed trace loses the expectations that match it.
+    Comments after an entry's last table introduce what follows it: they stay last."""
     import tomlkit
     from tomlkit.items import InlineTable
 
+    from .verdicts import diverged_uids
+
     expect = entry.get("expect")
-    stale = [i for i, e in enumerate(expect or ())
-             if fnmatch.fnmatch(device, str(e["device"])) and in_range(r.driver, str(e.get("driver", "")))]
-    closing: list[Any] = []  # the comments after the last expectation, when it goes
-    if stale and stale[-1] == len(expect) - 1 and not isinstance(expect[-1], InlineTable):
-        closing = _trailing_trivia(expect[-1])
-    for i in reversed(stale):  # the others stay, those of other drivers too
-        del expect[i]
-    added = r.status == "fail" and r.outcome in ("diverged", "crash")
-    if added:
-        values: dict[str, Any] = {"device": device, "status": r.outcome, "reason": "blessed: " + (r.detail or r.outcome)}
-        if r.first_divergence is not None:
-            values["frame"] = r.first_divergence
-        if isinstance(entry, InlineTable):
-            table: Any = tomlkit.inline_table()
-            table.update(values)
-            if expect is None:
-                entry["expect"] = tomlkit.array()
-                expect = entry["expect"]
-        else:
-            table = tomlkit.table()
-            table.update(values)
-            table.add(tomlkit.nl())
-            if expect is None:
-                _add_before_trailing_trivia(entry, "expect", tomlkit.aot())
-                expect = entry["expect"]
-        expect.insert(0, table)
-    if expect is not None and len(expect) == 0:
-        del entry["expect"]
-    for item in closing:
-        (expect[-1] if expect else entry).value.append(None, item)
-    return bool(stale) or added
+    matching = [i for i, e in enumerate(expect or ())
+                if fnmatch.fnmatch(device, str(e["device"])) and in_range(r.driver, str(e.get("driver", "")))]
+    if r.status == "fixed":
+        if not matching:
+            return False
+        closing: list[Any] = []  # the comments after the last expectation, when it goes
+        if matching[-1] == len(expect) - 1 and not isinstance(expect[-1], InlineTable):
+            closing = _trailing_trivia(expect[-1])
+        for i in reversed(matching):  # the others stay, those of other drivers too
+            del expect[i]
+        if len(expect) == 0:
+            del entry["expect"]
+        for item in closing:
+            (expect[-1] if len(expect) else entry).value.append(None, item)
+        return True
+    if not (r.status == "fail" and r.outcome in ("diverged", "crash")):
+        return False
+    values: dict[str, Any] = {"status": r.outcome}
+    if r.first_divergence is not None:
+        values["frame"] = r.first_divergence
+    uids = diverged_uids(r.resources)
+    if r.outcome == "diverged" and uids:
+        values["resources"] = uids
+    values["measured"] = measured_text(r)
+    if matching:
+        table = expect[matching[0]]
+        if r.first_divergence is None and "frame" in table:
+            del table["frame"]
+        if r.outcome == "crash" and "resources" in table:
+            del table["resources"]
+        for key, value in values.items():
+            _set_key(table, key, value)
+        return True
+    values = {"device": device, **values}
+    if isinstance(entry, InlineTable):
+        table: Any = tomlkit.inline_table()
+        table.update(values)
+        if expect is None:
+            entry["expect"] = tomlkit.array()
+            expect = entry["expect"]
+    else:
+        table = tomlkit.table()
+        table.update(values)
+        table.add(tomlkit.nl())
+        if expect is None:
+            _add_before_trailing_trivia(entry, "expect", tomlkit.aot())
+            expect = entry["expect"]
+    expect.insert(0, table)
+    return True
+
+
+def _set_key(table: Any, key: str, value: Any) -> None:
+    """Set ``key`` of a tomlkit table in place: an existing key keeps its place; a new one goes after
+    the last key, before the comments that end a table (they introduce what follows)."""
+    from tomlkit.items import InlineTable
+
+    if key in table or isinstance(table, InlineTable):
+        table[key] = value
+        return
+    import tomlkit
+
+    container = table.value
+    at = len(container.body) - len(_trailing_trivia(table))
+    while at and isinstance(container.body[at - 1][1], tomlkit.items.Whitespace):  # a blank line stays after the keys
+        at -= 1
+    if at < len(container.body):
+        container._insert_at(at, key, tomlkit.item(value))
+    else:
+        container.append(key, tomlkit.item(value))
 
 
 def _trailing_trivia(table: Any) -> list[Any]:

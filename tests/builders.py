@@ -14,6 +14,13 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 
 
+def with_repo_path(first: "str | Path | None" = None) -> str:
+    """A PYTHONPATH whose first entry is ``first`` (default: this checkout, so a child process started from
+    another folder runs this checkout's packages), followed by the caller's own PYTHONPATH (where a machine
+    keeps vkcap's dependencies, as the GPU machine's does)."""
+    return os.pathsep.join(p for p in (str(first or REPO), os.environ.get("PYTHONPATH", "")) if p)
+
+
 def vkcap(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run the real ``vkcap`` command line in a subprocess and capture its output."""
     return subprocess.run(

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import with_repo_path
+
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
 
@@ -148,7 +150,7 @@ def _workspace(tmp_path: Path) -> Path:
 def _environment() -> dict[str, str]:
     venv_bin = str(Path(sys.executable).parent)
     # PYTHONPATH: this checkout's packages, also where the virtualenv's vkcap is installed from another one.
-    return {**os.environ, "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""), "PYTHONPATH": str(REPO),
+    return {**os.environ, "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""), "PYTHONPATH": with_repo_path(),
             "COLUMNS": "200"}
 
 

@@ -350,10 +350,10 @@ def malformed_manifests(folder: Path) -> list[tuple[str | bytes, str]]:
         ('[[traces]]\npath = "t.vkt"\ntolerance = 3\n', "traces[0].tolerance: a preset name or a table of atol, rtol and ulp"),
         ('[[traces]]\npath = "t.vkt"\ntolerance = { atl = 1 }\n', "traces[0].tolerance.atl: unknown key 'atl' (known: atol, rtol, ulp)"),
         ('[[traces]]\npath = "t.vkt"\ntolerence = { atol = 1 }\n',
-         "traces[0].tolerence: unknown key 'tolerence' (known: path, tolerance, expect)"),
+         "traces[0].tolerence: unknown key 'tolerence' (known: path, tolerance, resources, expect)"),
         ('title = "nightly"\n[[traces]]\npath = "t.vkt"\n', "title: unknown key 'title' (known: traces)"),
         ('[[traces]]\npath = "t.vkt"\n[[traces.expect]]\ndevice = "*"\nstatus = "crash"\nfrme = 2\n',
-         "traces[0].expect[0].frme: unknown key 'frme' (known: device, status, driver, frame, reason, link)"),
+         "traces[0].expect[0].frme: unknown key 'frme' (known: device, status, driver, frame, resources, reason, measured, link)"),
         ('[[traces]]\npath = "t.vkt"\n[[traces.expect]]\ndevice = "*"\nstatus = "crash"\nreason = 5\n',
          "traces[0].expect[0].reason: must be a string, got 5"),
         ('[[traces]]\npath = "t.vkt"\n[[traces.expect]]\ndevice = "*"\nstatus = "crash"\nlink = "javascript:alert(1)"\n',
@@ -622,11 +622,15 @@ def test_bless_writes_toml_that_reads_back_any_text(tmp_path_factory: pytest.Tem
     assert before == BLESS_MANIFEST
     write_manifest(manifest, after)
     doc = tomllib.loads(manifest.read_text(encoding="utf-8"))
-    first, *rest = doc["traces"][0]["expect"]
-    assert first == {"device": device, "status": "diverged", "reason": "blessed: " + (detail or "diverged"), "frame": 1}
-    kept = ([] if device == "Other GPU" else [{"device": "Other GPU", "status": "diverged",
-                                               "reason": "a multi-line reason\n[[traces]]\nthat only looks like a header"}])
-    assert rest == kept and doc["traces"][0]["tolerance"] == {"ulp": 4}
+    measured = (detail or "diverged") + (f" (on {device})" if device else "")
+    human = {"device": "Other GPU", "status": "diverged",
+             "reason": "a multi-line reason\n[[traces]]\nthat only looks like a header"}
+    if device == "Other GPU":  # the expectation that judged it is edited in place: its reason kept
+        assert doc["traces"][0]["expect"] == [{**human, "frame": 1, "measured": measured}]
+    else:  # a new one for the exact device, first
+        assert doc["traces"][0]["expect"] == [{"device": device, "status": "diverged", "frame": 1, "measured": measured},
+                                              human]
+    assert doc["traces"][0]["tolerance"] == {"ulp": 4}
     for comment in ("# owners: gpu-team  \u00e9\U0001F600", "[[traces]]  # the one trace", "# kept as written",
                     "# expectations", "# closing comment"):
         assert comment in after
@@ -656,7 +660,7 @@ def test_bless_keeps_a_symlinked_manifest_a_link_and_its_mode(suite: Path) -> No
     text = (real / "suite.toml").read_text(encoding="utf-8")
     assert text.startswith("# ours\n[[traces]]\npath = \"t.vkt\"\n")
     assert tomllib.loads(text)["traces"][0]["expect"] == [
-        {"device": device, "status": "diverged", "reason": "blessed: frame 1: c: DIVERGED \U0001F600", "frame": 1}]
+        {"device": device, "status": "diverged", "frame": 1, "measured": f"frame 1: c: DIVERGED \U0001F600 (on {device}, driver 1.0)"}]
     changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
     # the target's folder changed only its mtime: a file in it was replaced
     assert changed == {"suite/real/suite.toml", "suite/real"} and before["suite/real"][:2] == after["suite/real"][:2]
@@ -668,7 +672,7 @@ def test_bless_edits_inline_tables_in_place_and_refuses_outside_paths(suite: Pat
     _, after = bless(manifest, [failed(suite, "GPU", "d")])
     assert after.startswith("# c\ntraces = [{") and "\n[[" not in after
     assert tomllib.loads(after)["traces"][0]["expect"] == [
-        {"device": "GPU", "status": "diverged", "reason": "blessed: d", "frame": 1}]  # "*" matched GPU: replaced
+        {"device": "*", "status": "diverged", "frame": 1, "measured": "d (on GPU)"}]  # "*" matched GPU: edited, still "*"
     fixed = TraceResult(str(suite / "t.vkt"), "GPU", "fixed", "identical", "crash")
     assert tomllib.loads(bless(manifest, [fixed])[1])["traces"] == [{"path": "t.vkt"}]
     ranged = manifest_in(suite, '[[traces]]\npath = "t.vkt"\n[[traces.expect]]\ndevice = "*"\nstatus = "crash"\ndriver = ">=1"\n')
@@ -703,3 +707,65 @@ def test_a_worker_reports_an_unforeseen_exception_as_the_traces_error_not_a_cras
     assert lines == [{"device": "D", "driver": "1"},
                      {"outcome": "error", "detail": "deep.vkt: internal error: RecursionError: maximum recursion depth exceeded"},
                      {"outcome": "identical"}]
+
+
+# --------------------------------------------------------------------------------------------------
+# a manifest entry's resources tables (#34.4) and a result's resource verdicts
+
+
+UIDS = st.one_of(st.sampled_from(["out", "a.b", "x y", "[red]", "\x1b]0;t\x07", "../x", "\u202e"]), TEXT.filter(bool))
+
+
+@FAST
+@given(uid=UIDS, key=st.sampled_from(["atol", "rtol", "ulp", "dtype", "ulps"]),
+       value=st.one_of(TOML_HOSTILE, st.sampled_from(['"float32"', '"float33"', '"bytes"', "true", "[1]", "{}"])))
+def test_resource_tables_in_a_manifest_are_checked_key_by_key(tmp_path_factory: pytest.TempPathFactory, uid: str, key: str,
+                                                               value: str) -> None:
+    """Any uid, any key, any value: accepted as a flag the worker's replay parser reads back to the same
+    number or type, or one line naming the manifest and the key."""
+    from vkcap.compare_flags import resource_tolerances
+
+    folder = tmp_path_factory.mktemp("r")
+    (folder / "t.vkt").write_bytes(b"x")
+    quoted = "".join(f"\\u{ord(c):04x}" if ord(c) < 32 or ord(c) == 127 or c in '"\\' else c for c in uid)
+    text = f'[[traces]]\npath = "t.vkt"\nresources."{quoted}" = {{ {key} = {value} }}\n'
+    manifest = manifest_in(folder, text)
+    given_value = tomllib.loads(text)["traces"][0]["resources"][uid][key]
+    try:
+        (trace,) = load_suite([manifest])
+    except UsageError as exc:
+        line = str(exc)
+        assert line.startswith(f"{manifest}: traces[0].resources.") and "\n" not in line
+        assert key in line.split(": ")[1]
+        return
+    flags = dict(zip(trace.flags[::2], trace.flags[1::2]))
+    if key == "dtype":
+        assert flags == {"--dtype": f"{uid}={given_value}"}
+    else:
+        assert resource_tolerances(flags["--resource-tolerances"]) == {uid: {key: check_number(key, given_value)}}
+
+
+VERDICT_VALUES = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
+                           st.floats(), TEXT, st.lists(st.integers(), max_size=2))
+
+
+@FAST
+@given(key=st.sampled_from(["uid", "dtype", "tolerance", "status", "first_frame", "frames_beyond", "beyond_tolerance",
+                            "differing", "max_abs", "max_ulp", "fields"]), value=VERDICT_VALUES)
+def test_resource_verdicts_in_result_files_are_checked(tmp_path_factory: pytest.TempPathFactory, key: str, value: Any) -> None:
+    """A result file's ``resources``: every field of its type and in its bound, or one line naming the
+    file and the field; what is accepted prints as a verdict line."""
+    from replay.verdicts import resource_line
+
+    folder = tmp_path_factory.mktemp("v")
+    entry = {"uid": "out", "dtype": "float32", "status": "DIVERGED", key: value}
+    (folder / "r.json").write_text(json.dumps({**GOOD, "resources": [entry]}, allow_nan=True))
+    try:
+        (result,) = read_results([folder])
+    except UsageError as exc:
+        assert str(exc).startswith(f"{folder / 'r.json'}: ") and "\n" not in str(exc)
+        return
+    (kept,) = result.resources
+    for name, number in kept.items():
+        assert not isinstance(number, float) or math.isfinite(number), (name, number)
+    assert "\n" not in resource_line(kept)

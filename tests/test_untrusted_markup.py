@@ -33,7 +33,7 @@ from replay.html import MAX_FIGURES, safe_href, write_html, write_suite_html
 from replay.report import comparison_line, print_frames, write_junit
 from replay.results import DIVERGED, Comparison, FrameResult
 from replay.suite import TraceResult
-from tests.builders import REPO, ScenarioBuilder, vkcap
+from tests.builders import REPO, ScenarioBuilder, vkcap, with_repo_path
 from vkcap.log_format import ShownFormatter
 from vkcore.safe_text import UNSAFE, shown, shown_lines
 
@@ -48,7 +48,7 @@ PAYLOADS = [*RECORDED, SURROGATE]
 #: What the templates write: any other element or attribute came from the data.
 TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "table", "tr", "th", "td", "p", "span",
         "div", "a", "section", "figure", "img", "figcaption", "svg", "rect", "text", "tbody"}
-ATTRIBUTES = {"lang", "charset", "class", "href", "title", "id", "src", "alt", "data-kind", "xmlns", "width", "height",
+ATTRIBUTES = {"lang", "charset", "class", "href", "title", "id", "src", "alt", "data-kind", "xmlns", "width", "height", "colspan",
               "role", "aria-label", "x", "y", "fill", "font-size", "text-anchor"}
 SGR = re.compile(r"\x1b\[[0-9;]*m")  # rich's own colours on a terminal
 
@@ -208,7 +208,8 @@ def test_report_pages_show_every_payload_as_text(kind: str, tmp_path: Path, valu
     parsed = check_page(text, [shown(p) for p in PAYLOADS])
     figures = [a for tag, a in parsed.tags if tag == "img"]
     assert len(figures) == 3 * len(PAYLOADS)  # each resource's three images, alt holding the uid
-    assert sum(tag == "svg" for tag, _ in parsed.tags) == MAX_FIGURES  # the histograms of the first comparisons
+    histograms = [a for tag, a in parsed.tags if tag == "svg" and a.get("aria-label") == "ULP histogram"]
+    assert len(histograms) == MAX_FIGURES  # the histograms of the first comparisons
     check_page(chromium_dom(page), [shown(p) for p in PAYLOADS])
 
 
@@ -335,7 +336,7 @@ def test_suite_run_and_merge_escape_hostile_names_and_links(hostile: dict[str, P
             "expected": "pass", "reason": payload, "detail": payload, "driver": payload, "page": page}))
     # the folder given as ".", the page beside the results: a page "javascript:alert(1)" stays that string
     merged = assert_terminal_safe(vkcap("suite", "merge", ".", "--html", "merge.html", cwd=forged,
-                                        env={"PYTHONPATH": str(REPO)}), 0)  # this checkout's vkcap, from there
+                                        env={"PYTHONPATH": with_repo_path()}), 0)  # this checkout's vkcap, from there
     names = [shown(Path(json.loads(p.read_text())["trace"]).name) for p in sorted(forged.glob("*.json"))]
     for shown_name in names:
         assert f"│ {shown_name} " in merged, (shown_name, merged)
@@ -388,9 +389,15 @@ def test_an_error_naming_hostile_text_is_one_escaped_line(hostile: dict[str, Pat
     scenario = hostile["scenario"].with_name("bad.json")
     scenario.write_text(json.dumps(document))
     out = assert_terminal_safe(vkcap("run", scenario, "--output", tmp_path / "out"), 2)
+    # the lone surrogate is refused at its JSON path before the reference is resolved
+    assert out == (f"vkcap: error: {scenario}: commands[0].dispatch_compute.bindings[5].resource_ref: holds a lone "
+                   "surrogate (\\ud800-\\udfff without its pair): not a character\n")
+    document["commands"][0]["dispatch_compute"]["bindings"][5]["resource_ref"] = "\x1b]0;pwned\x07[red]"
+    scenario.write_text(json.dumps(document))
+    out = assert_terminal_safe(vkcap("run", scenario, "--output", tmp_path / "out"), 2)
     assert out == (f"vkcap: error: {scenario}: commands[0].dispatch_compute.bindings[5].resource_ref: Memory resource not found: "
                    "unknown resource "
-                   "'\\x1b]0;pwned\\x07\\udc80' (did you mean '\\x1b]0;pwned\\x07'?)\n")
+                   "'\\x1b]0;pwned\\x07[red]' (did you mean '\\x1b]0;pwned\\x07'?)\n")
     out = assert_terminal_safe(vkcap("export", hostile["trace"], "--frame", "0", "--resource", "nope", "-o", tmp_path / "x.npy"), 2)
     assert out.count("\n") == 1 and "--resource: 'nope' is not a resource of this trace (its resources: " in out
     assert all(shown(uid) in out for uid in RECORDED) and not (tmp_path / "x.npy").exists()

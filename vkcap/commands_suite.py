@@ -33,6 +33,9 @@ def add_suite_parser(sub: Any) -> None:
                      help="let a manifest name traces outside its own folder (absolute paths, '..', links out), and "
                           "a suite folder hold links to traces elsewhere")
     run.add_argument("--tolerance", metavar="preset:NAME", help="per-dtype defaults (preset:torch, preset:strict)")
+    run.add_argument("--dtype", action="append", default=[], metavar="UID=TYPE",
+                     help="read resource UID as TYPE in every trace that has it (repeatable; a manifest's "
+                          "resources.UID.dtype wins)")
     run.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     run.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
     run.add_argument("--results", type=Path, metavar="DIR",
@@ -66,6 +69,7 @@ def add_suite_parser(sub: Any) -> None:
                        help="the --results folder(s) of the run to bless")
     bless.add_argument("--allow-outside-manifest", action="store_true",
                        help="let the manifest name traces outside its own folder (as suite run allows)")
+    bless.add_argument("--dry-run", action="store_true", help="print the diff only; write nothing")
     bless.set_defaults(handler=cmd_suite_bless)
     worker = actions.add_parser("worker", help=argparse.SUPPRESS)
     worker.add_argument("--replay-flags", default="[]", help=argparse.SUPPRESS)  # a JSON list
@@ -94,7 +98,12 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     check_number("jobs", args.jobs, place="-j/--jobs")
     check_number("retries", args.retries, place="--retries")
     if args.tolerance and not args.tolerance.startswith("preset:"):
-        raise UsageError(f"--tolerance {args.tolerance}: a suite takes preset:NAME (per-trace files: in the manifest, later)")
+        raise UsageError(f"--tolerance {args.tolerance}: a suite takes preset:NAME (per-resource tolerances: in the manifest)")
+    if args.tolerance:
+        from replay.tolerances import preset_policy
+
+        preset_policy(args.tolerance.removeprefix("preset:"), f"--tolerance {args.tolerance}")
+    dtypes = _dtypes(args.dtype)
     if args.ray is None and args.ray_shared:
         raise UsageError("--ray-shared: only with --ray")
     check_number("ray_cache_limit", args.ray_cache_limit, place="--ray-cache-limit")
@@ -118,6 +127,9 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
         value = getattr(args, name, None)
         if value is not None:
             flags += [f"--{name}", str(value)]
+    if args.device and args.ray is None:
+        _check_devices(args.device)
+    traces = _check_traces(traces, flags, dtypes, log)
 
     from .progress import SuiteProgress
 
@@ -137,6 +149,72 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     return _report(args, results)
 
 
+def _dtypes(values: list[str]) -> list[tuple[str, str]]:
+    """``--dtype UID=TYPE`` values, each a known type (their uids are checked against the traces later)."""
+    from replay.results import DTYPES
+
+    out = []
+    for value in values:
+        uid, sep, dtype = value.partition("=")
+        if not sep or not uid or not dtype:
+            raise UsageError(f"expected UID=TYPE, got {value!r}", place="--dtype")
+        if dtype not in DTYPES:
+            raise UsageError(f"unknown type {dtype!r} (known: {', '.join(DTYPES)})", place=f"--dtype {uid}={dtype}")
+        out.append((uid, dtype))
+    return out
+
+
+def _check_devices(selectors: list[str]) -> None:
+    """Every ``--device`` names a device here (:func:`vkcore.device.context.choose_device`: one line,
+    exit 2, listing the devices), before any worker starts."""
+    from vkcore.device.context import choose_device, list_devices
+
+    devices = list_devices()
+    for selector in selectors:
+        choose_device(devices, selector)
+
+
+def _check_traces(traces: list[Any], flags: list[str], dtypes: list[tuple[str, str]], log: Any) -> list[Any]:
+    """The suite's traces as the workers will get them, checked before any worker starts: ``--dtype``
+    goes to each trace that has the resource (before the trace's own flags: its manifest's dtype wins),
+    and must divide its size there and name a resource of some trace; each trace's tolerances and
+    dtypes are checked against it (:func:`replay.suite_tolerances.check_suite`: the manifest's keys are
+    errors, the suite's flags warnings)."""
+    from dataclasses import replace
+
+    from capture.trace import Trace
+    from replay.suite_tolerances import check_suite
+    from replay.tolerances import check_dtype
+    from vkcore.errors import VkcapError
+
+    from .compare_flags import flags_policy
+
+    if dtypes:
+        given: list[Any] = []
+        used: set[str] = set()
+        for t in traces:
+            own: list[str] = []
+            try:
+                with Trace.open(t.path) as opened:
+                    for uid, dtype in dtypes:
+                        if uid in opened.resources:
+                            check_dtype(uid, dtype, opened.resources, f"--dtype {uid}={dtype}: {opened.path}")
+                            own += ["--dtype", f"{uid}={dtype}"]
+                            used.add(uid)
+            except UsageError:
+                raise
+            except (VkcapError, OSError):  # the trace's own fault: its worker reports it
+                pass
+            given.append(replace(t, flags=(*own, *t.flags)))
+        unused = [f"{uid}={dtype}" for uid, dtype in dtypes if uid not in used]
+        if unused and traces:
+            raise UsageError(f"no trace of the suite has a resource '{unused[0].partition('=')[0]}'",
+                             place=f"--dtype {unused[0]}")
+        traces = given
+    check_suite(traces, flags, lambda t, opened: flags_policy([*flags, *t.flags], opened), log)
+    return traces
+
+
 def cmd_suite_merge(args: argparse.Namespace) -> int:
     from replay.suite import read_results
 
@@ -145,7 +223,7 @@ def cmd_suite_merge(args: argparse.Namespace) -> int:
 
 def cmd_suite_bless(args: argparse.Namespace) -> int:
     """Rewrite the manifest's expectations from the results (:mod:`replay.suite_bless`); print the
-    unified diff (nothing when they already agree). Exit 0."""
+    unified diff (nothing when they already agree); with ``--dry-run``, only print it. Exit 0."""
     import difflib
 
     from replay.suite import read_results
@@ -156,7 +234,8 @@ def cmd_suite_bless(args: argparse.Namespace) -> int:
                                         f"{args.manifest} (blessed)"))
     if diff and before != after:
         print(shown_lines(diff), end="")
-        write_manifest(args.manifest, after)
+        if not args.dry_run:
+            write_manifest(args.manifest, after)
     return 0
 
 
@@ -170,10 +249,11 @@ def _report(args: argparse.Namespace, results: list[Any]) -> int:
     log = logging.getLogger("vkcap")
     hosts = any(r.host for r in results)  # a fleet's results: the node of each
     table = report_table("suite", ("trace", "device", *(("host",) if hosts else ()), "status", "outcome", "expected",
-                                   "frames", "seconds", "reason"))
+                                   "frames", "seconds", "verdict", "reason"))
     for r in results:
-        table.add_row(*map(rich_text, (Path(r.trace).name, r.device, *((r.host,) if hosts else ()), r.status, r.outcome,
-                                       r.expected, r.frames, f"{r.seconds:.2f}", r.reason or r.detail or "")))
+        table.add_row(*map(rich_text, (Path(str(r.trace)).name, r.device, *((r.host,) if hosts else ()), r.status,
+                                       r.outcome, r.expected, r.frames, f"{r.seconds:.2f}", r.verdict or r.detail or "",
+                                       r.reason or "")))
     report_console().print(table)
     document = {"results": [r.as_dict() for r in results]}
     if args.json:

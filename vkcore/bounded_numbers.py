@@ -75,6 +75,8 @@ BOUNDS: dict[str, Bound] = {
     "attempts": Bound(True, 1, 11, "a whole number from 1 to 11", "replays of a trace: 1 plus at most 10 retries"),
     "count": Bound(True, 0, 2**63, "a whole number >= 0 and below 2**63",
                    "a count of elements (a result file's beyond_tolerance, max_ulp)", high_open=True),
+    "magnitude": Bound(False, 0.0, sys.float_info.max, "a finite number >= 0",
+                       "a difference between two values (a result file's max_abs; an infinite one is reported as 0)"),
 }
 
 

@@ -29,6 +29,7 @@ from ..paths import cache_root, read_regular
 from ..scenario.model import Scenario, Shader
 from ..scenario.build_options import BuildOptionsError, parse_build_options
 from .includes import SOURCE_LIMIT, check_includes
+from .spirv_validate import without_duplicate_decorations
 
 SPIRV_MAGIC = 0x07230203
 GLSLANG_STAGES = {"compute": "comp", "vertex": "vert", "fragment": "frag"}  # a shader's stage -> glslang's -S
@@ -251,7 +252,7 @@ def compile_glsl(scenario: Scenario, spec: Shader, path: Path) -> SpirvModule:
     manifest = cache_dir / f"{key}.deps.json"
     if not located and cached.is_file():
         try:  # the source's bytes are in the key and nothing else is read: no dependency to check
-            return SpirvModule(spec.uid, cached.read_bytes(), spec.entry, path, str(compiler), ())
+            return SpirvModule(spec.uid, without_duplicate_decorations(cached.read_bytes()), spec.entry, path, str(compiler), ())
         except OSError:
             pass
     if cached.is_file() and manifest.is_file():
@@ -259,7 +260,7 @@ def compile_glsl(scenario: Scenario, spec: Shader, path: Path) -> SpirvModule:
             deps = json.loads(manifest.read_text())
             if all(_file_digest(p) == d for p, d in deps.items()):
                 extra = tuple(Path(p) for p in sorted(deps) if Path(p) != path)
-                return SpirvModule(spec.uid, cached.read_bytes(), spec.entry, path, str(compiler), extra)
+                return SpirvModule(spec.uid, without_duplicate_decorations(cached.read_bytes()), spec.entry, path, str(compiler), extra)
         except (OSError, ValueError):
             pass
     with tempfile.TemporaryDirectory(prefix="vkcap-glsl-") as tmp:
@@ -276,7 +277,7 @@ def compile_glsl(scenario: Scenario, spec: Shader, path: Path) -> SpirvModule:
         if proc.returncode != 0 or not out.is_file():
             message = _compiler_message(proc.stdout + proc.stderr, path)
             raise ScenarioError(f"shader compilation failed: {message}", file=scenario.path, place=f"{spec.place}.src")
-        code = out.read_bytes()
+        code = without_duplicate_decorations(out.read_bytes())  # see spirv_validate
         if dep.is_file():
             deps = _parse_depfile(dep.read_text(errors="surrogateescape"))
         else:
