@@ -665,7 +665,7 @@ def test_too_many_mips(images: Images) -> None:
     err = scenario_error(images, dims=(1, 8, 4, 1), mips=5)
     assert err.message == "too many mips: 5 for a 8x4 image, at most 4 (floor(log2(max(W, H))) + 1)"
     assert err.place == "resources[3].image.mips"
-    assert scenario_error(images, mips=2, aliased=True).message == "a mipped image cannot be aliased"
+    assert scenario_error(images, mips=2, aliased=True).message == "A mipped image cannot be aliased"
 
 
 def test_dds_with_more_levels_than_the_image(images: Images, tmp_path: Path) -> None:

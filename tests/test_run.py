@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import struct
 import subprocess
 from pathlib import Path
 
@@ -208,7 +209,7 @@ def test_several_frames(builder: ScenarioBuilder, tmp_path: Path) -> None:
     run_ok("run", builder.save(), "--output", tmp_path, "--profiling-dump-path", prof, "--perf-counters-dump-path", perf)
     np.testing.assert_array_equal(load_output(tmp_path / "acc.npy", np.float32), inc * 7)
     stamps = json.loads(prof.read_text())["Timestamps"]
-    assert [s["Frame"] for s in stamps] == list(range(7))
+    assert len(stamps) == 7 and "Frame" not in stamps[0]  # the reference's keys: no frame number
     assert all(s["Command name"] == "accumulate" and s["Cycle count for command"] >= 0 for s in stamps)
     counters = json.loads(perf.read_text())
     assert counters["unit"] == "microseconds"
@@ -230,7 +231,8 @@ def test_several_frames(builder: ScenarioBuilder, tmp_path: Path) -> None:
            "--cache-path", tmp_path / "cache")
     counters = json.loads(perf.read_text())
     assert [c["name"] for c in counters["Load Pipeline Cache"]["counters"]] == ["Load Pipeline Cache."]
-    assert [c["name"] for c in counters["Save Pipeline Cache"]["counters"]] == ["Save Pipeline Cache"]
+    assert [c["name"] for c in counters["Save Pipeline Cache"]["counters"]] == [  # as the reference names them
+        "Save Pipeline Cache (setup)", "Save Pipeline Cache"]
 
 
 ALIAS_WRITE = """#version 450
@@ -261,7 +263,7 @@ def test_memory_group_aliases_buffers(builder: ScenarioBuilder, tmp_path: Path) 
 
 def test_pipeline_cache_hit_on_second_run(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """The cache file is the reference's (``<stem>.cache`` in ``--cache-path``, the driver's data), with
-    vkcap's record beside it. A first run has no cache: not a miss failure; the second hits; a changed
+    vkcap's record in its own cache folder. A first run has no cache: not a miss failure; the second hits; a changed
     shader misses and ``--fail-on-pipeline-cache-miss`` refuses it before writing anything."""
     a = np.ones(32, np.float32)
     scenario = three_buffer_add(builder, ADD_FLOAT, np.float32, a, a)
@@ -269,7 +271,7 @@ def test_pipeline_cache_hit_on_second_run(builder: ScenarioBuilder, tmp_path: Pa
     common = ["run", scenario, "--output", tmp_path / "o", "--cache-path", cache]
     first = vkcap(*common, "--fail-on-pipeline-cache-miss")
     assert first.returncode == 0 and "pipeline cache: 0 hit(s), 1 miss(es)" in first.stderr, first.stderr
-    assert sorted(p.name for p in cache.iterdir()) == ["scenario.cache", "scenario.cache.vkcap"]
+    assert sorted(p.name for p in cache.iterdir()) == ["scenario.cache"]  # one file, as the reference leaves
     second = vkcap(*common, "--fail-on-pipeline-cache-miss")
     assert second.returncode == 0 and "pipeline cache: 1 hit(s), 0 miss(es)" in second.stderr
     cleared = vkcap(*common, "--pipeline-caching", "--clear-pipeline-cache")
@@ -329,9 +331,11 @@ def test_failed_run_keeps_previous_output(builder: ScenarioBuilder, tmp_path: Pa
     out = tmp_path / "out"
     out.mkdir()
     (out / "c.npy").write_bytes(b"previous")
-    primed = tmp_path / "primed"  # a cache of someone else's pipelines: this one misses
+    primed = tmp_path / "primed"  # a cache of this device holding other pipelines: this one misses
     primed.mkdir()
-    (primed / "scenario.cache").write_bytes(b"not this driver's data")
+    device = json.loads(vkcap("devices", "--json").stdout)[0]
+    header = struct.pack("<4I", 32, 1, device["vendor_id"], device["device_id"]) + bytes.fromhex(device["pipeline_cache_uuid"])
+    (primed / "scenario.cache").write_bytes(header)
     proc = vkcap("run", scenario, "--output", out, "--cache-path", primed, "--fail-on-pipeline-cache-miss")
     assert proc.returncode == 1, proc.stderr
     assert (out / "c.npy").read_bytes() == b"previous"

@@ -395,7 +395,8 @@ def test_an_error_naming_hostile_text_is_one_escaped_line(hostile: dict[str, Pat
     document["commands"][0]["dispatch_compute"]["bindings"][5]["resource_ref"] = "\x1b]0;pwned\x07[red]"
     scenario.write_text(json.dumps(document))
     out = assert_terminal_safe(vkcap("run", scenario, "--output", tmp_path / "out"), 2)
-    assert out == (f"vkcap: error: {scenario}: commands[0].dispatch_compute.bindings[5].resource_ref: unknown resource "
+    assert out == (f"vkcap: error: {scenario}: commands[0].dispatch_compute.bindings[5].resource_ref: Memory resource not found: "
+                   "unknown resource "
                    "'\\x1b]0;pwned\\x07[red]' (did you mean '\\x1b]0;pwned\\x07'?)\n")
     out = assert_terminal_safe(vkcap("export", hostile["trace"], "--frame", "0", "--resource", "nope", "-o", tmp_path / "x.npy"), 2)
     assert out.count("\n") == 1 and "--resource: 'nope' is not a resource of this trace (its resources: " in out

@@ -160,10 +160,29 @@ def check_run_flags(args: argparse.Namespace) -> None:
         check_number("timeout", args.timeout, place="--timeout")
 
 
+#: The dump paths, checked before the scenario is read (as the reference does), with the reference's phrase.
+DUMP_PATHS = (("profiling_dump_path", "--profiling-dump-path", "Unable to open profiling data file for writing"),
+              ("perf_counters_dump_path", "--perf-counters-dump-path", "Unable to open perf counters file for writing"))
+
+
+def check_dump_paths(args: argparse.Namespace) -> None:
+    """Refuse a dump path (:data:`DUMP_PATHS`) that is a folder, a device or FIFO, lies under a file or in a
+    folder that cannot be written: one line ``PATH: FLAG: <the reference's phrase>: why``, exit 2, before the
+    scenario is read, as the reference refuses it. A missing folder is created when the file is written."""
+    from vkcore.outputs import OutputTargetError, output_target_problem
+
+    for name, flag, phrase in DUMP_PATHS:
+        path = getattr(args, name, None)
+        if path is not None:
+            problem = output_target_problem(path)
+            if problem is not None:
+                raise OutputTargetError(f"{phrase}: {problem}", file=os.fspath(path) or "''", place=flag)
+
+
 def check_run_outputs(args: argparse.Namespace) -> None:
     """Refuse, before any device work, an ``--output`` that is a file, lies under a file or is not
-    writable. One line (``PATH: --output: why``), exit 2; creates nothing. (Each ``dst`` in it and the
-    dump paths are checked by :func:`vkcore.exec.runner.check_outputs`, once the scenario is loaded.)"""
+    writable. One line (``PATH: --output: why``), exit 2; creates nothing. (Each ``dst`` in it is checked
+    by :func:`vkcore.exec.runner.check_outputs`, once the scenario is loaded.)"""
     from vkcore.outputs import check_output_folder
 
     if args.output is not None:
@@ -174,6 +193,7 @@ def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
     """The run's options from the flags, checked (:func:`check_run_flags`, then, unless ``--dry-run``,
     :func:`check_run_outputs`: after Vulkan started, as they import modules)."""
     check_run_flags(args)
+    check_dump_paths(args)
     if not args.dry_run:
         check_run_outputs(args)
     from vkcore.exec.runner import RunOptions
@@ -228,6 +248,9 @@ def start_vulkan_early(icd: Path | None = None, device: str | None = None, *, al
 
 def _cmd_run(args: argparse.Namespace) -> int:
     check_run_flags(args)
+    from vkcore import reference_log
+
+    reference_log.to_stdout(getattr(logging, args.log_level.upper()))  # the reference's lines, for its scripts
     start_vulkan_early(device=args.device)  # before the imports below, which it overlaps
     from vkcore.exec.runner import run
 
@@ -310,9 +333,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code. Errors are one line on stderr, Ctrl-C is 130."""
     argv = _normalise_argv(list(sys.argv[1:] if argv is None else argv))
     level = "info"
-    if "--log-level" in argv:
-        i = argv.index("--log-level")
-        level = argv[i + 1] if i + 1 < len(argv) else level
+    for i, arg in enumerate(argv):  # both spellings, as argparse and the reference take them
+        if arg == "--log-level" and i + 1 < len(argv):
+            level = argv[i + 1]
+        elif arg.startswith("--log-level="):
+            level = arg.split("=", 1)[1]
     try:
         from .log_format import ShownFormatter
 

@@ -2,10 +2,12 @@
 checking it against the device, checking bindings against the resources, descriptor pools and sets."""
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 import vulkan as vk
 
+from ..device import validation
 from ..errors import ScenarioError, UnsupportedDeviceFeature
 from ..scenario.model import Shader
 from ..shaders.bindings import LayoutBinding
@@ -14,6 +16,12 @@ from ..shaders.spirv import CAPABILITY_FEATURES, Reflection, SpirvError, reflect
 
 if TYPE_CHECKING:
     from ..exec.session import Session
+
+log = logging.getLogger("vkcap.descriptors")
+#: Capabilities whose missing feature the reference runner does not check and the drivers tried serve anyway
+#: (lavapipe reads a storage image without a format as its view's format): a warning, not a refusal, unless
+#: validation is on (the layer would report the shader: VUID-VkShaderModuleCreateInfo-pCode-08740).
+RUN_WITHOUT_FEATURE = frozenset({55, 56})  # StorageImageReadWithoutFormat, StorageImageWriteWithoutFormat
 
 
 def create_pool(session: "Session", commands: list[Any]) -> Any:
@@ -68,6 +76,13 @@ def reflect_shader(session: "Session", spec: Shader) -> Reflection | None:
     for capability in sorted(r.capabilities & CAPABILITY_FEATURES.keys()):
         name, feature = CAPABILITY_FEATURES[capability]
         if not getattr(ctx.features.features, feature):
+            if capability in RUN_WITHOUT_FEATURE and validation.current() is None:
+                if (spec.uid, feature) not in session.warned_features:
+                    session.warned_features.add((spec.uid, feature))
+                    log.warning("%s: %s: shader %s declares the SPIR-V capability %s, which needs %s, a feature device "
+                                "%s lacks: run anyway, as the reference runner does (--validate refuses it)",
+                                path, spec.place, repr(spec.uid), name, feature, repr(ctx.info.name))
+                continue
             raise UnsupportedDeviceFeature(
                 f"shader '{spec.uid}' declares the SPIR-V capability {name}, which needs {feature}, a feature device "
                 f"'{ctx.info.name}' lacks", file=path, place=spec.place,

@@ -36,7 +36,6 @@ def profiling_document(timings: list[DispatchTimed], memory_usage: Sequence[tupl
                 "Cycle count after command": t.end_tick,
                 "Cycle count before command": t.begin_tick,
                 "Cycle count for command": ticks,
-                "Frame": t.frame.frame_id,
                 "Iteration": t.pass_index + 1,
                 "Time for command [ms]": ms,
                 "Timestamp Period": t.period_ns,

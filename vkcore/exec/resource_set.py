@@ -16,6 +16,7 @@ from ..device import memory
 from ..device.context import VulkanContext
 from ..errors import ScenarioError, UnsupportedDeviceFeature
 from ..resources.base import DeviceResource, MemoryRequirements, OneTimeSubmit
+from ..scenario import reference_phrases as phrases
 from ..scenario.model import Buffer, Image, Resource, Scenario, Tensor
 
 # kind -> factory(ctx, spec, scenario, already created resources, binding needs) -> DeviceResource. The
@@ -60,11 +61,11 @@ def _tensor_factory(ctx: VulkanContext, spec: Tensor, scenario: Scenario, create
         tiling = "LINEAR" if getattr(image, "tiling", None) == vk.VK_IMAGE_TILING_LINEAR else "OPTIMAL"
         mine = (spec.tiling or "LINEAR").upper()
         if tiling and tiling != mine:
-            raise ScenarioError(f"mixed tiling: tensor '{spec.uid}' is {mine} but the image '{image_spec.uid}' it aliases is "
-                                f"{tiling}; aliased resources must have the same tiling", place=f"{spec.place}.tiling")
+            raise ScenarioError(f"{phrases.ALIAS_TILING}: tensor '{spec.uid}' is {mine} but the image '{image_spec.uid}' it "
+                                f"aliases is {tiling}", place=f"{spec.place}.tiling")
         extra = TENSOR_USAGE_IMAGE_ALIASING_BIT_ARM
         if mine == "LINEAR":
-            strides = image_strides(image, spec)
+            strides = image_strides(image, spec, group_end(spec, scenario, created, image_spec))
     if spec.uid in graph_bound_tensors(scenario):
         extra |= DATA_GRAPH_USAGE  # a dispatch_graph binds it
     return TensorResource.create(ctx, api, spec, strides, extra_usage=extra)
@@ -104,11 +105,21 @@ def check_tensor_format(api: Any, spec: Tensor, *, shader_bound: bool = True) ->
         )
 
 
-def image_strides(image: Any, spec: Tensor) -> tuple[int, ...]:
+def group_end(spec: Tensor, scenario: Scenario, created: dict[str, DeviceResource], image: Image) -> int:
+    """Where the memory of ``spec``'s group ends for what is not the tensor nor its image: the largest
+    ``offset + size`` of the group's other members created so far (0 when there are none)."""
+    return max((getattr(r, "memory_offset", 0) + created[r.uid].requirements.size for r in scenario.resources
+                if isinstance(r, DATA_KINDS) and r.memory_group == spec.memory_group and r.uid in created
+                and r.uid not in (spec.uid, image.uid)), default=0)
+
+
+def image_strides(image: Any, spec: Tensor, others_end: int = 0) -> tuple[int, ...]:
     """Byte strides (outermost first) that put a tensor's [N,] H, W, C elements where a LINEAR image
     keeps its texels. The tensor covers rows of the image: all of them, or (as the reference allows) H
     rows of W texels from where its memory-group offset falls, which may be inside a row; checks that
-    the dims describe rows of the image and that the tensor lies within it."""
+    the dims describe rows of the image and that the tensor lies within it, or (as the reference runs it)
+    reaches past the image only into memory another member of the group holds (``others_end``: where the
+    furthest of them ends, from the group's start), whose bytes are defined."""
     from ..resources.formats import format_info
 
     fmt = format_info(spec.format)
@@ -120,16 +131,19 @@ def image_strides(image: Any, spec: Tensor) -> tuple[int, ...]:
     rows = dims[-3] if len(dims) in (3, 4) else 0
     if (len(dims) not in (3, 4) or dims[-2:] != expected[1:] or (len(dims) == 4 and dims[0] != 1)
             or not 1 <= rows <= image.height):
+        innermost = (f"{phrases.ALIAS_INNERMOST}: {dims[-1]}, must match number of components of image: {expected[2]}; "
+                     if dims and dims[-1] != expected[2] else "")
         raise ScenarioError(
-            f"tensor dims {dims} do not describe the image '{image.uid}' it aliases: expected [1, H, {expected[1]}, "
+            f"{innermost}tensor dims {dims} do not describe the image '{image.uid}' it aliases: expected [1, H, {expected[1]}, "
             f"{expected[2]}] (N, H, W, C) with H at most {expected[0]}, for a {image.width}x{image.height} "
             f"{image.format.name} image", place=f"{spec.place}.dims",
         )
-    if start < 0 or start + (rows - 1) * pitch + image.width * image.texel_bytes > image.height * pitch:
+    end = start + (rows - 1) * pitch + image.width * image.texel_bytes
+    if start < 0 or (end > image.height * pitch and image.spec.memory_offset + end > others_end):
         raise ScenarioError(
             f"tensor '{spec.uid}' starts {start} bytes into the image '{image.uid}' it aliases and covers {rows} "
-            f"row(s) of {pitch} bytes: it must lie within the image's {image.height} rows",
-            place=f"{spec.place}.memory_group.offset",
+            f"row(s) of {pitch} bytes: it must lie within the image's {image.height} rows, or within another member "
+            f"of memory group '{spec.memory_group}'", place=f"{spec.place}.memory_group.offset",
         )
     strides = (pitch, image.texel_bytes, element)
     return ((rows * pitch,) + strides) if len(dims) == 4 else strides

@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from ..device.context import CUSTOM_BORDER_EXT, OPTICAL_FLOW_EXT, EmulationMode, VulkanContext
+from .. import reference_log
+from ..device.context import CUSTOM_BORDER_EXT, FRAME_BOUNDARY_EXT, OPTICAL_FLOW_EXT, EmulationMode, VulkanContext
 from .executor import DispatchTimed, Event, FrameConsumer, StopRequest, execute
 from ..shaders.pipelines import cache_file_for
 from .plan import Plan, make_plan
 from ..errors import ScenarioError
-from ..scenario.model import Barrier, DispatchOpticalFlow, DispatchSpirvGraph, Graph, GraphConstant, Image, Scenario, Tensor, load_scenario
+from ..scenario.model import (Barrier, DispatchOpticalFlow, DispatchSpirvGraph, Graph, GraphConstant, Image, MarkBoundary,
+                              Scenario, Tensor, load_scenario)
 from .session import Session, SessionOptions
 from .timing import HostTimer
 from ..device.sync import uses_graph_sync
@@ -175,6 +177,8 @@ async def run_async(
         scenario = scenario or load_scenario(options.scenario, warn_deprecated=True)
         plan = make_plan(scenario, capture_all=options.capture_all)
     check_outputs(scenario, options)
+    reference_log.say("parsed")
+    reference_log.say("resources", len(scenario.resources))
     result = RunResult(plan)
     timings: list[DispatchTimed] = []
 
@@ -187,6 +191,7 @@ async def run_async(
     ctx = open_context(scenario, options)
     try:
         result.device_name = ctx.info.name
+        reference_log.say("device", ctx.info.name, reference_log.DEVICE_TYPES.get(ctx.info.type, "Other"), ctx.info.vendor_id)
         if options.neural_flags:
             _say_no_neural_statistics(ctx, options.neural_flags)
         try:
@@ -194,6 +199,10 @@ async def run_async(
         except ScenarioError as exc:
             exc.file = exc.file or str(scenario.path)  # device-dependent checks name the scenario too
             raise
+        reference_log.say("commands")
+        if not ctx.has_extension(FRAME_BOUNDARY_EXT):  # the reference's warning, once per boundary command
+            for _ in (c for c in scenario.commands if isinstance(c, MarkBoundary)):
+                reference_log.say("no frame boundary")
         failed = False
         if options.capture_frame:
             _say_how_renderdoc_captures(session)
@@ -202,7 +211,7 @@ async def run_async(
             assert cache is not None
             result.pipeline_cache_hits = cache.hits
             result.pipeline_cache_misses = cache.misses
-            session.save_pipeline_cache()
+            session.save_pipeline_cache("Save Pipeline Cache (setup)")
             if options.dry_run:  # the pipelines are built and cached: their compilation times are reported
                 _write_reports(options, timer, timings, t_start, time.perf_counter())
                 return result
@@ -219,12 +228,14 @@ async def run_async(
                 stop=stop,
             )
             timer.add("Run Scenario", "Execute Frames", time.perf_counter() - t_run)
+            session.save_pipeline_cache()  # again after the frames, as the reference stores it (and says so) twice
             if stop is not None and stop.requested:
                 result.interrupted = True
                 return result
             # In a worker thread, as the session's and the context's teardown below: the trio loop
             # stays free for the consumer's tasks (a recorder still writing its last frames).
             result.outputs = await trio.to_thread.run_sync(session.write_outputs, options.output)
+            reference_log.say("results stored")
             if options.session_memory_dump_dir is not None:
                 from ..graphs.dumps import dump_session_memories
 

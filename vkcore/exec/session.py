@@ -72,6 +72,7 @@ class Session:
         self.factory: PipelineFactory | None = None
         self.modules: dict[str, SpirvModule] = {}
         self.read_only_bindings: dict[str, set[tuple[int, int]]] = {}  # shader uid -> what it cannot write
+        self.warned_features: set[tuple[str, str]] = set()  # (shader uid, feature) said once (see reflect_shader)
         self.layouts: dict[int, tuple[LayoutBinding, ...]] = {}  # command index -> its resolved bindings
         self.raw_data: dict[str, bytes] = {}
         self.dispatches: dict[int, PreparedDispatch] = {}  # by command index
@@ -422,10 +423,11 @@ class Session:
             return contextlib.nullcontext()
         return self.timer.measure(phase, name)
 
-    def save_pipeline_cache(self) -> None:
-        """Write the pipeline cache's file, if it has one (see :meth:`vkcore.shaders.pipelines.PipelineCache.save`)."""
+    def save_pipeline_cache(self, counter: str = "Save Pipeline Cache") -> None:
+        """Write the pipeline cache's file, if it has one (see :meth:`vkcore.shaders.pipelines.PipelineCache.save`),
+        timed as ``counter`` (the reference's names: ``Save Pipeline Cache (setup)``, then ``Save Pipeline Cache``)."""
         assert self.cache is not None
-        with self._cache_span("Save Pipeline Cache", "Save Pipeline Cache"):
+        with self._cache_span("Save Pipeline Cache", counter):
             self.cache.save()
 
     def close(self) -> None:

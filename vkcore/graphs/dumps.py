@@ -30,6 +30,7 @@ from ..outputs import write_atomic
 
 if TYPE_CHECKING:
     from .data_graph import DataGraphPipeline, GraphSession
+    from .dispatch import PreparedGraph
     from ..exec.session import Session
 
 log = logging.getLogger("vkcap")
@@ -59,10 +60,23 @@ def graph_sessions(session: "Session") -> Iterator[tuple[str, "GraphSession"]]:
     for cmd in session.scenario.commands:
         graph = session.graphs.get(cmd.index)
         if graph is not None:
-            yield from ((graph.command.graph_ref, p.session) for p in graph.graph_pipelines() if p.session is not None)
+            for name, pipeline in graph_pipeline_names(cmd, graph):
+                if pipeline.session is not None:
+                    yield name, pipeline.session
         flow = session.optical_flows.get(cmd.index)
         if flow is not None and flow.pipeline.session is not None:
             yield cmd.KIND, flow.pipeline.session
+
+
+def graph_pipeline_names(cmd: object, graph: "PreparedGraph") -> Iterator[tuple[str, "DataGraphPipeline"]]:
+    """(the reference's command name, pipeline) of each graph segment of ``graph``: ``<graph>/<segment>`` for
+    a ``dispatch_vgf`` (as the reference names them in its profiling document), the graph's name otherwise."""
+    from .dispatch import _GraphStep
+
+    vgf = getattr(cmd, "KIND", "") == "dispatch_graph"  # dispatch_vgf
+    for step in graph.steps:
+        if isinstance(step, _GraphStep) and step.pipeline is not None:
+            yield (f"{graph.command.graph_ref}/{step.segment.name}" if vgf else graph.command.graph_ref), step.pipeline
 
 
 def session_memory_usage(session: "Session") -> list[tuple[str, int]]:
@@ -70,7 +84,7 @@ def session_memory_usage(session: "Session") -> list[tuple[str, int]]:
     each session (the reference reports 8192 for an optical flow whose session has objects of 6016 and
     8192 bytes)."""
     return [(name, max((r.requirements.size for r in s.requirements), default=0))
-            for name, s in graph_sessions(session) if s.requirements]
+            for name, s in graph_sessions(session)]  # a session that needs no memory is 0 bytes, as there
 
 
 def dump_session_memories(session: "Session", folder: Path) -> list[Path]:

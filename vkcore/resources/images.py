@@ -87,6 +87,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import vulkan as vk
 
+from ..scenario import reference_phrases as phrases
 from ..scenario.model import AUTO
 from ..device import memory
 from ..device.context import CUSTOM_BORDER_EXT, TENSORS_EXT, VulkanContext
@@ -267,7 +268,7 @@ class DeviceImage:
                 "(floor(log2(max(W, H))) + 1)", place=f"{place}.mips",
             )
         if aliased and mips > 1:
-            raise ScenarioError("a mipped image cannot be aliased", place=f"{place}.mips")
+            raise ScenarioError(phrases.ALIAS_MIPPED, place=f"{place}.mips")
         _check_dst(spec, fmt)
 
         tiling_name = (spec.tiling or ("LINEAR" if aliased else "OPTIMAL")).upper()

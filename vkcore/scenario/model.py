@@ -325,7 +325,11 @@ COMMAND_KINDS: dict[str, type[Command]] = {
                               DispatchBarrier, MarkBoundary)
 }
 # The reference runner's newer names: same fields, same command.
-COMMAND_ALIASES = {"dispatch_vgf": "dispatch_graph", "frame_boundary": "mark_boundary"}
+# Other spellings of a command kind -> its KIND. pipeline_barrier and dispatch_data_graph: the reference
+# runner 0.11's names for dispatch_barrier and dispatch_spirv_graph (it deprecates those; the specification
+# still names them so).
+COMMAND_ALIASES = {"dispatch_vgf": "dispatch_graph", "frame_boundary": "mark_boundary", "pipeline_barrier": "dispatch_barrier",
+                   "dispatch_data_graph": "dispatch_spirv_graph"}
 
 # Nested JSON objects and how to build them: (dataclass field name) -> constructor of one element.
 _NESTED: dict[str, Any] = {

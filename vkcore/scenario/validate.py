@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import ScenarioError, json_path
 from .npyio import NpyFormatError, NpyHeader, read_header
+from . import reference_phrases as phrases
 from .model import COMMAND_ALIASES, OPTICAL_FLOW_ROLES
 
 log = logging.getLogger("vkcap.validate")
@@ -91,8 +92,8 @@ TENSOR_ELEMENT_SIZE: dict[str, int] = {
     "VK_FORMAT_R16_SFLOAT": 2, "VK_FORMAT_R32_SFLOAT": 4, "VK_FORMAT_R16_SFLOAT_FPENCODING_BFLOAT16_ARM": 2,
     "VK_FORMAT_R8_SFLOAT_FPENCODING_FLOAT8E4M3_ARM": 1, "VK_FORMAT_R8_SFLOAT_FPENCODING_FLOAT8E5M2_ARM": 1,
 }
-# Newer reference-runner names of commands the specification names otherwise (same fields).
-RENAMED_KINDS: dict[str, str] = {"pipeline_barrier": "dispatch_barrier"}
+# Reference-runner names of commands vkcap does not take, with vkcap's spelling (same fields); none now.
+RENAMED_KINDS: dict[str, str] = {}
 CUSTOM_BORDER_COLORS = ("FLOAT_CUSTOM_EXT", "INT_CUSTOM_EXT")
 IMAGE_ARRAY_LAYERS = 1  # images are created with one array layer, like the reference runner
 
@@ -292,11 +293,12 @@ def _describe(error: Any, parts: list[str | int]) -> tuple[str, str]:
         nouns = [_TYPE_NOUNS.get(t, t) for t in wanted]
         return place, f"must be {' or '.join(nouns)}, got {_show(value)}"
     if kind == "enum":
-        return place, _enum_message(value, list(error.validator_value))
+        return place, _enum_message(value, list(error.validator_value), parts[-1] if parts else "")
     if kind in ("minimum", "maximum"):
         noun = _TYPE_NOUNS.get(schema.get("type", ""), "a number")
         op = ">=" if kind == "minimum" else "<="
-        return place, f"must be {noun} {op} {error.validator_value}, got {_show(value)}"
+        text = f"must be {noun} {op} {error.validator_value}, got {_show(value)}"
+        return place, f"{phrases.NO_MIPS} ({text})" if parts and parts[-1] == "mips" and value == 0 else text
     if kind == "multipleOf":
         return place, f"must be a multiple of {error.validator_value}, got {_show(value)}"
     if kind in ("minItems", "maxItems"):
@@ -318,11 +320,13 @@ def _describe(error: Any, parts: list[str | int]) -> tuple[str, str]:
     return place, error.message
 
 
-def _enum_message(value: Any, choices: list[Any]) -> str:
+def _enum_message(value: Any, choices: list[Any], field: str | int = "") -> str:
+    """``unknown value 'x' (expected one of: ...)``, in the reference's words where it has some for ``field``
+    (:data:`~vkcore.scenario.reference_phrases.UNKNOWN_VALUE`: ``Unknown tiling value 'x' (...)``)."""
     if not isinstance(value, str):
         return f"must be one of: {', '.join(map(str, choices))}; got {_show(value)}"
     listed = len(choices) <= _MAX_LISTED_CHOICES
-    text = f"unknown value {_quote(value)}"
+    text = f"{phrases.UNKNOWN_VALUE.get(str(field), 'unknown value')} {_quote(value)}"
     if listed:
         text += f" (expected one of: {', '.join(choices)})"
     else:
@@ -422,9 +426,8 @@ def _check_deprecated(ctx: _Context) -> None:
 
 def deprecations(document: dict[str, Any], path: Path) -> list[str]:
     """The reference runner's deprecation warnings for a valid ``document``, one line each, once per
-    scenario: ``mark_boundary`` (use ``frame_boundary``), ``dispatch_graph`` (use ``dispatch_vgf``) and frame
-    ids given by hand (frames are then
-    numbered in order). For the commands that read a user's scenario (run, record), not for replays of
+    scenario: ``mark_boundary`` (use ``frame_boundary``), ``dispatch_graph`` (use ``dispatch_vgf``), frame
+    ids given by hand (frames are then numbered in order), and a buffer's ``format`` (ignored, as there). For the commands that read a user's scenario (run, record), not for replays of
     a trace's."""
     commands = [(i, *next(iter(item.items()))) for i, item in enumerate(document.get("commands", []))]
     out = []
@@ -438,6 +441,11 @@ def deprecations(document: dict[str, Any], path: Path) -> list[str]:
         more = f" (and {len(ids) - 1} more)" if len(ids) > 1 else ""
         out.append(f"{path}: {json_path('commands', ids[0][0], ids[0][1])}.frame_id: setting frame ids by hand is "
                    f"deprecated; without them frames are numbered in order{more}")
+    formats = [i for i, item in enumerate(document.get("resources", [])) if "format" in item.get("buffer", {})]
+    if formats:  # the reference accepts the key and ignores it
+        more = f" (and {len(formats) - 1} more)" if len(formats) > 1 else ""
+        out.append(f"{path}: {json_path('resources', formats[0], 'buffer')}.format: ignored: a buffer has no format "
+                   f"(the shader decides how its bytes are read){more}")
     return out
 
 
@@ -446,7 +454,8 @@ def _check_unique_uids(ctx: _Context) -> None:
         uid = entry.body["uid"]
         first = ctx.by_uid.get(uid)
         if first is not None:
-            ctx.fail(entry.place("uid"), f"duplicate uid {_quote(uid)} (first defined at {first.place()})")
+            ctx.fail(entry.place("uid"), f"{phrases.NOT_UNIQUE_UID}: {_quote(uid)} is a duplicate (first defined at "
+                                         f"{first.place()})")
         ctx.by_uid[uid] = entry
 
 
@@ -482,7 +491,9 @@ def _check_ref(ctx: _Context, place: str, uid: str, allowed: Sequence[str]) -> N
     target = ctx.by_uid.get(uid)
     if target is None:
         candidates = [u for u, e in ctx.by_uid.items() if e.kind in allowed]
-        ctx.fail(place, f"unknown resource {_quote(uid)}" + _hint(uid, candidates, listed=False))
+        said = phrases.NOT_FOUND.get(tuple(allowed))
+        ctx.fail(place, (f"{said}: " if said else "") + f"unknown resource {_quote(uid)}"
+                 + _hint(uid, candidates, listed=False))
     elif target.kind not in allowed:
         ctx.fail(place, f"{_quote(uid)} is {_noun(target.kind)}, expected {_expected(allowed)}")
 
@@ -522,7 +533,8 @@ def _check_bindings(ctx: _Context) -> None:
             mips = target.body.get("mips", 1)
             if target.kind == "image" and lod >= mips:
                 ctx.fail(json_path("commands", index, kind, "bindings", j, "lod"),
-                         f"image {_quote(target.body['uid'])} has {mips} mip level{'s' if mips != 1 else ''}, "
+                         f"{phrases.LOD_BEYOND_MIPS}: image {_quote(target.body['uid'])} has {mips} mip "
+                         f"level{'s' if mips != 1 else ''}, "
                          f"so lod must be below {mips}, got {lod}")
 
 
@@ -612,7 +624,8 @@ def _check_files(ctx: _Context) -> None:
                 log.warning("%s: %s: %s; no command uses shader %s, so it is not compiled (as in the reference runner)",
                             ctx.path, entry.place("src"), problem, _quote(entry.body["uid"]))
             elif problem:
-                ctx.fail(entry.place("src"), problem)
+                glsl = entry.kind == "shader" and entry.body.get("type") == "GLSL"
+                ctx.fail(entry.place("src"), f"{phrases.CANNOT_OPEN_GLSL if glsl else phrases.CANNOT_OPEN}: {problem}")
             if is_npy:
                 try:
                     ctx.npy[entry.body["uid"]] = ctx.header(resolved)
@@ -669,7 +682,7 @@ def _check_payload_sizes(ctx: _Context) -> None:
             continue
         src = entry.body["src"]
         if entry.kind == "buffer" and header.nbytes != entry.body["size"]:
-            ctx.fail(entry.place("size"), f"{entry.body['size']} bytes, but src {_quote(src)} holds "
+            ctx.fail(entry.place("size"), f"{phrases.SIZE_MISMATCH}: {entry.body['size']} bytes, but src {_quote(src)} holds "
                                           f"{header.nbytes} bytes of data (they must be equal)")
         if entry.kind == "tensor":
             dims = list(entry.body["dims"])
@@ -715,7 +728,7 @@ SHADER_STAGES: dict[str, tuple[tuple[str, str], ...]] = {
 def _check_shader_stages(ctx: _Context) -> None:
     """Each command runs shaders of the stage it needs (``stage`` compute is the default)."""
     for index, kind, body in ctx.commands:
-        for field_name, wanted in SHADER_STAGES.get(kind, ()):
+        for field_name, wanted in SHADER_STAGES.get(COMMAND_ALIASES.get(kind, kind), ()):
             shader = ctx.by_uid[body[field_name]].body
             stage = shader.get("stage", "compute")
             if stage != wanted:
@@ -727,7 +740,7 @@ def _check_spirv_graphs(ctx: _Context) -> None:
     """A dispatch_spirv_graph's graph is a SPIR-V shader resource (GLSL cannot hold a graph); its
     constants' .npy files hold their dims and element size."""
     for index, kind, body in ctx.commands:
-        if kind != "dispatch_spirv_graph":
+        if COMMAND_ALIASES.get(kind, kind) != "dispatch_spirv_graph":  # or dispatch_data_graph
             continue
         shader = ctx.by_uid[body["graph_ref"]].body
         if shader.get("type") != "SPIR-V":

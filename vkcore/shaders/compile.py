@@ -34,6 +34,11 @@ from .spirv_validate import without_duplicate_decorations
 SPIRV_MAGIC = 0x07230203
 GLSLANG_STAGES = {"compute": "comp", "vertex": "vert", "fragment": "frag"}  # a shader's stage -> glslang's -S
 TENSOR_EXTENSION_RE = re.compile(rb"GL_ARM_tensors")
+#: The GLSL version the reference runner compiles a source without ``#version`` as (its glslang's
+#: default, measured: ARM's ``glslc`` writes ``OpSource GLSL 460`` for such a source).
+DEFAULT_GLSL_VERSION = "460"
+COMMENT_RE = re.compile(rb"/\*.*?\*/|//[^\n]*", re.DOTALL)
+VERSION_DIRECTIVE_RE = re.compile(rb"^[ \t]*#[ \t]*version\b", re.MULTILINE)
 #: Seconds a shader compiler may run before it is stopped and the shader refused; ``$VKCAP_COMPILER_TIMEOUT``
 #: (seconds, more than 0) changes it.
 COMPILER_TIMEOUT_S = 60.0
@@ -134,6 +139,11 @@ def _compiler_for(source: bytes) -> tuple[str, Path]:
     return "glslang", Path(found)
 
 
+def declares_version(source: bytes) -> bool:
+    """Whether GLSL ``source`` has a ``#version`` directive outside comments."""
+    return VERSION_DIRECTIVE_RE.search(COMMENT_RE.sub(b"", source)) is not None
+
+
 def _merged_include_dir(folders: list[Path], target: Path) -> Path:
     """One folder of symlinks to every file of ``folders`` (the first folder wins a name clash, as in
     include search order): ARM's ``glslc`` wrapper takes a single include folder."""
@@ -172,7 +182,8 @@ def scan_includes(source: Path, folders: list[Path], seen: set[Path] | None = No
     return found
 
 
-def _command(kind: str, compiler: Path, spec: Shader, scenario: Scenario, src: Path, out: Path, dep: Path) -> list[str]:
+def _command(kind: str, compiler: Path, spec: Shader, scenario: Scenario, src: Path, out: Path, dep: Path,
+             source: bytes) -> list[str]:
     includes = [str(scenario.src_path(d)) for d in spec.include_dirs]
     options = list(build_arguments(scenario, spec))
     if kind == "glslc":
@@ -186,6 +197,8 @@ def _command(kind: str, compiler: Path, spec: Shader, scenario: Scenario, src: P
             cmd += ["--include", str(merged)]
         return cmd
     cmd = [str(compiler), "-V", "-S", GLSLANG_STAGES[spec.stage], "--target-env", "vulkan1.3", "--quiet", "--depfile", str(dep)]
+    if not declares_version(source):  # as the reference compiles it (ARM's glslc does the same itself)
+        cmd += ["--glsl-version", DEFAULT_GLSL_VERSION]
     cmd += [f"-I{d}" for d in includes] + options
     if spec.entry != "main":
         cmd += ["-e", spec.entry, "--source-entrypoint", spec.entry]
@@ -252,7 +265,7 @@ def compile_glsl(scenario: Scenario, spec: Shader, path: Path) -> SpirvModule:
             pass
     with tempfile.TemporaryDirectory(prefix="vkcap-glsl-") as tmp:
         out, dep = Path(tmp) / "out.spv", Path(tmp) / "out.d"
-        cmd = _command(kind, compiler, spec, scenario, path, out, dep)
+        cmd = _command(kind, compiler, spec, scenario, path, out, dep, source)
         timeout = compiler_timeout()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout,

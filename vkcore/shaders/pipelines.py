@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import vulkan as vk
 
+from .. import reference_log
 from ..device.context import VulkanContext
 from ..errors import DeviceError, ScenarioError, UnsupportedDeviceFeature
 from ..outputs import write_atomic
+from ..paths import cache_root, read_regular
 from ..scenario.model import Shader, SpecializationConstant
 from . import specialization
 from .compile import SpirvModule
@@ -22,6 +26,9 @@ from .spirv_validate import validate
 
 FEEDBACK_VALID = 0x1  # VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT
 FEEDBACK_CACHE_HIT = 0x2  # VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT
+
+log = logging.getLogger("vkcap.pipelines")
+CACHE_LIMIT = 1 << 31  # bytes read of a pipeline cache file (a driver's cache of many pipelines stays far below)
 
 # One descriptor layout entry: (binding id, VkDescriptorType).
 LayoutSignature = tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
@@ -92,22 +99,60 @@ def check_shared_memory(ctx: VulkanContext, code: bytes, spec: Shader, file: Pat
             f"(maxComputeSharedMemorySize)", file=file, place=spec.place)
 
 
-RECORD_SUFFIX = ".vkcap"  # beside the cache file: vkcap's record of the pipelines it holds
+OLD_RECORD_SUFFIX = ".vkcap"  # where vkcap kept its record before: beside the cache file (removed when seen)
+HEADER_SIZE = 32  # VkPipelineCacheHeaderVersionOne
+
+
+def cache_header_problem(data: bytes, ctx: VulkanContext) -> str | None:
+    """Why ``data`` is not a pipeline cache of ``ctx``'s device (a key of
+    :data:`vkcore.reference_log.LINES`, or ``"cache skipped"``), or None: its
+    ``VkPipelineCacheHeaderVersionOne`` is checked as the reference checks it."""
+    if len(data) < HEADER_SIZE:
+        return "cache skipped"
+    size, version, vendor, device = struct.unpack_from("<4I", data)
+    if size != HEADER_SIZE:
+        return "cache header size"
+    if version != 1 or vendor != ctx.info.vendor_id or device != ctx.info.device_id \
+            or data[16:32].hex() != ctx.info.pipeline_cache_uuid:
+        return "cache skipped"
+    return None
+
+
+def is_foreign_file(data: bytes) -> bool:
+    """Whether ``data`` is not a Vulkan pipeline cache of any device (so not one a runner wrote): vkcap
+    neither loads nor replaces nor clears such a file."""
+    if not data:
+        return False
+    return len(data) < HEADER_SIZE or struct.unpack_from("<2I", data) != (HEADER_SIZE, 1)
+
+
+def record_path_for(path: Path) -> Path:
+    """Where vkcap keeps its record of the cache file ``path``: in its own cache folder
+    (:func:`vkcore.paths.cache_root`), so that ``--cache-path`` holds one file per cache, as the reference's."""
+    name = hashlib.sha256(str(path.resolve()).encode("utf8", "surrogateescape")).hexdigest()[:32]
+    return cache_root() / "pipeline-records" / f"{name}.json"
 
 
 class PipelineCache:
     """The reference runner's pipeline cache file, and vkcap's record of what it holds.
 
-    The file is ``<cache-path>/<scenario stem>.cache`` (:func:`cache_file_for`) and holds exactly the
-    driver's ``VkPipelineCache`` data, as the reference writes it: the two runners read each other's
-    caches. Beside it, ``<stem>.cache.vkcap`` (JSON) lists, per device, the keys of the pipelines built
-    with it, because a CPU driver's cache stores nothing and its creation feedback never says hit.
+    The file is ``<cache-path>/<scenario stem>.cache`` (:func:`cache_file_for`), the only file vkcap keeps
+    in ``--cache-path``, and holds exactly the driver's ``VkPipelineCache`` data, as the reference writes
+    it: the two runners read each other's caches. vkcap's record (:func:`record_path_for`, in its own cache
+    folder) lists, per device, the keys of the pipelines built with that file's content (a hash of it), because
+    a CPU driver's cache stores nothing and its creation feedback never says hit; a file replaced since
+    (by the reference, by hand) makes the record void.
+
+    A file whose header is not this device's is skipped (the reference's warning), and replaced when saved;
+    a file that is no Vulkan pipeline cache at all (:func:`is_foreign_file`) is not the runners': it is
+    skipped, never replaced nor cleared, and nothing is stored (one warning says so).
 
     A pipeline *hits* when the driver's creation feedback says the cache provided it, or the record
     lists its key for this device. ``--fail-on-pipeline-cache-miss`` refuses a miss only when the cache
-    had something to hit (:attr:`primed`: a non-empty file or a record for this device): a run that
+    had something to hit (:attr:`primed`: a loaded file or a record for this device): a run that
     starts without a cache fills it and is not a failure, as in the reference. Whether the driver
     itself reused compiled code is also counted apart (``driver_hits``). Files are replaced whole.
+    The reference's log lines (:mod:`vkcore.reference_log`) say what became of the file.
     """
 
     def __init__(self, ctx: VulkanContext, path: Path | None, *, clear: bool = False, fail_on_miss: bool = False) -> None:
@@ -120,14 +165,12 @@ class PipelineCache:
         self.device_key = f"{ctx.info.pipeline_cache_uuid}:{ctx.info.driver_version}:{ctx.info.device_id}"
         self.known: set[str] = set()
         self.added: set[str] = set()
+        self.foreign = False
         self._record: dict[str, list[str]] = {}
         initial = b""
         if path is not None:
-            if clear:
-                for stale in (path, self.record_path):
-                    if stale is not None and stale.exists():
-                        stale.unlink()
-            initial = self._load(path)
+            reference_log.say("cache load")
+            initial = self._load(path, clear)
         self._initial = initial
         self.primed = bool(initial) or bool(self.known)
         info = vk.VkPipelineCacheCreateInfo(initialDataSize=len(initial), pInitialData=vk.ffi.from_buffer(initial) if initial else vk.ffi.NULL)
@@ -135,20 +178,47 @@ class PipelineCache:
 
     @property
     def record_path(self) -> Path | None:
-        return None if self.path is None else self.path.with_name(self.path.name + RECORD_SUFFIX)
+        return None if self.path is None else record_path_for(self.path)
 
-    def _load(self, path: Path) -> bytes:
-        """The driver data of ``path`` (the driver checks its header and ignores what is not its own);
-        fills ``known`` from the record. A missing or unreadable file is empty, a damaged record none."""
+    def _load(self, path: Path, clear: bool) -> bytes:
+        """The driver data of ``path`` when its header is this device's (else empty, with the reference's
+        warning); fills ``known`` from the record. ``clear``: the file and the record are removed first
+        (not a foreign file). A missing or unreadable file is empty, a damaged record none."""
         try:
-            data = path.read_bytes()
-        except OSError:
-            data = b""
+            data = read_regular(path, CACHE_LIMIT)
+            foreign = is_foreign_file(data)
+        except FileNotFoundError:
+            data, foreign = b"", False
+        except (OSError, ValueError):  # a folder, a FIFO, a device, unreadable: not a cache to replace either
+            data, foreign = b"", True
+        if foreign:
+            self.foreign = True
+            if data and cache_header_problem(data, self.ctx) == "cache header size":
+                reference_log.say("cache header size")
+            reference_log.say("cache skipped")
+            log.warning("%s: not a Vulkan pipeline cache: not loaded and left as it is (no pipeline cache is stored "
+                        "this run)", path)
+            return b""
         record_path = self.record_path
         assert record_path is not None
+        if clear:
+            for stale in (path, record_path):
+                if stale.exists():
+                    stale.unlink()
+            reference_log.say("cache cleared")
+            return b""
+        if not data:
+            return b""
+        problem = cache_header_problem(data, self.ctx)
+        if problem is not None:
+            if problem != "cache skipped":
+                reference_log.say(problem)
+            reference_log.say("cache skipped")
+            return b""
+        reference_log.say("cache loaded")
         try:
             record = json.loads(record_path.read_text())
-            devices = record["devices"] if isinstance(record, dict) else {}
+            devices = record["devices"] if record.get("cache") == hashlib.sha256(data).hexdigest() else {}
             self._record = {str(k): [str(p) for p in v] for k, v in devices.items() if isinstance(v, list)}
         except (OSError, ValueError, KeyError, AttributeError, TypeError):
             self._record = {}
@@ -175,17 +245,36 @@ class PipelineCache:
         return bytes(vk.ffi.buffer(buf, size[0]))
 
     def save(self) -> None:
-        """Write the cache file and the record (each atomically) when caching is on and they changed."""
-        if self.path is None:
+        """Write the cache file and the record (each atomically) when caching is on (not over a foreign
+        file) and they changed; say "Pipeline Cache stored" as the reference does."""
+        if self.path is None or self.foreign:
             return
         data = self.data()
         if data != self._initial or not self.path.exists():
             write_atomic(self.path, [data])
-        if self.added:
+        if self.added or data != self._initial:
             record_path = self.record_path
             assert record_path is not None
             devices = {**self._record, self.device_key: sorted(self.known | self.added)}
-            write_atomic(record_path, [json.dumps({"devices": devices}, indent=1, sort_keys=True).encode(), b"\n"])
+            document = {"cache": hashlib.sha256(data).hexdigest(), "devices": devices}
+            try:
+                record_path.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(record_path, [json.dumps(document, indent=1, sort_keys=True).encode(), b"\n"])
+            except OSError:
+                pass  # a record we cannot write only costs hits
+        self._remove_old_record()
+        reference_log.say("cache stored")
+
+    def _remove_old_record(self) -> None:
+        """The record earlier vkcap versions kept beside the file (``<stem>.cache.vkcap``), if it is one."""
+        assert self.path is not None
+        old = self.path.with_name(self.path.name + OLD_RECORD_SUFFIX)
+        try:
+            document = json.loads(read_regular(old, CACHE_LIMIT))
+            if isinstance(document, dict) and set(document) == {"devices"}:
+                old.unlink()
+        except (OSError, ValueError):
+            pass
 
     def destroy(self) -> None:
         vk.vkDestroyPipelineCache(self.ctx.device, self.handle, None)
