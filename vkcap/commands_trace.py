@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 AddFlags = Callable[[argparse.ArgumentParser], None]
 
+#: The Vulkan loader's driver variables (``--icd`` sets them; the recording device is looked for without).
+LOADER_VARIABLES = ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES")
+
 
 def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device: AddFlags) -> None:
     """Add the trace subcommands to the ``vkcap`` parser."""
@@ -284,6 +287,9 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
         from vkcore.output_folders import check_folder_target
 
         check_folder_target(args.extract, place="--extract", force=args.force, inputs=[args.trace])
+    import os
+
+    loader_env = {k: os.environ.get(k) for k in LOADER_VARIABLES}  # the recording device is looked for with these
     use_driver(args.icd)
     if server is None:  # the probes run here: let the driver start while the modules load
         from .cli import TRACE_CODECS, start_vulkan_early
@@ -308,7 +314,7 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
             log.info("segment %d (%s): %s", span.segment, what, "DIVERGED" if diverged else "ok")
 
         result = bisect_trace(trace, options, on_probe=on_probe, exhaustive=args.exhaustive,
-                              reference_icd=args.reference_icd, probe_server=server)
+                              reference_icd=args.reference_icd, probe_server=server, loader_env=loader_env)
         document: dict[str, Any] = {
             "trace": str(args.trace), "segments": result.segments, "replays": result.replays,
             "probes": [{"segment": p.segment, "frames": [p.first, p.last], "from_state_after": p.start, "diverged": d}
@@ -332,7 +338,8 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     extras = result.dispatch_comparison.extras if result.dispatch_comparison is not None else {}
     document.update({
         "diverged": True, "frame": result.frame.seq, "frame_id": result.frame.frame_id,
-        "command": result.command, "dispatch": name, "segment": extras.get("segment"), "module": extras.get("module"),
+        "command": result.command, "dispatch": name, "found_by": result.found_by or None,
+        "unnamed": result.unnamed or None, "segment": extras.get("segment"), "module": extras.get("module"),
         "resource": result.resource.as_dict() if result.resource else None,
     })
     report_outputs(args, "bisect", document, [result.frame], fingerprints=[("recorded", trace.fingerprint)],
@@ -340,11 +347,13 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     print(f"first divergent frame: {result.frame.seq} (frame_id {result.frame.frame_id})")
     segment = ""
     if result.command is not None:
-        via = " (found by running the frame on both drivers)" if result.side_by_side else ""
+        via = f", found by {result.found_by}" if result.found_by else ""
         segment = f", segment {extras['segment']} (module {extras['module']})" if "segment" in extras else ""
-        print(f"first divergent dispatch: commands[{result.command}] ({shown(name)}){shown(segment)}{via}")
+        print(f"first divergent dispatch: commands[{result.command}] ({shown(name)}){shown(segment)}{shown(via)}")
     else:
-        print("first divergent dispatch: unknown (record with --dispatch-level, or give --reference-icd, to locate it)")
+        why = result.unnamed or "the trace has no dispatch-level snapshots of this frame"
+        print(f"first divergent dispatch: unknown: {shown(why)}; record with --dispatch-level "
+              "(or give --replace-shader or --reference-icd) to name it")
     if result.resource is not None:
         print(shown(comparison_line(result.resource)))
     if args.extract is not None:
