@@ -29,7 +29,8 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     """Add the trace subcommands to the ``vkcap`` parser."""
     rec = sub.add_parser("record", help="run a scenario and capture every frame boundary into a trace")
     add_run_flags(rec)
-    rec.add_argument("-o", "--trace", type=Path, help="trace file (default: traces/<scenario>.vkt)")
+    rec.add_argument("-o", "--trace", type=Path, help="trace file (default: traces/<scenario file's stem>.vkt; for a file called "
+                          "scenario.json, traces/<its folder's name>.vkt)")
     rec.add_argument("--capture", choices=("boundary", "all"), default="boundary",
                      help="boundary: what each mark_boundary names; all: that plus every writable resource, at every boundary")
     rec.add_argument("--checkpoint-every", type=int, default=8, metavar="K",
@@ -216,6 +217,8 @@ def _replay(args: argparse.Namespace) -> int:
                    fingerprints=[("recorded", report.recorded_device), ("live", report.device)])
     first = report.first_divergence
     compared = len(report.frames)
+    if report.frames:
+        log.info("%s", replay_scope(report.started_from_checkpoint, report.executed, [f.seq for f in report.frames]))
     if first is None:
         log.info("%d frame(s) replayed on %s: all within tolerance", compared, report.device.get("device_name"))
         return 0
@@ -223,6 +226,20 @@ def _replay(args: argparse.Namespace) -> int:
     log.warning("first divergence at frame %d (frame_id %d): %s", first.seq, first.frame_id, comparison_line(bad[0]))
     log.warning("%d of %d frame(s) diverged", sum(f.diverged for f in report.frames), compared)
     return 1
+
+
+def replay_scope(checkpoint: int, executed: int, compared: list[int]) -> str:
+    """Where a replay started and what it ran, e.g. ``replayed frame 50 from checkpoint 47 (the state
+    after frame 47): ran frames 48-50, 2 of them only to reach frame 50``."""
+    first, last = min(compared), max(compared)
+    what = f"frame {first}" if first == last else f"frames {first}-{last}"
+    start = ("from the start of the trace (checkpoint -1)" if checkpoint < 0
+             else f"from checkpoint {checkpoint} (the state after frame {checkpoint})")
+    ran = checkpoint + 1, checkpoint + executed
+    ran_text = f"frame {ran[0]}" if ran[0] == ran[1] else f"frames {ran[0]}-{ran[1]}"
+    reach = first - ran[0]
+    return (f"replayed {what} {start}: ran {ran_text}" +
+            (f", {reach} of them only to reach frame {first}" if reach > 0 else ""))
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
