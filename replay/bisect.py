@@ -75,6 +75,8 @@ class BisectResult:
     side_by_side: bool = False  # the frame was replayed twice, dispatch by dispatch (replay.probe)
     found_by: str = ""  # how: "replaying frame 50 with the recorded shaders and with the replacement"
     unnamed: str = ""  # why no dispatch is named, when the frame diverged but none is
+    reference_side: str = ""  # the side-by-side run's reference ("the recorded shaders on this device")
+    reference_outputs: dict[str, bytes] = field(default_factory=dict)  # its outputs of the dispatch named
     crash: str = ""  # the first divergent segment crashed the driver (isolated probes): what happened
     crash_frame: int | None = None
     child_processes: int = 0  # isolated probes: children started (one, plus one after each crash)
@@ -254,6 +256,9 @@ def _side_by_side(trace: Trace, options: ReplayOptions, seq: int, result: Bisect
     result.side_by_side = True
     result.found_by = f"replaying frame {seq} {side.words}"
     found = first_divergent_dispatch(live, reference, trace, effective_policy(options))
+    result.reference_side = side.reference
+    if found is not None:
+        result.reference_outputs = {uid: bytes(data) for (command, uid), data in reference.items() if command == found[0]}
     if found is None:
         result.unnamed = (f"replaying frame {seq} {side.words}, every dispatch wrote the same bytes "
                           "(the frame diverges from the recording only)")

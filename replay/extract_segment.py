@@ -49,6 +49,7 @@ from capture.trace import DispatchSnapshot, FrameRecord
 from vkcore.errors import UsageError
 
 from .extract import (
+    SCENARIO,
     PLACEHOLDER,
     Divergence,
     Extracted,
@@ -176,7 +177,8 @@ def extract_segment(at: Located, segment: int, target: Target, options: ReplayOp
         "intermediates": {b.uid: b.trace_name for b in bound if not b.scenario},
     }
     scenario_doc = _scenario(command, resources, uids, data, writes, meta, target.names)
-    _write_folder(target, scenario_doc, files, inputs, expected, meta, result, provenance, options, divergence, argv)
+    _write_folder(target, {SCENARIO: scenario_doc}, files, inputs, expected, meta, result, provenance, options,
+                  divergence, argv)
     return result
 
 

@@ -135,6 +135,7 @@ class ReferenceSide:
 
     words: str
     capture: Callable[[int], Captures | None]
+    reference: str = ""  # the reference side alone: "the recorded shaders on this device"
 
 
 def reference_side(trace: Trace, options: ReplayOptions, reference_icd: Path | None,
@@ -145,18 +146,20 @@ def reference_side(trace: Trace, options: ReplayOptions, reference_icd: Path | N
         replaced = " with the recorded shaders" if options.replace_shaders else ""
         candidate = "with the replacement on the driver under test" if options.replace_shaders else "on the driver under test"
         return ReferenceSide(f"on the reference driver ({shown(str(reference_icd))}){replaced} and {candidate}",
-                             lambda seq: capture_on_driver(trace.path, seq, reference_icd, options.device))
+                             lambda seq: capture_on_driver(trace.path, seq, reference_icd, options.device),
+                             f"the reference driver {shown(str(reference_icd))}, with the recorded shaders")
     if options.replace_shaders:
         recorded = replace(options, replace_shaders=())
         return ReferenceSide("with the recorded shaders and with the replacement",
-                             lambda seq: trio_capture(trace, recorded, seq))
+                             lambda seq: trio_capture(trace, recorded, seq), "the recorded shaders on this device")
     recorded_name = shown(str(trace.fingerprint.get("device_name", "?")))
     if loader_env is None or (live is not None and same_device(live, trace.fingerprint)):
         return (f"the candidate is the recording device ({recorded_name}) and no shader is replaced: "
                 "no reference side to replay it against")
     return ReferenceSide(f"on the recording device ({recorded_name}) and on "
                          f"{shown(str((live or {}).get('device_name', 'the driver under test')))}",
-                         lambda seq: capture_on_recording_device(trace.path, seq, loader_env))
+                         lambda seq: capture_on_recording_device(trace.path, seq, loader_env),
+                         f"the recording device ({recorded_name})")
 
 
 def live_fingerprint(options: ReplayOptions) -> dict[str, Any]:

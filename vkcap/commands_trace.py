@@ -374,8 +374,7 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     if result.resource is not None:
         print(shown(comparison_line(result.resource)))
     if args.extract is not None:
-        _extract_divergence(args, result, trace.fingerprint, options.replace_shaders, segment.removeprefix(", "),
-                            extras.get("segment"))
+        _extract_divergence(args, result, trace.fingerprint, options, segment.removeprefix(", "), extras.get("segment"))
     how = ("binary search found nothing; scanned in order" if result.fallback_scan
            else "every earlier segment checked" if result.exhaustive
            else "binary search, assuming the divergence persists; --exhaustive checks every earlier segment")
@@ -383,13 +382,14 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     return 1
 
 
-def _extract_divergence(args: argparse.Namespace, result: "BisectResult", recorded: dict[str, Any],
-                        replaced: tuple[tuple[str, Path], ...], segment: str, segment_index: int | None = None) -> None:
+def _extract_divergence(args: argparse.Namespace, result: "BisectResult", recorded: dict[str, Any], options: Any,
+                        segment: str, segment_index: int | None = None) -> None:
     """``bisect --extract DIR``: the first divergent dispatch as a standalone scenario, its README saying
     how it diverged; where bisect named a segment of a graph dispatch, that segment alone (the whole
     dispatch, and a warning saying why, without ARM's vgfpy); without a dispatch named, nothing is written
     (and the log says why)."""
     import logging
+    from dataclasses import replace
 
     from replay.extract import Divergence, extract
     from replay.report import comparison_line
@@ -409,8 +409,12 @@ def _extract_divergence(args: argparse.Namespace, result: "BisectResult", record
             segment_index = None
     compared = result.dispatch_comparison or result.resource
     line = comparison_line(compared) if compared is not None else "diverged"
-    divergence = Divergence(line, recorded, {}, replaced, segment)
-    log_extracted(extract(args.trace, result.frame.seq, result.command, args.extract, extract_options(args),
+    divergence = Divergence(line, recorded, {}, options.replace_shaders, segment, result.found_by,
+                            result.reference_outputs, result.reference_side)
+    # The extract compares as this bisect did (tolerances, dtypes) and holds the candidate's shaders.
+    extracting = replace(extract_options(args), tolerances=options.tolerances, dtypes=options.dtypes,
+                         replace_shaders=options.replace_shaders)
+    log_extracted(extract(args.trace, result.frame.seq, result.command, args.extract, extracting,
                           divergence, argv=getattr(args, "argv", []), segment=segment_index, place="--extract",
                           force=args.force))
 
