@@ -225,11 +225,11 @@ def extract(trace_path: Path, seq: int, index: int, out: Path, options: ReplayOp
                 return extract_segment(at, segment, target, options, divergence, argv, trace_path)
         record, uids, data, writes = at.record, at.uids, at.data, at.writes
         resources = at.resources
+        candidate = candidate_shaders(trace, options.replace_shaders, uids, target.names)  # checked before any replay
         inputs, verdicts = _state_before(trace, options, record, at.before, data, index)
         expected = _recorded_outputs(trace, record, index, writes, at.later_writes)
         expected = _complete_expected(trace, options, record, index, expected, divergence)
         files = _files(trace, at.document, resources, uids, target.names)
-        candidate = candidate_shaders(trace, options.replace_shaders, uids, target.names)
         for shader in candidate.values():
             files.update(shader.files)
         meta = {u: {"kind": next(iter(resources[u])), **trace.resources.get(u, {})} for u in data}
@@ -264,16 +264,23 @@ class CandidateShader:
 
 def candidate_shaders(trace: Trace, replace_shaders: tuple[tuple[str, Path], ...], uids: list[str],
                       names: "SafeNames") -> dict[str, CandidateShader]:
-    """Each replaced shader among ``uids``, compiled as the replay compiles it (a bad one is the replay's
-    one-line :class:`UsageError`): uid -> its files in the folder."""
-    wanted = tuple((u, p) for u, p in replace_shaders if u in uids)
-    if not wanted:
+    """Each replaced shader among ``uids``, compiled as the replay compiles it: uid -> its files in the
+    folder. Every replacement is checked as the replay checks it (a uid the trace lacks, a missing file,
+    GLSL that does not compile: one line, exit 2); one the command does not use is named in a warning."""
+    if not replace_shaders:
         return {}
+    import logging
+
     from vkcore.shaders.compile import load_shader
 
+    wanted = tuple((u, p) for u, p in replace_shaders if u in uids)
     out: dict[str, CandidateShader] = {}
     with tempfile.TemporaryDirectory(prefix="vkcap-extract-") as tmp:
         scenario = rebuild_scenario(trace, Path(tmp), replace_shaders)
+        for uid, given in replace_shaders:
+            if uid not in uids:
+                logging.getLogger("vkcap").warning("--replace-shader %s=%s: the extracted command does not use shader "
+                                                   "'%s': the extract runs without it", shown(uid), shown(given), shown(uid))
         for uid, given in wanted:
             code = load_shader(scenario, scenario.by_uid[uid]).code
             spirv_file = f"shaders/{names.name('shaders', uid, '.candidate.spv')}"
