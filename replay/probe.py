@@ -206,7 +206,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.recording_device:
             from vkcore.device.context import list_devices
 
-            match = next((d for d in list_devices() if same_device(d.fingerprint(), trace.fingerprint)), None)
+            try:
+                devices = list_devices()
+            except DeviceError:  # no driver at all under this environment: no recording device either
+                return NO_SUCH_DEVICE
+            match = next((d for d in devices if same_device(d.fingerprint(), trace.fingerprint)), None)
             if match is None:
                 return NO_SUCH_DEVICE
             device = str(match.index)

@@ -1,0 +1,146 @@
+"""Bisect finds the dispatch by itself (#36 item 1): on a trace recorded WITHOUT --dispatch-level, the first
+divergent frame is replayed twice from its checkpoint, dispatch by dispatch, as the reference and as the
+candidate, and the first dispatch whose outputs differ is named, with one line saying how. Where no
+reference side exists, one line says why and asks for --dispatch-level."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from capture.trace import Trace
+from replay.options import ReplayOptions
+from tests.builders import ScenarioBuilder, vkcap
+from vkcap.cli import main
+
+N = 256
+CHAIN = """#version 450
+layout(local_size_x = 64) in;
+layout(set = 0, binding = 0) buffer C { float c[]; };
+void main() { uint i = gl_GlobalInvocationID.x; c[i] = c[i] * 0.5 + float(i % 7u); }
+"""
+MIX = """#version 450
+layout(local_size_x = 64) in;
+layout(set = 0, binding = 0) readonly buffer C { float c[]; };
+layout(set = 0, binding = 1) buffer F { float f[]; };
+void main() { uint i = gl_GlobalInvocationID.x; f[i] = f[i] * 0.25 + c[i] * 2.0; }
+"""
+SCALE = """#version 450
+layout(local_size_x = 64) in;
+layout(set = 0, binding = 0) buffer F { float f[]; };
+void main() { uint i = gl_GlobalInvocationID.x; f[i] = f[i] * 0.5; }
+"""
+FRAMES = 12
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Per frame: chain (commands[4k]), mix (4k+1), scale (4k+2), then the boundary naming f and c;
+    recorded without --dispatch-level, a checkpoint every 4 frames. ``mix2`` changes mix from frame 5 on
+    (c grows past 13 there) in every fifth element: its frames diverge, and inside them mix, the second
+    dispatch, is the first that differs (chain's output is the same; scale's differs only through mix)."""
+    work = tmp_path_factory.mktemp("chain")
+    b = ScenarioBuilder(work / "scenario")
+    b.shader("chain", CHAIN).shader("mix", MIX).shader("scale", SCALE)
+    b.buffer("c", N * 4, np.zeros(N, np.float32))
+    b.buffer("f", N * 4, np.zeros(N, np.float32))
+    for k in range(FRAMES):
+        b.dispatch("chain", [(0, 0, "c")], [N // 64, 1, 1])
+        b.dispatch("mix", [(0, 0, "c"), (0, 1, "f")], [N // 64, 1, 1])
+        b.dispatch("scale", [(0, 0, "f")], [N // 64, 1, 1])
+        b.boundary(["f", "c"], k)
+    trace = work / "chain.vkt"
+    proc = vkcap("record", b.save(), "-o", trace, "--output", work / "out", "--checkpoint-every", "4")
+    assert proc.returncode == 0, proc.stderr
+    mix2 = work / "mix2.comp"
+    mix2.write_text(MIX.replace("c[i] * 2.0", "c[i] * (c[i] > 6.5 && i % 5u == 0u ? 2.5 : 2.0)"))
+    return {"trace": trace, "mix2": mix2, "work": work}
+
+
+def test_the_recorded_shaders_are_the_reference_of_a_replaced_shader(chain: dict[str, Path], tmp_path: Path) -> None:
+    """Through the CLI (isolated probes, the default): the frame, then commands[4*frame + 1] (mix), named
+    from two replays of that frame; the JSON says how, and no --dispatch-level was needed."""
+    with Trace.open(chain["trace"]) as trace:
+        assert not any(f.dispatches for f in trace.frames)  # recorded without --dispatch-level
+    report = tmp_path / "b.json"
+    proc = vkcap("bisect", chain["trace"], "--replace-shader", f"mix={chain['mix2']}", "--json", report)
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(report.read_text())
+    frame = doc["frame"]
+    assert frame >= 1 and doc["command"] == 4 * frame + 1 and doc["dispatch"] == "mix"
+    how = f"replaying frame {frame} with the recorded shaders and with the replacement"
+    assert doc["found_by"] == how and doc["unnamed"] is None
+    assert f"first divergent dispatch: commands[{doc['command']}] (mix), found by {how}" in proc.stdout.splitlines()
+    assert doc["replays"] == len(doc["probes"]) + 2  # the search's probes, then the frame twice
+    assert "--dispatch-level" not in proc.stdout
+
+
+def test_without_a_reference_side_bisect_asks_for_dispatch_level(chain: dict[str, Path], tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no reference side exists (here made so: the choice answers as for a trace of this very device
+    with no shader replaced), the frame is still named and one line says why the dispatch is not, and
+    that --dispatch-level would name it."""
+    import replay.probe
+
+    why = "the candidate is the recording device (llvmpipe) and no shader is replaced: no reference side to replay it against"
+    monkeypatch.setattr(replay.probe, "reference_side", lambda *args: why)
+    report = tmp_path / "b.json"
+    capsys.readouterr()
+    assert main(["bisect", str(chain["trace"]), "--replace-shader", f"mix={chain['mix2']}", "--no-isolate",
+                 "--json", str(report)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert (f"first divergent dispatch: unknown: {why}; record with --dispatch-level (or give --replace-shader or "
+            "--reference-icd) to name it") in lines
+    doc = json.loads(report.read_text())
+    assert doc["command"] is None and doc["unnamed"] == why and doc["found_by"] is None
+
+
+def _options(trace: Path, **changes: Any) -> ReplayOptions:
+    return ReplayOptions(trace=trace, **changes)
+
+
+def test_which_reference_side(chain: dict[str, Path]) -> None:
+    """The order of docs/guide.md: --reference-icd, else the recorded shaders when shaders are replaced,
+    else the recording device unless it is the candidate itself (or the loader's variables are unknown)."""
+    from replay.probe import ReferenceSide, reference_side
+
+    with Trace.open(chain["trace"]) as trace:
+        recorded = dict(trace.fingerprint)
+        replaced = _options(chain["trace"], replace_shaders=(("mix", chain["mix2"]),))
+        icd = Path("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
+        side = reference_side(trace, replaced, icd, {}, recorded)
+        assert isinstance(side, ReferenceSide) and side.words.startswith(f"on the reference driver ({icd}) with the recorded shaders")
+        side = reference_side(trace, replaced, None, {}, recorded)
+        assert isinstance(side, ReferenceSide) and side.words == "with the recorded shaders and with the replacement"
+        plain = _options(chain["trace"])
+        name = recorded["device_name"]
+        assert reference_side(trace, plain, None, {}, recorded) == (
+            f"the candidate is the recording device ({name}) and no shader is replaced: no reference side to replay it against")
+        assert isinstance(reference_side(trace, plain, None, None, None), str)
+        other = {**recorded, "driver_version": "another"}
+        side = reference_side(trace, plain, None, {}, other)
+        assert isinstance(side, ReferenceSide) and side.words.startswith(f"on the recording device ({name}) and on ")
+
+
+def test_the_recording_device_is_found_by_its_fingerprint_in_a_child(chain: dict[str, Path], tmp_path: Path) -> None:
+    """The recording device side runs in a child process that picks the device whose fingerprint is the
+    trace's: here this machine's own, giving what the in-process replay gives; under a loader that offers
+    no driver, there is none (None, not an error)."""
+    import trio
+
+    from replay.probe import capture_dispatches, capture_on_recording_device
+
+    env = {k: os.environ.get(k) for k in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES")}
+    child = capture_on_recording_device(chain["trace"], 6, env)
+    assert child is not None
+    with Trace.open(chain["trace"]) as trace:
+        here = trio.run(capture_dispatches, trace, _options(chain["trace"]), 6)
+    assert sorted(child) == sorted(here) and {(24, "c"), (25, "f"), (26, "f")} <= set(here)
+    assert all(bytes(child[k]) == bytes(here[k]) for k in here)
+    none = str(tmp_path / "no-such-driver.json")
+    assert capture_on_recording_device(chain["trace"], 6, {"VK_DRIVER_FILES": none, "VK_ICD_FILENAMES": none}) is None
