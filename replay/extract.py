@@ -17,9 +17,19 @@ Guarantees of :func:`extract`:
   with no replay. Each input read from a replay is checked against the recording where the recording
   holds it too: ``vkcap.json`` says, per input, ``recorded``, ``matches``, ``differs`` or ``unrecorded``.
 - **The outputs.** Every resource the command writes gets a ``dst`` (its uid, with the suffix of its kind),
-  and ``expected/`` holds what the trace recorded after the command, where it recorded it: the
-  command's own dispatch-level snapshot, or the frame's boundary snapshot when no later command of the
-  frame writes that resource. ``vkcap.json`` says which, and which outputs have no recorded value.
+  and ``expected/`` holds its value right after the command, from the first source that has it: the
+  recording (the command's own dispatch-level snapshot, or the frame's boundary snapshot when no later
+  command of the frame writes that resource); the reference side of the bisect that named the command
+  (:class:`Divergence`); a replay on this device with the recorded shaders. ``vkcap.json`` says which.
+- **The candidate.** With replaced shaders (``options.replace_shaders``: extract's and bisect's
+  ``--replace-shader``, checked and compiled as the replay does), each one the command uses is written
+  beside the recorded SPIR-V (``shaders/UID.candidate.spv``, its source in ``shaders/source/``);
+  ``scenario.json`` runs the candidate and ``scenario.recorded.json`` the recorded shaders. Without
+  replaced shaders there is one ``scenario.json``, the recorded shaders (the candidate is the driver).
+- **A check in one command.** ``check.sh`` runs ``vkcap reproduce`` on the folder (:mod:`replay.reproduce`),
+  which compares as this extract's options compare (``vkcap.json``: ``compare``, from ``options``'s
+  tolerances and dtypes, else the shader's view). The README says what diverged and by how much, on which
+  devices and drivers; every text in it taken from the trace is escaped (:func:`vkcore.safe_text.shown`).
 - **The user's files are sacred.** ``out`` must be new or an empty folder; ``force`` replaces only a
   folder an earlier extract wrote (its ``.vkcap-extract`` marker lists every entry in it), and a folder
   holding the trace is never used (:func:`vkcore.output_folders.check_folder_target`, checked before

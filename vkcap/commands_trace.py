@@ -91,7 +91,8 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     bis = sub.add_parser("bisect", help="find the first divergent frame, then the first divergent dispatch")
     bis.add_argument("trace", type=Path)
     add_compare_flags(bis)
-    bis.add_argument("--replace-shader", action="append", default=[], metavar="UID=FILE", help="bisect with another shader")
+    bis.add_argument("--replace-shader", action="append", default=[], metavar="UID=FILE",
+                     help="bisect with another shader (the recorded one is then the reference that names the dispatch)")
     bis.add_argument("--no-isolate", dest="isolate", action="store_false",
                      help="run probes in this process (faster; a driver crash then ends the search)")
     bis.add_argument("--exhaustive", action="store_true",
