@@ -144,3 +144,25 @@ def test_the_recording_device_is_found_by_its_fingerprint_in_a_child(chain: dict
     assert all(bytes(child[k]) == bytes(here[k]) for k in here)
     none = str(tmp_path / "no-such-driver.json")
     assert capture_on_recording_device(chain["trace"], 6, {"VK_DRIVER_FILES": none, "VK_ICD_FILENAMES": none}) is None
+
+
+def test_the_reference_drivers_outputs_are_the_extracts_expected(chain: dict[str, Path], tmp_path: Path) -> None:
+    """--reference-icd (this machine's driver again: the replaced shader is the only difference) with
+    --extract: the dispatch is named from the two drivers' replays, and expected/ holds what the
+    reference driver wrote after it (the trace holds no value there: f is written again by scale)."""
+    chosen = os.environ.get("VK_DRIVER_FILES", "").split(os.pathsep)[0]
+    manifests = [Path(chosen)] if chosen else sorted(Path("/usr/share/vulkan/icd.d").glob("lvp_icd*.json"))
+    assert manifests and manifests[0].is_file()
+    bug = tmp_path / "bug"
+    proc = vkcap("bisect", chain["trace"], "--replace-shader", f"mix={chain['mix2']}", "--reference-icd", manifests[0],
+                 "--no-isolate", "--extract", bug)
+    assert proc.returncode == 1, proc.stderr
+    meta = json.loads((bug / "vkcap.json").read_text())
+    assert meta["name"] == "mix"
+    assert meta["expected"]["f"] == (f"bisect's reference side (the reference driver {manifests[0]}, with the recorded "
+                                     f"shaders), right after commands[{meta['command']}]")
+    assert meta["divergence"]["found_by"].startswith(f"replaying frame {meta['frame']} on the reference driver")
+    from tests.test_reproducer import check
+
+    assert check(bug, tmp=tmp_path / "tmp").returncode == 1
+    assert check(bug, "--recorded", tmp=tmp_path / "tmp").returncode == 0

@@ -4,7 +4,6 @@ byte for byte, what the trace recorded after it."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
