@@ -650,10 +650,10 @@ def readme_run(out: Path, candidate: bool = False) -> list[str]:
     """The README's lines on checking the extract, with vkcap or ARM's runner."""
     folder = shown(out)
     lines = ["## Check it", "",
-             f"    bash {folder}/check.sh" + ("                     # the candidate: exit 1, it diverges" if candidate else ""),
+             f"    bash {folder}/check.sh" + ("                     # scenario.json: the candidate's shaders" if candidate else ""),
              ]
     if candidate:
-        lines.append(f"    bash {folder}/check.sh --recorded          # the recorded shaders: exit 0")
+        lines.append(f"    bash {folder}/check.sh --recorded          # scenario.recorded.json: the recorded shaders")
     lines += [f"    bash {folder}/check.sh --runner reference  # the same with ARM's scenario-runner", "",
               "`check.sh` runs `vkcap reproduce` (vkcap installed: `pip install vkcap`; `VKCAP=\"python -m vkcap\"` "
               "names another command): it runs the scenario into a temporary folder with `vkcap run`, or with ARM's "
