@@ -122,7 +122,7 @@ def _capture_in_child(trace_path: Path, seq: int, env: dict[str, str], flags: li
             return None
         if proc.returncode != 0 or not out.is_file():
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise DeviceError(f"{who} could not run frame {seq} (exit {proc.returncode}: {tail})")
+            raise DeviceError(f"{who} could not run frame {seq} (exit {proc.returncode}: {shown(tail)})")
         with TraceReader(out) as reader:
             return {(int(m["command"]), str(m["uid"])): reader.read_blob(m["blob"]) for _, m in reader.metas("probe")}
 
@@ -153,7 +153,9 @@ def reference_side(trace: Trace, options: ReplayOptions, reference_icd: Path | N
         return ReferenceSide("with the recorded shaders and with the replacement",
                              lambda seq: trio_capture(trace, recorded, seq), "the recorded shaders on this device")
     recorded_name = shown(str(trace.fingerprint.get("device_name", "?")))
-    if loader_env is None or (live is not None and same_device(live, trace.fingerprint)):
+    if loader_env is None:
+        return "no shader is replaced, no --reference-icd is given, and the recording device is not looked for"
+    if live is not None and same_device(live, trace.fingerprint):
         return (f"the candidate is the recording device ({recorded_name}) and no shader is replaced: "
                 "no reference side to replay it against")
     return ReferenceSide(f"on the recording device ({recorded_name}) and on "
