@@ -22,7 +22,8 @@ Inside the divergent segment, frames are compared one by one, and with a trace r
 another replay. Without dispatch-level snapshots the divergent frame is replayed twice from its
 checkpoint, dispatch by dispatch, as a reference (the recorded shaders when shaders are replaced, else
 a reference driver, else the recording device when this machine has it) and as the candidate, and the
-first dispatch whose outputs differ is named (:mod:`replay.probe`). Only where no reference side exists
+first dispatch whose outputs differ is named (:mod:`replay.probe`), with a graph dispatch's segment: the
+two replays snapshot what ``--dispatch-level`` would have. Only where no reference side exists
 is the dispatch left unnamed, with the reason.
 """
 from __future__ import annotations
@@ -258,7 +259,8 @@ def _side_by_side(trace: Trace, options: ReplayOptions, seq: int, result: Bisect
     found = first_divergent_dispatch(live, reference, trace, effective_policy(options))
     result.reference_side = side.reference
     if found is not None:
-        result.reference_outputs = {uid: bytes(data) for (command, uid), data in reference.items() if command == found[0]}
+        result.reference_outputs = {shot.uid: bytes(data) for shot, data in reference.items()
+                                    if shot.command == found[0] and shot.segment is None}
     if found is None:
         result.unnamed = (f"replaying frame {seq} {side.words}, every dispatch wrote the same bytes "
                           "(the frame diverges from the recording only)")

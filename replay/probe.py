@@ -25,7 +25,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from capture.container import TraceReader, TraceWriter
 from capture.trace import DispatchSnapshot, FrameRecord, Trace
@@ -35,45 +35,64 @@ from vkcore.commands import kind_of
 
 from .options import ReplayOptions
 from .reading import reading
-from .replayer import Comparer, rebuild_scenario, replay_trace
-from .results import IDENTICAL, Comparison, Tolerance
+from .replayer import Comparer, ReplaySession
+from .results import IDENTICAL, Comparison, FrameResult, Tolerance
 from .tolerances import TolerancePolicy
 from .typed import compare_as
 
-Captures = dict[tuple[int, str], bytes | memoryview]  # (command index, uid) -> bytes after that dispatch
+class Shot(NamedTuple):
+    """What a probe captured: resource ``uid`` right after command ``command``, or after its segment
+    ``segment`` (running ``module``) for a graph dispatch, as ``--dispatch-level`` snapshots them."""
+
+    command: int
+    segment: int | None
+    module: str
+    uid: str
+
+    def order(self) -> tuple[int, int, str]:
+        return self.command, -1 if self.segment is None else self.segment, self.uid
+
+
+Captures = dict[Shot, bytes | memoryview]
 PLACEHOLDER = "0" * 32
 
 
 class _Capturer(Comparer):
-    """Keeps the live bytes instead of comparing them."""
+    """Keeps the live bytes of every dispatch-level target instead of comparing them."""
 
     captured: Captures
 
-    def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str, command: int | None = None,
-                    seq: int = 0) -> Comparison:
-        self.captured[(-1 if command is None else command, uid)] = bytes(live)
-        return Comparison(uid, "bytes", IDENTICAL, len(live))
+    def _compare_frame(self, snapshot: Any) -> FrameResult:
+        record = self.targets[snapshot.seq]
+        modules = {(d.command, d.segment): d.module for d in record.dispatches}
+        for item in snapshot.layout.items:
+            if item.after_command is not None:
+                shot = Shot(item.after_command, item.segment, modules.get((item.after_command, item.segment), ""), item.uid)
+                self.captured[shot] = bytes(snapshot.slot.view(item))
+        return FrameResult(snapshot.seq, record.frame_id, [])
 
 
-def dispatch_targets(trace: Trace, seq: int) -> dict[int, FrameRecord]:
-    """A synthetic frame record asking for every dispatch's written resources in frame ``seq``."""
-    with tempfile.TemporaryDirectory(prefix="vkcap-probe-") as tmp:
-        scenario = rebuild_scenario(trace, Path(tmp))
-    from vkcore.exec.plan import make_plan
-
-    plan = make_plan(scenario, capture_all=bool(trace.header.get("capture_all")))
+def dispatch_targets(trace: Trace, seq: int, replay_session: ReplaySession) -> dict[int, FrameRecord]:
+    """A synthetic frame record asking for what ``--dispatch-level`` snapshots in frame ``seq``: each
+    dispatch's written resources after it, and after each segment of a graph dispatch what it writes."""
+    plan = replay_session.plan
+    assert replay_session.session is not None
+    graphs = replay_session.session.graphs
     record = trace.frame(seq)
     frame = plan.frames[record.index]
-    wanted = tuple(
-        DispatchSnapshot(cmd.index, uid, PLACEHOLDER)
-        for cmd in frame.dispatches
-        for uid in kind_of(cmd).declared_writes(scenario, cmd)
-    )
-    return {seq: FrameRecord(seq, record.pass_index, record.index, record.frame_id, {}, wanted)}
+    size = lambda uid: int(trace.resources.get(uid, {}).get("size", 0))  # noqa: E731 (graph entries carry their own)
+    wanted = []
+    for cmd in frame.dispatches:
+        for uid, _, command, *rest in kind_of(cmd).dispatch_snapshots(plan.scenario, cmd, graphs, size):
+            segment = rest[0] if rest else None
+            module = "" if segment is None else next(s.module for s in graphs[command].segments if s.index == segment)
+            wanted.append(DispatchSnapshot(command, uid, PLACEHOLDER, segment, module))
+    return {seq: FrameRecord(seq, record.pass_index, record.index, record.frame_id, {}, tuple(wanted))}
 
 
 async def capture_dispatches(trace: Trace, options: ReplayOptions, seq: int) -> Captures:
-    """Replay frame ``seq`` on this process's driver; return what each dispatch wrote."""
+    """Replay frame ``seq`` (from its nearest checkpoint) on this process's driver; return what each
+    dispatch, and each segment of a graph dispatch, wrote."""
     captured: Captures = {}
 
     class Capturer(_Capturer):
@@ -81,9 +100,8 @@ async def capture_dispatches(trace: Trace, options: ReplayOptions, seq: int) -> 
             super().__init__(*args, **kwargs)
             self.captured = captured
 
-    from dataclasses import replace
-
-    await replay_trace(trace, replace(options, first=seq, last=seq), comparer_type=Capturer, targets=dispatch_targets(trace, seq))
+    with ReplaySession(trace, replace(options, first=seq, last=seq, dispatch_level=True)) as replay_session:
+        await replay_session.run(dispatch_targets(trace, seq, replay_session), comparer_type=Capturer)
     return captured
 
 
@@ -124,7 +142,8 @@ def _capture_in_child(trace_path: Path, seq: int, env: dict[str, str], flags: li
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise DeviceError(f"{who} could not run frame {seq} (exit {proc.returncode}: {shown(tail)})")
         with TraceReader(out) as reader:
-            return {(int(m["command"]), str(m["uid"])): reader.read_blob(m["blob"]) for _, m in reader.metas("probe")}
+            return {Shot(int(m["command"]), None if m.get("segment") is None else int(m["segment"]), str(m.get("module", "")),
+                         str(m["uid"])): reader.read_blob(m["blob"]) for _, m in reader.metas("probe")}
 
 
 @dataclass(frozen=True)
@@ -179,15 +198,19 @@ def trio_capture(trace: Trace, options: ReplayOptions, seq: int) -> Captures:
 
 def first_divergent_dispatch(live: Captures, reference: Captures, trace: Trace,
                              policy: TolerancePolicy) -> tuple[int, Comparison] | None:
-    """The first (command, comparison) where the two drivers' dispatch outputs differ, each output read as
-    the replay reads it (:func:`replay.reading.reading`: ``--dtype``, else the shader's view)."""
+    """The first (command, comparison) where the two sides' dispatch outputs differ at all (in command
+    order, a graph's segments in order), each output read as the replay reads it
+    (:func:`replay.reading.reading`: ``--dtype``, else the shader's view); a segment's comparison names it
+    in ``extras`` (``segment``, ``module``), as a dispatch-level replay does."""
     exact = replace(policy, per_resource={}, default=Tolerance(), preset="", default_keys={})
-    for command, uid in sorted(reference):
-        if (command, uid) not in live:
+    for shot in sorted(reference, key=Shot.order):
+        if shot not in live:
             continue
-        c = compare_as(uid, reference[(command, uid)], live[(command, uid)], reading(trace, uid, policy), exact)
+        c = compare_as(shot.uid, reference[shot], live[shot], reading(trace, shot.uid, policy), exact)
         if c.status != IDENTICAL:
-            return command, c
+            if shot.segment is not None:
+                c.extras.update(segment=shot.segment, module=shot.module)
+            return shot.command, c
     return None
 
 
@@ -218,8 +241,9 @@ def main(argv: list[str] | None = None) -> int:
             device = str(match.index)
         captured = trio.run(capture_dispatches, trace, ReplayOptions(trace=args.trace, device=device), args.seq)
     with TraceWriter(args.out) as writer:
-        for (command, uid), data in captured.items():
-            writer.add_meta("probe", {"command": command, "uid": uid, "blob": writer.put_blob(data)})
+        for shot, data in captured.items():
+            writer.add_meta("probe", {"command": shot.command, "segment": shot.segment, "module": shot.module,
+                                      "uid": shot.uid, "blob": writer.put_blob(data)})
     return 0
 
 

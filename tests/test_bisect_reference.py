@@ -133,14 +133,15 @@ def test_the_recording_device_is_found_by_its_fingerprint_in_a_child(chain: dict
     no driver, there is none (None, not an error)."""
     import trio
 
-    from replay.probe import capture_dispatches, capture_on_recording_device
+    from replay.probe import Shot, capture_dispatches, capture_on_recording_device
 
     env = {k: os.environ.get(k) for k in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES")}
     child = capture_on_recording_device(chain["trace"], 6, env)
     assert child is not None
     with Trace.open(chain["trace"]) as trace:
         here = trio.run(capture_dispatches, trace, _options(chain["trace"]), 6)
-    assert sorted(child) == sorted(here) and {(24, "c"), (25, "f"), (26, "f")} <= set(here)
+    assert sorted(child, key=Shot.order) == sorted(here, key=Shot.order)
+    assert {Shot(24, None, "", "c"), Shot(25, None, "", "f"), Shot(26, None, "", "f")} <= set(here)
     assert all(bytes(child[k]) == bytes(here[k]) for k in here)
     none = str(tmp_path / "no-such-driver.json")
     assert capture_on_recording_device(chain["trace"], 6, {"VK_DRIVER_FILES": none, "VK_ICD_FILENAMES": none}) is None
@@ -166,3 +167,43 @@ def test_the_reference_drivers_outputs_are_the_extracts_expected(chain: dict[str
 
     assert check(bug, tmp=tmp_path / "tmp").returncode == 1
     assert check(bug, "--recorded", tmp=tmp_path / "tmp").returncode == 0
+
+
+def test_the_segment_of_a_graph_dispatch_is_named_side_by_side(tmp_path: Path) -> None:
+    """A graph dispatch (examples/graph_custom: GRAPH -> COMPUTE -> GRAPH, its custom shader substituted)
+    in a trace recorded without --dispatch-level: with the substituted shader replaced, the two replays
+    of the frame snapshot every segment, and bisect names segment 1 (its module) of commands[1]."""
+    import shutil
+
+    from tests.test_extract_segment import EXAMPLE, HARDSWISH, MODULES, STEP  # skips without vgfpy
+
+    b = ScenarioBuilder(tmp_path / "scenario")
+    shutil.copy(EXAMPLE / "graph_custom.vgf", b.root / "graph_custom.vgf")
+    b.shader("step", STEP).shader("hs", HARDSWISH)
+    b.raw("bias", np.array([0.25], np.float32))
+    b.resources.insert(0, {"graph": {
+        "uid": "g", "src": "graph_custom.vgf", "push_constants_size": 4,
+        "shader_substitutions": [{"shader_ref": "hs", "target": MODULES[1]}],
+        "specialization_constants_map": [{"shader_target": MODULES[1], "specialization_constants": [{"id": 0, "value": 0.5}]}],
+    }})
+    b.resource("tensor", uid="x", dims=[1, 4, 4, 4], format="VK_FORMAT_R32_SFLOAT", shader_access="readwrite",
+               src=b.npy("x.npy", np.load(EXAMPLE / "x.npy")))
+    b.resource("tensor", uid="y", dims=[1, 2, 2, 8], format="VK_FORMAT_R32_SFLOAT", shader_access="writeonly", dst="y.npy")
+    for f in range(2):
+        b.dispatch("step", [(0, 0, "x")], [4, 4, 4])
+        b.commands.append({"dispatch_vgf": {
+            "graph_ref": "g", "bindings": [{"set": 0, "id": 0, "resource_ref": "x"}, {"set": 0, "id": 3, "resource_ref": "y"}],
+            "push_constants": [{"push_data_ref": "bias", "shader_target": MODULES[1]}]}})
+        b.boundary(["y"], f)
+    trace = tmp_path / "g.vkt"
+    proc = vkcap("record", b.save(), "-o", trace, "--output", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    changed = tmp_path / "changed.comp"
+    changed.write_text(HARDSWISH.replace("+ pc.bias);", "+ pc.bias + (c == 5u ? 5.0 : 0.0));"))  # reaches y
+    report = tmp_path / "b.json"
+    proc = vkcap("bisect", trace, "--no-isolate", "--replace-shader", f"hs={changed}", "--json", report)
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(report.read_text())
+    assert (doc["frame"], doc["command"], doc["segment"], doc["module"]) == (0, 1, 1, MODULES[1])
+    assert (f"first divergent dispatch: commands[1] (g), segment 1 (module {MODULES[1]}), found by replaying frame 0 "
+            "with the recorded shaders and with the replacement") in proc.stdout.splitlines()
