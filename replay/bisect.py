@@ -259,8 +259,9 @@ def _side_by_side(trace: Trace, options: ReplayOptions, seq: int, result: Bisect
     found = first_divergent_dispatch(live, reference, trace, effective_policy(options))
     result.reference_side = side.reference
     if found is not None:
+        segment = found[1].extras.get("segment")  # a graph's: what the reference wrote after that segment
         result.reference_outputs = {shot.uid: bytes(data) for shot, data in reference.items()
-                                    if shot.command == found[0] and shot.segment is None}
+                                    if shot.command == found[0] and shot.segment == segment}
     if found is None:
         result.unnamed = (f"replaying frame {seq} {side.words}, every dispatch wrote the same bytes "
                           "(the frame diverges from the recording only)")

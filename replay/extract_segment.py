@@ -164,7 +164,8 @@ def extract_segment(at: Located, segment: int, target: Target, options: ReplayOp
     writes = list(dict.fromkeys(b.uid for b in bound if b.writes))
 
     inputs, verdicts = _state_before_segment(at, options, segment, bound, meta)
-    expected = _outputs_after_segment(at, vgf, segment, bound)
+    expected = _outputs_after_segment(at, vgf, segment, bound, divergence.reference if divergence else {},
+                                      divergence.reference_words if divergence else "")
     files = _files(trace, at.document, resources, uids, target.names)
     files[embedded_file(target.names, vgf_name)] = vgf_bytes
     files.update((source_file(target.names, key, name), text) for key, (name, text) in code.sources.items())
@@ -391,8 +392,11 @@ def _state_before_segment(at: Located, options: ReplayOptions, segment: int, bou
     return inputs, verdicts
 
 
-def _outputs_after_segment(at: Located, vgf: Any, segment: int, bound: list[_Bound]) -> dict[str, tuple[str, bytes | None]]:
-    """uid -> (where the trace recorded it right after segment K, its bytes), for what segment K writes."""
+def _outputs_after_segment(at: Located, vgf: Any, segment: int, bound: list[_Bound], reference: dict[str, bytes],
+                           reference_words: str) -> dict[str, tuple[str, bytes | None]]:
+    """uid -> (where the trace recorded it right after segment K, its bytes), for what segment K writes;
+    where the trace holds no such value, the output of bisect's reference side after segment K
+    (``reference``: by the trace's names), when it ran one."""
     record, index, trace = at.record, at.index, at.trace
     later = {o.resource_index for after in vgf.segments[segment + 1:] for o in after.outputs}
     out: dict[str, tuple[str, bytes | None]] = {}
@@ -408,6 +412,9 @@ def _outputs_after_segment(at: Located, vgf: Any, segment: int, bound: list[_Bou
             out.update(_recorded_outputs(trace, record, index, [b.uid], at.later_writes))
         else:
             out[b.uid] = ("", None)
+        if out[b.uid][1] is None and b.trace_name in reference:
+            out[b.uid] = (f"bisect's reference side ({reference_words}), right after segment {segment} of "
+                          f"commands[{index}]", reference[b.trace_name])
     return out
 
 

@@ -207,3 +207,13 @@ def test_the_segment_of_a_graph_dispatch_is_named_side_by_side(tmp_path: Path) -
     assert (doc["frame"], doc["command"], doc["segment"], doc["module"]) == (0, 1, 1, MODULES[1])
     assert (f"first divergent dispatch: commands[1] (g), segment 1 (module {MODULES[1]}), found by replaying frame 0 "
             "with the recorded shaders and with the replacement") in proc.stdout.splitlines()
+    # extracted alone, the segment's expected output is the reference side's (the trace holds none there)
+    bug = tmp_path / "bug"
+    proc = vkcap("bisect", trace, "--no-isolate", "--replace-shader", f"hs={changed}", "--extract", bug)
+    assert proc.returncode == 1, proc.stderr
+    meta = json.loads((bug / "vkcap.json").read_text())
+    assert meta["segment"]["index"] == 1 and list(meta["expected"].values()) == [
+        "bisect's reference side (the recorded shaders on this device), right after segment 1 of commands[1]"]
+    from tests.test_reproducer import check
+
+    assert check(bug, tmp=tmp_path / "tmp").returncode == 0  # the recorded module reproduces it
