@@ -172,7 +172,9 @@ def test_the_reference_drivers_outputs_are_the_extracts_expected(chain: dict[str
 def test_the_segment_of_a_graph_dispatch_is_named_side_by_side(tmp_path: Path) -> None:
     """A graph dispatch (examples/graph_custom: GRAPH -> COMPUTE -> GRAPH, its custom shader substituted)
     in a trace recorded without --dispatch-level: with the substituted shader replaced, the two replays
-    of the frame snapshot every segment, and bisect names segment 1 (its module) of commands[1]."""
+    of the frame snapshot every segment, and bisect names segment 1 (its module) of commands[1]; its
+    extract substitutes the candidate for the module in scenario.json, and check.sh fails on it and passes
+    on scenario.recorded.json."""
     import shutil
 
     from tests.test_extract_segment import EXAMPLE, HARDSWISH, MODULES, STEP  # skips without vgfpy
@@ -216,4 +218,8 @@ def test_the_segment_of_a_graph_dispatch_is_named_side_by_side(tmp_path: Path) -
         "bisect's reference side (the recorded shaders on this device), right after segment 1 of commands[1]"]
     from tests.test_reproducer import check
 
-    assert check(bug, tmp=tmp_path / "tmp").returncode == 0  # the recorded module reproduces it
+    assert (bug / "shaders" / "hs.candidate.spv").is_file()
+    assert json.loads((bug / "scenario.json").read_text())["commands"][0]["dispatch_vgf"]["shader_substitutions"] == [
+        {"shader_ref": "hs", "target": MODULES[1]}]
+    assert check(bug, tmp=tmp_path / "tmp").returncode == 1  # the candidate substituted for the module diverges
+    assert check(bug, "--recorded", tmp=tmp_path / "tmp").returncode == 0  # the recorded module reproduces it
