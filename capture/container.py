@@ -23,7 +23,9 @@ Guarantees, in short:
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import threading
 import warnings
 from collections import Counter, OrderedDict
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 import xxhash
 import zstandard
 
+from . import limits
 from . import records as R
 from .records import BlobEntry, Codec, LayoutError, RecordType
 from .zstdframe import FrameError, inflate
@@ -54,6 +57,9 @@ __all__ = [
     "PreparedBlob",
     "WriterStats",
     "BlobInfo",
+    "RecordDamage",
+    "NotARegularFile",
+    "open_trace_file",
     "blob_key",
     "DEFAULT_MAX_BLOB_BYTES",
     "DEFAULT_MAX_META_BYTES",
@@ -85,12 +91,11 @@ DELTA_LEVEL_STEP: Final = 2
 _ZSTD_MIN_LEVEL: Final = -(1 << 17)
 #: decoded blobs a reader keeps for the deltas read next (the frames after a frame refer to it).
 DEFAULT_DELTA_CACHE_BYTES: Final = 64 << 20
-#: reader limits (constructor arguments override them).
-DEFAULT_MAX_BLOB_BYTES: Final = 4 << 30
-DEFAULT_MAX_META_BYTES: Final = 64 << 20
-DEFAULT_MAX_INDEX_BYTES: Final = 1 << 30
-#: zstd window limit for decoding (zstd's own default limit, 2**27).
-_MAX_WINDOW_SIZE: Final = 1 << 27
+#: reader limits (constructor arguments override them): the table of capture/limits.py.
+DEFAULT_MAX_BLOB_BYTES: Final = limits.MAX_BLOB_BYTES
+DEFAULT_MAX_META_BYTES: Final = limits.MAX_META_BYTES
+DEFAULT_MAX_INDEX_BYTES: Final = limits.MAX_INDEX_BYTES
+_MAX_WINDOW_SIZE: Final = limits.ZSTD_MAX_WINDOW
 #: chunk size when a recovery scan hashes a payload it does not keep.
 _SCAN_CHUNK: Final = 4 << 20
 _IOV_MAX: Final = 512
@@ -149,6 +154,10 @@ class TraceCorrupt(ContainerError):
             message = f"blob {key}: {message}"
         super().__init__(message, path=path, offset=offset)
         self.key = key
+
+
+class NotARegularFile(ContainerError):
+    """The path names a FIFO, a device, a socket or a folder: nothing a trace can be read from."""
 
 
 class LimitExceeded(TraceCorrupt):
@@ -238,6 +247,35 @@ def _create_partial(target: str, partial: str) -> int:
         return os.open(partial, flags, 0o666)
     except OSError as exc:
         raise output_error(target, exc) from None
+
+
+def open_trace_file(path: str) -> Any:
+    """``path`` opened for reading, unbuffered, when it is a regular file; :class:`NotARegularFile`
+    otherwise (a FIFO, a device such as /dev/zero, a socket, a folder). Opened without blocking, so a
+    FIFO with no writer is refused at once instead of hanging, and checked on the open descriptor
+    (``fstat``), so the answer is about the file that is read. /proc files are regular files of size
+    0: they read as a file too short to be a trace (NotATrace). OSErrors of the open itself propagate.
+    (A shared helper in vkcore.paths is to replace this; until then traces are opened here.)"""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:  # a socket cannot be opened at all (ENXIO): say what it is
+        if exc.errno == errno.ENXIO and stat.S_ISSOCK(os.stat(path).st_mode):
+            raise NotARegularFile("is a socket, not a trace file", path=path) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+                    "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                    else "not a regular file")
+            raise NotARegularFile(f"is {what}, not a trace file", path=path)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _fsync_dir(path: str) -> None:
@@ -977,6 +1015,16 @@ class BlobInfo(NamedTuple):
     codec: int
 
 
+class RecordDamage(NamedTuple):
+    """A record found damaged by :meth:`TraceReader.damaged_records`: where, of which type, what it
+    holds as far as the index says (a META's kind, a blob's key; "" when unknown) and why."""
+
+    offset: int
+    rtype: int
+    what: str
+    reason: str
+
+
 class _IndexUnusable(Exception):
     """Internal: the trailer or index cannot be used; the message says why (goes into recovery_note)."""
 
@@ -990,7 +1038,12 @@ class TraceReader:
     - ``recovered`` is False when the trailer and index were valid, True when records were found by a
       scan; ``recovery_note`` says why and what was found ("" when not recovered);
     - ``corrupt_records`` lists (offset, type) of records skipped by a scan because their header was
-      intact but their payload was not;
+      intact but their payload was not (:meth:`damaged_records` finds them in a file opened through
+      its index too);
+    - ``end`` is where the trace ends: after its TRAILER, which is its own end even when more bytes
+      follow (appended data, a second trace concatenated to it: :attr:`bytes_after_trailer` counts
+      them, ``trailer_note`` says so, and nothing after the trailer is ever read); the file's size
+      when it has no trailer;
     - ``version`` is the file's (major, minor).
 
     Reading a blob or a META reads only that record's bytes, and for a DELTA blob those of the blobs
@@ -1021,7 +1074,7 @@ class TraceReader:
         self.max_index_bytes = max_index_bytes
         if isinstance(source, (str, os.PathLike)):
             self.path: str = os.fspath(source)
-            self._f: ReadableFile = open(self.path, "rb", buffering=0)
+            self._f: ReadableFile = open_trace_file(self.path)
             self._owns_file = True
         else:
             self.path = str(getattr(source, "name", "<stream>"))
@@ -1031,6 +1084,8 @@ class TraceReader:
         self._local = threading.local()
         self.recovered = False
         self.recovery_note = ""
+        self.trailer_note = ""
+        self.end = 0
         self.corrupt_records: list[tuple[int, int]] = []
         self._metas: list[tuple[int, str]] = []
         self._meta_kinds: dict[int, str] = {}
@@ -1076,8 +1131,8 @@ class TraceReader:
     # -- opening -----------------------------------------------------------------------------------
 
     def _open(self) -> None:
-        with self._lock:
-            self.size = self._f.seek(0, os.SEEK_END)
+        with self._lock:  # a file this reader opened is regular: its size is fstat's (/proc files say 0)
+            self.size = os.fstat(self._f.fileno()).st_size if self._owns_file else self._f.seek(0, os.SEEK_END)  # type: ignore[attr-defined]
         head = self._read_at(0, min(self.size, R.FILE_HEADER.size))
         try:
             header = R.unpack_file_header(head)
@@ -1093,14 +1148,21 @@ class TraceReader:
                 path=self.path,
                 version=self.version,
             )
+        self.end = self.size
         try:
-            self._open_by_index()
+            self._open_by_index(self.size)
         except _IndexUnusable as why:
             self._recover(str(why))
 
-    def _open_by_index(self) -> None:
-        """Use the trailer and the INDEX; raise _IndexUnusable with a reason if either is not valid."""
-        tail_at = self.size - R.TRAILER_SIZE
+    @property
+    def bytes_after_trailer(self) -> int:
+        """Bytes of the file after the trace's TRAILER (0 for a file that ends with it, or has none)."""
+        return self.size - self.end
+
+    def _open_by_index(self, end: int) -> None:
+        """Use the trailer ending at ``end`` and its INDEX; raise _IndexUnusable with a reason if
+        either is not valid."""
+        tail_at = end - R.TRAILER_SIZE
         if tail_at < R.FILE_HEADER.size + R.RECORD_HEADER.size:
             raise _IndexUnusable("no trailer")
         try:
@@ -1131,13 +1193,36 @@ class TraceReader:
         self._blobs = index.blobs
 
     def _recover(self, reason: str) -> None:
-        """Scan records from the start; keep every complete, intact one; stop at the first broken header.
+        """Scan records from the start; keep every complete, intact one; stop at the first broken header,
+        or after the first intact TRAILER: the end of the trace, whatever follows it.
 
         A record whose header is intact but whose payload checksum (or structure) fails is listed in
         ``corrupt_records`` and skipped using its length. A record that runs past the end of the file is
-        incomplete: the scan stops there and the rest is reported as trailing bytes.
+        incomplete: the scan stops there and the rest is reported as trailing bytes. A TRAILER whose
+        INDEX is valid opens the trace through that index (``recovered`` stays false); the bytes after
+        it are reported in ``trailer_note``.
         """
+        trailer_end = self._scan(reason)
+        if trailer_end is None:
+            return
+        self.end = trailer_end
+        self.trailer_note = (f"the trace ends at its TRAILER (offset {trailer_end - R.TRAILER_SIZE}); the "
+                             f"{self.size - trailer_end} bytes after it (appended data, or another trace) are not read")
+        scanned = (self._metas, self._blobs, self.corrupt_records, self.recovery_note)
+        self._metas, self._blobs, self.corrupt_records = [], {}, []
+        try:
+            self._open_by_index(trailer_end)
+        except _IndexUnusable:
+            self._metas, self._blobs, self.corrupt_records, self.recovery_note = scanned
+            self._meta_kinds = dict(self._metas)
+            return
+        self.recovered = False
+        self.recovery_note = ""
+
+    def _scan(self, reason: str) -> int | None:
+        """The recovery scan of :meth:`_recover`; returns where the first intact TRAILER ends, if any."""
         self.recovered = True
+        trailer_end: int | None = None
         pos = R.FILE_HEADER.size
         good = 0
         unknown = 0
@@ -1155,6 +1240,10 @@ class TraceReader:
             end = pos + R.RECORD_HEADER.size + header.payload_len
             if end > self.size:
                 stop = f"incomplete record at offset {pos} (declares {header.payload_len} payload bytes)"
+                break
+            if header.rtype == RecordType.TRAILER and self._is_trailer(pos, header):
+                trailer_end = pos = end
+                stop = f"stopped after the TRAILER at offset {end - R.TRAILER_SIZE}: the end of the trace"
                 break
             status = self._scan_record(pos, header)
             if status == "ok":
@@ -1181,6 +1270,17 @@ class TraceReader:
         if stop:
             parts.append(stop)
         self.recovery_note = "; ".join(parts)
+        return trailer_end
+
+    def _is_trailer(self, pos: int, header: R.RecordHeader) -> bool:
+        """Whether the record at ``pos`` (whose header is intact) is a complete, intact TRAILER."""
+        if header.payload_len != R.TRAILER_PAYLOAD.size:
+            return False
+        try:
+            R.unpack_trailer(self._read_at(pos, R.TRAILER_SIZE))
+        except LayoutError:
+            return False
+        return True
 
     def _scan_record(self, pos: int, header: R.RecordHeader) -> str:
         """Check one record found by a scan and register it. Returns "ok", "unknown" or "corrupt"."""
@@ -1209,7 +1309,7 @@ class TraceReader:
             except LayoutError:
                 return "corrupt"
             stored = n - R.BLOB_HEADER.size
-            if stored > R.max_stored_len(sub.raw_len, sub.codec):
+            if not R.can_hold(stored, sub.raw_len, sub.codec):
                 return "corrupt"
             self._blobs.setdefault(sub.key, BlobEntry(pos, stored, sub.raw_len, sub.codec))
             return "ok"
@@ -1227,6 +1327,46 @@ class TraceReader:
             h.update(chunk)
             pos += len(chunk)
         return h.intdigest()
+
+    # -- verification ------------------------------------------------------------------------------
+
+    def damaged_records(self) -> list[RecordDamage]:
+        """Every damaged record of the trace, in file order: those a recovery scan skipped, and each
+        META and BLOB the index (or the scan) lists whose record header, payload checksum or declared
+        lengths are wrong. Reads every record once, hashing payloads in bounded chunks; decodes
+        nothing (a blob that passes here may still fail to decode: :meth:`read_blob` says so)."""
+        found = [RecordDamage(offset, rtype, "", "header intact but payload damaged (skipped by the scan)")
+                 for offset, rtype in self.corrupt_records]
+        for offset, kind in self._metas:
+            why = self._record_damage(offset, RecordType.META, None)
+            if why:
+                found.append(RecordDamage(offset, RecordType.META, kind, why))
+        for key, e in self._blobs.items():
+            why = self._record_damage(e.offset, RecordType.BLOB, e)
+            if why:
+                found.append(RecordDamage(e.offset, RecordType.BLOB, key.hex(), why))
+        return sorted(found)
+
+    def _record_damage(self, offset: int, rtype: int, e: BlobEntry | None) -> str:
+        """Why the record at ``offset`` is damaged ("" when it is not): see :meth:`damaged_records`."""
+        try:
+            header = R.unpack_record_header(self._read_at(offset, R.RECORD_HEADER.size))
+        except (LayoutError, TraceCorrupt) as exc:
+            return exc.detail if isinstance(exc, ContainerError) else str(exc)
+        if header.rtype != rtype:
+            return f"record type {header.rtype}, expected {RecordType(rtype).name}"
+        if offset + R.RECORD_HEADER.size + header.payload_len > self.end:
+            return f"its {header.payload_len} payload bytes run past the end of the trace"
+        if e is None and header.payload_len > self.max_meta_bytes:
+            return f"META of {header.payload_len} bytes exceeds max_meta_bytes={self.max_meta_bytes}"
+        if e is not None:
+            if header.payload_len != R.BLOB_HEADER.size + e.stored_len:
+                return "record header does not match the index"
+            if not R.can_hold(e.stored_len, e.raw_len, e.codec):
+                return f"stored length {e.stored_len} is impossible for raw length {e.raw_len}"
+        if self._hash_range(offset + R.RECORD_HEADER.size, header.payload_len) != header.payload_checksum:
+            return "payload checksum mismatch"
+        return ""
 
     # -- metas -------------------------------------------------------------------------------------
 
@@ -1362,7 +1502,7 @@ class TraceReader:
                 offset=e.offset,
                 key=k.hex(),
             )
-        if e.stored_len > R.max_stored_len(e.raw_len, e.codec):
+        if not R.can_hold(e.stored_len, e.raw_len, e.codec):
             raise self._corrupt(f"stored length {e.stored_len} is impossible for raw length {e.raw_len}{needed_by}",
                                 e.offset, k)
         head = self._read_at(e.offset, R.RECORD_HEADER.size + R.BLOB_HEADER.size)
@@ -1535,7 +1675,7 @@ class TraceReader:
         record header is checked and its payload checksum verified (in bounded chunks)."""
         from . import delta
 
-        if e.stored_len > R.max_stored_len(e.raw_len, e.codec):
+        if not R.can_hold(e.stored_len, e.raw_len, e.codec):
             raise self._corrupt(f"stored length {e.stored_len} is impossible for raw length {e.raw_len}{needed_by}",
                                 e.offset, key)
         size = min(e.stored_len, delta.header_size(delta.LINEAR))

@@ -26,6 +26,7 @@ from typing import Any, Callable, Final, Iterable
 import zstandard
 
 from . import kernels
+from .limits import zstd_can_hold
 from .zstdframe import FrameError, inflate
 
 PLANES_HEADER: Final = struct.Struct("<B7x")
@@ -159,28 +160,42 @@ def decode(stored: bytes | memoryview, raw_len: int, dctx: zstandard.ZstdDecompr
     pos = overhead(width)
     if len(stored) < pos:
         raise PlanesError(f"PLANES data is {len(stored)} bytes, shorter than its {width} plane entries")
-    raw = kernels.new_buffer(raw_len)
-    for k in range(width):
-        stored_len, codec = PLANE_ENTRY.unpack_from(stored, PLANES_HEADER.size + k * PLANE_ENTRY.size)
-        if stored_len > len(stored) - pos:
-            raise PlanesError(f"plane {k} declares {stored_len} bytes, more than remain")
-        body = memoryview(stored)[pos : pos + stored_len]
-        pos += stored_len
-        plane: bytes | memoryview
-        if codec == PLANE_RAW:
-            plane = body
-        elif codec == PLANE_ZSTD:
+    bodies = _plane_bodies(stored, width, n, tail_len)
+    raw = kernels.new_buffer(raw_len)  # only once every declared length is known to add up
+    for k, (codec, body) in enumerate(bodies):
+        plane: bytes | memoryview = body
+        if codec == PLANE_ZSTD:
             try:
                 plane = inflate(body, n, dctx)
             except FrameError as exc:
                 raise PlanesError(f"plane {k}: {exc}") from None
-        else:
-            raise PlanesError(f"plane {k} codec {codec} is unknown")
         if len(plane) != n:
             raise PlanesError(f"plane {k} holds {len(plane)} bytes, expected {n}")
         kernels.unplane(plane, n, width, k, raw)
-    if len(stored) - pos != tail_len:
-        raise PlanesError(f"PLANES data ends with {len(stored) - pos} tail bytes, expected {tail_len}")
+    pos = len(stored) - tail_len
     raw[n * width :] = memoryview(stored)[pos:]
     return raw.toreadonly()
+
+
+def _plane_bodies(stored: bytes | memoryview, width: int, n: int, tail_len: int) -> list[tuple[int, memoryview]]:
+    """(codec, stored bytes) of each of the ``width`` planes of ``n`` bytes, after checking every
+    entry: a known codec, a raw plane of exactly ``n`` bytes, a zstd plane that can expand to ``n``
+    (``limits.ZSTD_MAX_RATIO``), and the planes and the ``tail_len``-byte tail filling ``stored``."""
+    pos = overhead(width)
+    bodies = []
+    for k in range(width):
+        stored_len, codec = PLANE_ENTRY.unpack_from(stored, PLANES_HEADER.size + k * PLANE_ENTRY.size)
+        if stored_len > len(stored) - pos:
+            raise PlanesError(f"plane {k} declares {stored_len} bytes, more than remain")
+        if codec == PLANE_RAW and stored_len != n:
+            raise PlanesError(f"plane {k} holds {stored_len} bytes, expected {n}")
+        if codec == PLANE_ZSTD and not zstd_can_hold(stored_len, n):
+            raise PlanesError(f"plane {k}: a zstd frame of {stored_len} bytes cannot hold {n} bytes")
+        if codec not in (PLANE_RAW, PLANE_ZSTD):
+            raise PlanesError(f"plane {k} codec {codec} is unknown")
+        bodies.append((codec, memoryview(stored)[pos : pos + stored_len]))
+        pos += stored_len
+    if len(stored) - pos != tail_len:
+        raise PlanesError(f"PLANES data ends with {len(stored) - pos} tail bytes, expected {tail_len}")
+    return bodies
 

@@ -21,6 +21,8 @@ from typing import Any, Final, NamedTuple
 import msgpack
 import xxhash
 
+from . import limits
+
 # --------------------------------------------------------------------------------------------------
 # Constants (data, not code: docs/trace-format.md lists the same values).
 
@@ -47,9 +49,9 @@ TRAILER_SIZE: Final = RECORD_HEADER.size + TRAILER_PAYLOAD.size
 KEY_BYTES: Final = 16
 #: the most DELTA blobs that decoding one blob may decode: the blob itself when it is a delta, its
 #: references, theirs, and so on (its *delta closure*). Writers never exceed it; readers refuse more.
-DELTA_MAX_BLOBS: Final = 32
+DELTA_MAX_BLOBS: Final = limits.DELTA_MAX_BLOBS
 #: the largest payload a record header may declare (2**62): larger values are corruption.
-MAX_PAYLOAD_LEN: Final = 1 << 62
+MAX_PAYLOAD_LEN: Final = limits.MAX_PAYLOAD_LEN
 
 
 class RecordType(enum.IntEnum):
@@ -224,6 +226,19 @@ def max_stored_len(raw_len: int, codec: int) -> int:
     return raw_len + (raw_len >> 8) + 1024  # >= ZSTD_COMPRESSBOUND(raw_len)
 
 
+def can_hold(stored_len: int, raw_len: int, codec: int) -> bool:
+    """Whether ``stored_len`` stored bytes can decode to ``raw_len`` bytes with ``codec``: no more than
+    :func:`max_stored_len`, and no less than zstd's largest expansion allows (codec NONE stores the
+    raw bytes; ZSTD and PLANES are zstd frames and raw bytes, which never expand more than
+    ``limits.ZSTD_MAX_RATIO``). A DELTA decodes to the length of its references, which are bounded
+    in their turn. Readers check this before they allocate anything for the raw bytes."""
+    if stored_len > max_stored_len(raw_len, codec):
+        return False
+    if codec in (Codec.ZSTD, Codec.PLANES):
+        return limits.zstd_can_hold(stored_len, raw_len)
+    return codec == Codec.DELTA or stored_len == raw_len
+
+
 # --------------------------------------------------------------------------------------------------
 # TRAILER record.
 
@@ -269,37 +284,72 @@ def pack_msgpack(obj: Any) -> bytes:
     return packed
 
 
-def unpack_msgpack(data: bytes) -> Any:
+class _ItemBudget:
+    """Counts the arrays and maps msgpack builds and their elements (its hooks see each once built) and
+    stops the decoding once they exceed ``items``: with each array and map limited to ``items`` before
+    it is allocated, no more than about twice ``items`` objects are ever held."""
+
+    def __init__(self, items: int) -> None:
+        self.left = items
+
+    def _spend(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise LayoutError("msgpack holds too many items")
+
+    def array(self, items: list[Any]) -> list[Any]:
+        self._spend(1 + len(items))
+        return items
+
+    def map(self, items: dict[Any, Any]) -> dict[Any, Any]:
+        self._spend(1 + 2 * len(items))
+        return items
+
+
+def unpack_msgpack(data: bytes, *, max_items: int | None = None, max_depth: int | None = limits.MAX_NESTING) -> Any:
     """Decode one msgpack object that must fill ``data`` exactly.
 
     ``data`` is already in memory and its length was checked by the caller (which is what Unpacker's
     ``max_buffer_size`` would bound). Limits: no string, bytes, array or map may claim more
-    elements/bytes than ``data`` holds; map keys must be str or bytes; extension types are refused;
-    nesting is bounded by msgpack's own stack. Any failure is a LayoutError.
+    elements/bytes than ``data`` holds, nor an array or map more than ``max_items`` elements (default:
+    ``len(data)``), nor all of them and their elements together more than twice that; arrays and maps nest at most
+    ``max_depth`` deep (None: unchecked, for a caller that walks the result without recursion); map
+    keys must be str or bytes; extension types are refused. Any failure is a LayoutError.
     """
     n = len(data)
+    items = n if max_items is None else min(n, max_items)
+    budget = _ItemBudget(2 * items)  # an array or map and each element take at least a byte each
     try:
-        return msgpack.unpackb(
+        obj = msgpack.unpackb(
             data,
             raw=False,
             use_list=True,
             strict_map_key=True,
             ext_hook=_no_ext,
+            list_hook=budget.array,
+            object_hook=budget.map,
             max_str_len=n,
             max_bin_len=n,
-            max_array_len=n,
-            max_map_len=n // 2,
+            max_array_len=items,
+            max_map_len=items // 2,
             max_ext_len=n,
         )
     except LayoutError:
         raise
     except Exception as exc:  # msgpack raises many types (ExtraData, FormatError, ValueError, TypeError...)
         raise LayoutError(f"invalid msgpack: {type(exc).__name__}: {exc}") from None
+    if max_depth is not None:
+        try:
+            limits.check_nesting(obj, max_depth)
+        except limits.NestingTooDeep as exc:
+            raise LayoutError(f"msgpack {exc}") from None
+    return obj
 
 
-def unpack_meta(data: bytes) -> dict[str, Any]:
-    """Decode a META payload: a msgpack map whose ``kind`` key is a str."""
-    obj = unpack_msgpack(data)
+def unpack_meta(data: bytes, max_items: int = limits.MAX_META_ITEMS) -> dict[str, Any]:
+    """Decode a META payload: a msgpack map whose ``kind`` key is a str, of at most ``max_items``
+    elements nested at most ``limits.MAX_NESTING`` deep."""
+    obj = unpack_msgpack(data, max_items=max_items)
     if not isinstance(obj, dict):
         raise LayoutError(f"META payload is a {type(obj).__name__}, expected a map")
     if not isinstance(obj.get("kind"), str):
@@ -358,7 +408,10 @@ def unpack_index(data: bytes, data_end: int) -> IndexData:
     blob entry's record (header + blob header + stored bytes) ends at or before ``data_end``; keys are 16
     bytes and unique; codecs are known. Unknown top-level keys are ignored (minor-version additions).
     """
-    obj = unpack_msgpack(data)
+    # Every META record takes at least 33 bytes before the INDEX and every BLOB 64: the entries, of 2
+    # and 5 elements (a few more in a later minor version), can be no more.
+    records = data_end // (RECORD_HEADER.size + 1)
+    obj = unpack_msgpack(data, max_items=10 * records + 64, max_depth=None)
     if not isinstance(obj, dict) or not isinstance(obj.get("metas"), list) or not isinstance(obj.get("blobs"), list):
         raise LayoutError("INDEX payload lacks the 'metas' and 'blobs' arrays")
     first = FILE_HEADER.size

@@ -11,12 +11,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Sequence
 
-from vkcore.errors import TraceError
+from vkcore.errors import EXIT_FAILURE, TraceError, VkcapError
 
 from . import kinds
 from .container import NotATrace, TraceCorrupt, TraceReader, UnsupportedVersion
-from .container import ContainerError
+from .container import ContainerError, NotARegularFile
 from .embed import check_trace_name
+from .limits import MAX_LOST_LISTED, NestingTooDeep, check_json_nesting
+from .records import RecordType
+
+
+class FramesNotJudged(VkcapError):
+    """A comparison (replay, diff, suite) could not judge every frame it was asked to: some are lost to
+    damaged records. A failure (exit 1), never a pass: the message names the frames."""
+
+    exit_code = EXIT_FAILURE
 
 
 @dataclass(frozen=True)
@@ -96,14 +105,22 @@ class Trace:
             raise TraceError(missing_trace_message(p), file=p) from None
         except IsADirectoryError:
             raise TraceError("is a folder, not a trace", file=p) from None
+        except NotARegularFile as exc:
+            raise TraceError(exc.detail, file=p) from None
         except (NotATrace, UnsupportedVersion, TraceCorrupt, ContainerError) as exc:
             raise TraceError(str(exc), file=None) from None
+        except OSError as exc:
+            raise TraceError(f"cannot be read ({exc.strerror or type(exc).__name__})", file=p) from None
         trace = cls(p, reader)
         try:
             trace._load()
         except BaseException:
             reader.close()
             raise
+        if reader.trailer_note:  # whatever the command, the user learns that part of the file is ignored
+            import logging
+
+            logging.getLogger("vkcap").warning("%s: %s", p, reader.trailer_note)
         return trace
 
     @classmethod
@@ -156,11 +173,42 @@ class Trace:
                 handler(self.reader.read_meta(offset), offset)
             except (TraceCorrupt, ContainerError) as exc:
                 self._damaged(kind, offset, exc.detail)
-            except (KeyError, TypeError, ValueError, AttributeError):
+            except NestingTooDeep as exc:
+                self._damaged(kind, offset, f"its scenario JSON {exc}")
+            except (KeyError, TypeError, ValueError, AttributeError, RecursionError):
                 self._damaged(kind, offset, "malformed content")
         if not self.header or not self.portable_json:
             raise TraceError("the trace holds no scenario (recording died before its first records)", file=self.path)
+        self._drop_impossible_frames()
         self.by_seq = {f.seq: f for f in self.frames}
+
+    def _drop_impossible_frames(self) -> None:
+        """Treat as damaged a FRAME record whose number no recording gives: frames are numbered from
+        the first (0, or a trimmed trace's first) with one FRAME record each, so a number beyond the
+        count of FRAME records, or one seen twice, is forged (and a replay would run up to it)."""
+        first = self._first_seq()
+        # a recovery scan does not know the kind of a record it skipped: any of them may be a frame
+        listed = len(self.reader.meta_index(kinds.FRAME)) + len(self.reader.corrupt_records)
+        seen: set[int] = set()
+        kept = []
+        for f in self.frames:
+            if not first <= f.seq < first + listed:
+                why = f"frame number {f.seq} is outside the trace's {listed} frames from {first}"
+            elif f.seq in seen:
+                why = f"frame number {f.seq} is repeated"
+            else:
+                seen.add(f.seq)
+                kept.append(f)
+                continue
+            self.damaged.append(DamagedRecord(kinds.FRAME, f.offset, why, kept[-1].seq if kept else None))
+        self.frames = kept
+
+    def _first_seq(self) -> int:
+        """The number of the trace's first frame: 0, or what a trimmed trace's header says."""
+        trimmed = self.header.get("trimmed_from")
+        span = trimmed.get("frames") if isinstance(trimmed, dict) else None
+        first = span[0] if isinstance(span, list) and span else 0
+        return first if isinstance(first, int) and not isinstance(first, bool) and 0 <= first < 1 << 62 else 0
 
     def _on_header(self, body: dict[str, Any], offset: int) -> None:
         self.header = dict(body)
@@ -169,6 +217,8 @@ class Trace:
         self.scenario_name = _str(body["name"])
         self.original_json = _str(body["original"])
         self.portable_json = _str(body["portable"])
+        for text in (self.original_json, self.portable_json):  # json.loads would recurse into it
+            check_json_nesting(text)
 
     def _on_file(self, body: dict[str, Any], offset: int) -> None:
         name = check_trace_name(_str(body["name"]))
@@ -225,6 +275,75 @@ class Trace:
     def complete(self) -> bool:
         return self.end is not None and self.end.get("status") == "complete"
 
+    @property
+    def expected_frames(self) -> range | None:
+        """The frame numbers the trace says it holds: its END record's count from its first frame (a
+        trimmed trace's first is in its header's ``trimmed_from``), or None when it does not say (a
+        recording cut short has no END record)."""
+        count = (self.end or {}).get("frames")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            return None
+        first = self._first_seq()
+        return range(first, first + count)
+
+    @property
+    def lost_frames(self) -> list[int]:
+        """Frame numbers the trace should hold but does not (their FRAME record damaged or missing):
+        the gaps between its frames, and the frames its END record counts that are not there; the
+        first ``limits.MAX_LOST_LISTED`` of them (a forged count could name billions)."""
+        present = sorted(self.by_seq)
+        expected = self.expected_frames
+        if expected is None:
+            if not present:
+                return []
+            expected = range(present[0], present[-1] + 1)
+        lost: list[int] = []
+        at = expected.start
+        for seq in [*present, expected.stop]:
+            stop = min(seq, expected.stop)
+            lost.extend(range(at, max(at, min(stop, at + MAX_LOST_LISTED - len(lost)))))
+            if len(lost) >= MAX_LOST_LISTED or seq >= expected.stop:
+                break
+            at = max(at, seq + 1)
+        return lost
+
+    def not_judged(self, first: int | None = None, last: int | None = None) -> str:
+        """Why a comparison of frames ``first``..``last`` (None: from the first, to the last) cannot
+        judge every frame: ``frames 3, 7 not judged: damaged records in the trace`` (or ``missing
+        from the trace`` when nothing is damaged); "" when every frame can be judged."""
+        lost = [s for s in self.lost_frames if (first is None or s >= first) and (last is None or s <= last)]
+        if not lost:
+            return ""
+        damaged = self.damaged or self.reader.corrupt_records
+        return (f"frame{'s' if len(lost) > 1 else ''} {seq_ranges(lost)} not judged: "
+                f"{'damaged records in the trace' if damaged else 'missing from the trace'}")
+
+    def damaged_records(self) -> list[dict[str, Any]]:
+        """Every damaged record of the trace (see :meth:`TraceReader.damaged_records`; this reads the
+        whole file once), in file order, as plain data: ``offset``, ``type`` (META, BLOB, or the code
+        of a record a scan skipped), ``kind`` (a META's kind, ``blob``, or ``unknown``), ``frames``
+        (the frames it belongs to, where known: those whose snapshots are a damaged blob, the lost
+        frame a damaged FRAME record held) and ``reason``."""
+        by_offset = {d.offset: d for d in self.damaged}
+        lost = set(self.lost_frames)
+        users: dict[str, list[int]] = {}
+        for f in self.frames:
+            for key in {*f.snapshots.values(), *(d.blob for d in f.dispatches)}:
+                users.setdefault(key, []).append(f.seq)
+        out = []
+        for rec in self.reader.damaged_records():
+            meta = by_offset.pop(rec.offset, None)
+            kind = rec.what if rec.rtype == RecordType.META else "blob" if rec.rtype == RecordType.BLOB else "unknown"
+            frames = users.get(rec.what, []) if rec.rtype == RecordType.BLOB else []
+            if meta is not None or kind == kinds.FRAME:
+                frames = _lost_frame(meta or DamagedRecord(kind, rec.offset, rec.reason, None), self.frames, lost)
+            type_name = RecordType(rec.rtype).name if rec.rtype in RecordType._value2member_map_ else str(rec.rtype)
+            out.append({"offset": rec.offset, "type": type_name, "kind": kind, "frames": frames, "reason": rec.reason})
+        for d in by_offset.values():  # records intact in the file whose content is not what vkcap wrote
+            out.append({"offset": d.offset, "type": "META", "kind": d.kind, "frames": _lost_frame(d, self.frames, lost),
+                        "reason": d.reason})
+        return sorted(out, key=lambda r: r["offset"])
+
     def frame(self, seq: int) -> FrameRecord:
         found = self.by_seq.get(seq)
         if found is not None:
@@ -236,7 +355,11 @@ class Trace:
     def file_bytes(self, name: str) -> bytes:
         """The content of embedded file ``name`` (a .npy input is its stored header + payload blob)."""
         _, key, size = self.files[name]
-        data = self.npy_headers.get(name, b"") + self.blob(key, what=f"embedded file '{name}'")
+        header = self.npy_headers.get(name, b"")
+        if self.reader.has_blob(key) and len(header) + self.reader.blob_info(key).raw_len != size:  # before reading it
+            declared = len(header) + self.reader.blob_info(key).raw_len
+            raise TraceError(f"embedded file '{name}' is {declared} bytes, the trace says {size}", file=self.path)
+        data = header + self.blob(key, what=f"embedded file '{name}'")
         if len(data) != size:
             raise TraceError(f"embedded file '{name}' is {len(data)} bytes, the trace says {size}", file=self.path)
         return data
@@ -256,8 +379,14 @@ class Trace:
         if uid not in frame.snapshots:
             have = ", ".join(sorted(frame.snapshots)) or "none"
             raise TraceError(f"frame {seq} has no snapshot of '{uid}' (it has: {have})", file=self.path)
-        data = self.blob(frame.snapshots[uid], what=f"frame {seq}, resource '{uid}'")
+        key = frame.snapshots[uid]
         expected = self.resources.get(uid, {}).get("size")
+        if isinstance(expected, int) and self.reader.has_blob(key):  # checked before it is decoded
+            declared = self.reader.blob_info(key).raw_len
+            if declared != expected:
+                raise TraceError(f"frame {seq}, resource '{uid}': snapshot is {declared} bytes, resource is {expected}",
+                                 file=self.path)
+        data = self.blob(key, what=f"frame {seq}, resource '{uid}'")
         if isinstance(expected, int) and expected != len(data):
             raise TraceError(f"frame {seq}, resource '{uid}': snapshot is {len(data)} bytes, resource is {expected}", file=self.path)
         return data
@@ -283,6 +412,17 @@ class Trace:
             self.require_intact(frozenset({kinds.CHECKPOINT}), "restore the initial state")
             raise TraceError("the trace has no initial state checkpoint", file=self.path)
         return max(usable)
+
+
+def _lost_frame(record: DamagedRecord, frames: list[FrameRecord], lost: set[int]) -> list[int]:
+    """The frame a damaged FRAME record held, where the frames around it say: the lost frame right
+    after the frame read before it (frames are recorded in order)."""
+    if record.kind != kinds.FRAME:
+        return []
+    before = max((f.seq for f in frames if f.offset < record.offset), default=None)
+    after = min((f.seq for f in frames if f.offset > record.offset), default=None)
+    guess = [s for s in sorted(lost) if (before is None or s > before) and (after is None or s < after)]
+    return guess[:1] if len(guess) == 1 else []
 
 
 def seq_ranges(seqs: list[int]) -> str:

@@ -137,15 +137,26 @@ def parse_frames(text: str, trace: Path) -> FrameSpan:
     match = _RANGE.fullmatch(text)
     if match is None:
         raise UsageError("expected A-B, A- or A (frame numbers, 0 or more)", file=trace, place=place)
-    first = int(match.group(1))
+    first = _frame_number(match.group(1), trace, place)
     if match.group(2) is None:
         return FrameSpan(text, first, first)
     if not match.group(3):
         return FrameSpan(text, first, None)
-    last = int(match.group(3))
+    last = _frame_number(match.group(3), trace, place)
     if last < first:
         raise UsageError(f"the last frame ({last}) comes before the first ({first})", file=trace, place=place)
     return FrameSpan(text, first, last)
+
+
+def _frame_number(digits: str, trace: Path, place: str) -> int:
+    """A frame number within the bounds every command uses (vkcore.bounded_numbers: ``frame``); digits too
+    many for ``int()`` (Python refuses over 4300) are out of those bounds anyway."""
+    from vkcore.bounded_numbers import BOUNDS, check_number
+
+    if len(digits) > 18:
+        raise UsageError(f"must be {BOUNDS['frame'].wanted}, got a number of {len(digits)} digits", file=trace,
+                         place=place if len(place) <= 60 else place[:57] + "...")
+    return int(check_number("frame", int(digits), file=str(trace), place=place))
 
 
 def check_out(source: Path, out: Path) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import zstandard
 
+from .limits import zstd_can_hold
+
 
 class FrameError(ValueError):
     """The bytes are not one zstd frame of the expected size; the message says what is wrong."""
@@ -12,7 +14,10 @@ class FrameError(ValueError):
 def inflate(frame: bytes | memoryview, size: int, dctx: zstandard.ZstdDecompressor) -> bytes:
     """The bytes of ``frame``, which must be a single zstd frame of at most ``size`` bytes: a frame that
     declares another content size is refused before anything is allocated for it, and the output is
-    bounded by ``size``. Callers check that exactly ``size`` bytes came out."""
+    bounded by ``size``. A frame too short to expand to ``size`` bytes (``limits.ZSTD_MAX_RATIO``) is
+    refused before anything is allocated too. Callers check that exactly ``size`` bytes came out."""
+    if not zstd_can_hold(len(frame), size):
+        raise FrameError(f"a zstd frame of {len(frame)} bytes cannot hold {size} bytes")
     try:
         declared = zstandard.frame_content_size(frame)
     except zstandard.ZstdError as exc:

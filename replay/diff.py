@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable
 
-from capture.trace import Trace
+from capture.trace import FramesNotJudged, Trace
 from vkcore.errors import TraceError
 
-from .reading import identical_in, reading
+from .heatmap import heatmap_name
+from .reading import dtype_name, identical_in, reading
 from .results import Comparison, FrameResult
 from .tolerances import TolerancePolicy, resource_shape
 from .typed import compare_as
@@ -74,19 +76,26 @@ def check_same_scenario(a: Trace, b: Trace) -> None:
 
 
 def diff_traces(a: Trace, b: Trace, policy: TolerancePolicy,
-                shapes: Iterable[tuple[str, tuple[int, ...]]] = ()) -> DiffReport:
+                shapes: Iterable[tuple[str, tuple[int, ...]]] = (), pictures: Path | None = None) -> DiffReport:
     """Compare every snapshot the two traces share: at each frame boundary and, where both were
     recorded at dispatch level, after each dispatch (or graph segment). Indices are reported in the
-    resources' shapes (``shapes``: ``--shape`` for raw buffers), as replay reports them."""
+    resources' shapes (``shapes``: ``--shape`` for raw buffers), as replay reports them. With
+    ``pictures`` (a folder: ``--html``), each diverged 2-d+ resource is drawn there, A as recorded and
+    B as live (:func:`replay.heatmap.draw_comparison`)."""
     check_same_scenario(a, b)
     shapes = tuple(shapes)
 
-    def compare_keys(uid: str, key_a: str, key_b: str, what: str) -> Comparison:
+    def compare_keys(uid: str, key_a: str, key_b: str, what: str, name: str) -> Comparison:
         how = reading(a, uid, policy)  # A's view: both record one scenario (checked above)
         if key_a == key_b:  # equal content keys: equal bytes, nothing to read
             return identical_in(uid, a.reader.blob_info(key_a).raw_len, how)
-        return compare_as(uid, a.blob(key_a, what=what), b.blob(key_b, what=what), how, policy,
-                          shape=resource_shape(a, uid, shapes), top=policy.top)
+        blob_a, blob_b, shape = a.blob(key_a, what=what), b.blob(key_b, what=what), resource_shape(a, uid, shapes)
+        result = compare_as(uid, blob_a, blob_b, how, policy, shape=shape, top=policy.top)
+        if pictures is not None and result.diverged and not result.size_mismatch:
+            from .heatmap import draw_comparison
+
+            result.extras.update(draw_comparison(pictures, name, blob_a, bytes(blob_b), dtype_name(how), shape, what, sides=True))
+        return result
 
     report = DiffReport()
     for key in sorted(set(a.fingerprint) | set(b.fingerprint)):
@@ -106,15 +115,22 @@ def diff_traces(a: Trace, b: Trace, policy: TolerancePolicy,
         for uid in fa.snapshots:
             if uid in fb.snapshots:
                 result.comparisons.append(compare_keys(uid, fa.snapshots[uid], fb.snapshots[uid],
-                                                       f"frame {seq}, resource '{uid}'"))
+                                                       f"frame {seq}, resource '{uid}'", heatmap_name(seq, uid)))
         in_b = {(d.command, d.segment, d.uid): d for d in fb.dispatches}
         for d in fa.dispatches:
             other = in_b.get((d.command, d.segment, d.uid))
             if other is None:
                 continue
-            c = compare_keys(d.uid, d.blob, other.blob, f"frame {seq}, command {d.command}, resource '{d.uid}'")
+            c = compare_keys(d.uid, d.blob, other.blob, f"frame {seq}, command {d.command}, resource '{d.uid}'",
+                             heatmap_name(seq, f"{d.uid}-{d.command}"))
             if d.segment is not None:
                 c.extras.update(segment=d.segment, module=d.module)
             result.dispatches.append((d.command, c))
         report.frames.append(result)
+    for trace in (a, b):  # a frame lost to damage is never silently left out: the diff fails, naming it
+        not_judged = trace.not_judged()
+        if not_judged:
+            first = next((f.seq for f in report.frames if f.diverged), None)
+            found = f"first divergence at frame {first}" if first is not None else "all within tolerance"
+            raise FramesNotJudged(f"{not_judged}; of the {len(report.frames)} frame(s) compared: {found}", file=trace.path)
     return report

@@ -40,6 +40,7 @@ from .results import IDENTICAL, Comparison, FrameResult, Tolerance
 from .tolerances import TolerancePolicy
 from .typed import compare_as
 
+
 class Shot(NamedTuple):
     """What a probe captured: resource ``uid`` right after command ``command``, or after its segment
     ``segment`` (running ``module``) for a graph dispatch, as ``--dispatch-level`` snapshots them."""
@@ -55,6 +56,17 @@ class Shot(NamedTuple):
 
 Captures = dict[Shot, bytes | memoryview]
 PLACEHOLDER = "0" * 32
+#: Seconds a reference side's child may take to replay one frame before it is stopped (a hung or
+#: endlessly slow driver must not hang bisect): 600, ``$VKCAP_PROBE_TIMEOUT`` changes it.
+PROBE_TIMEOUT_S = 600.0
+
+
+def probe_timeout() -> float:
+    try:
+        value = float(os.environ.get("VKCAP_PROBE_TIMEOUT", "") or PROBE_TIMEOUT_S)
+    except ValueError:
+        value = PROBE_TIMEOUT_S
+    return value if 0 < value < 1e6 else PROBE_TIMEOUT_S
 
 
 class _Capturer(Comparer):
@@ -135,7 +147,13 @@ def _capture_in_child(trace_path: Path, seq: int, env: dict[str, str], flags: li
     with tempfile.TemporaryDirectory(prefix="vkcap-probe-") as tmp:
         out = Path(tmp) / "probe.vkt"
         cmd = [sys.executable, "-m", "replay.probe", str(trace_path), str(seq), str(out), *flags]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        timeout = probe_timeout()
+        try:
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace", timeout=timeout,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise DeviceError(f"{who} did not finish frame {seq} within {timeout:g} s "
+                              "(VKCAP_PROBE_TIMEOUT sets the limit)") from None
         if proc.returncode == NO_SUCH_DEVICE and "--recording-device" in flags:
             return None
         if proc.returncode != 0 or not out.is_file():

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -19,19 +18,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from capture import kinds, records
-from capture.embed import safe_join
-from capture.trace import REPLAY_KINDS, FrameRecord, Trace
+from capture.trace import REPLAY_KINDS, FrameRecord, FramesNotJudged, Trace
 from vkcore.device.context import VulkanContext
 from vkcore.device.driver import use_driver
 from vkcore.errors import ScenarioError, TraceError, UnsupportedDeviceFeature, UsageError
 from vkcore.exec.executor import Event, FrameFinished, FrameSnapshot, FrameStarted, StopRequest, execute
 from vkcore.exec.plan import Frame, Plan, make_plan
 from vkcore.exec.runner import scenario_needs, wanted_extensions
+from vkcore.scenario.confine import check_confined
 from vkcore.scenario.model import Scenario, Shader, load_scenario
 from vkcore.exec.session import Session, SessionOptions
 from vkcore.resources.staging import CaptureLayout, build_layout
 
 from .isolate import ProgressFile
+from .materialise import fresh_name, materialise, write_new_file
 from .options import ReplayOptions
 from .reading import dtype_name, effective_policy, identical_in, reading
 from .results import DIVERGED, Comparison, FrameResult, identical
@@ -61,7 +61,9 @@ class ReplayReport:
 
 
 def rebuild_scenario(trace: Trace, folder: Path, replace_shaders: tuple[tuple[str, Path], ...] = ()) -> Scenario:
-    """Write the trace's files and portable scenario into ``folder`` and load it from there. Inputs
+    """Write the trace's files and portable scenario into ``folder`` (:mod:`replay.materialise`) and load
+    it from there, confined to it: every path in it relative and inside ``folder``, checked before anything
+    is written or any file looked at (:mod:`vkcore.scenario.confine`), and its ``dst`` dropped. Inputs
     that checkpoint -1 supersedes are written as placeholders (:func:`write_placeholder`): the scenario
     validates, but loading its inputs from ``folder`` would read zeros.
 
@@ -74,24 +76,27 @@ def rebuild_scenario(trace: Trace, folder: Path, replace_shaders: tuple[tuple[st
         document = json.loads(trace.portable_json)
     except ValueError:
         raise TraceError("the trace's scenario is not valid JSON", file=trace.path) from None
+    if not isinstance(document, dict):
+        raise TraceError("the trace's scenario is not a JSON object", file=trace.path)
+    drop_outputs(document)
+    try:  # before anything is written: the trace's own paths, as it stores them (see vkcore.scenario.confine)
+        check_confined(document, trace.path)
+    except ScenarioError as exc:
+        raise TraceError(exc.message, file=trace.path, place=exc.place) from None
     unread = restored_inputs(document, trace.checkpoints.get(-1, {}))
-    for name in trace.files:
-        target = safe_join(folder, name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if name in unread and name in trace.npy_headers:
-            write_placeholder(trace, name, target)
-        else:
-            target.write_bytes(trace.file_bytes(name))
-    shaders = {item["shader"]["uid"]: item["shader"] for item in document.get("resources", []) if isinstance(item, dict) and "shader" in item}
+    materialise(trace, folder, unread)
+    # vkcap's own files go beside the trace's, under names none of the trace's files has.
+    spirv_folder, replaced_folder, scenario_name = (fresh_name(n, trace.files) for n in ("spirv", "replaced", "scenario.json"))
+    resources = document.get("resources")
+    shaders = {item["shader"]["uid"]: item["shader"] for item in (resources if isinstance(resources, list) else [])
+               if isinstance(item, dict) and isinstance(item.get("shader"), dict) and isinstance(item["shader"].get("uid"), str)}
     # The SPIR-V that ran is in the trace: replay it as is (no compiler needed, nothing recompiled);
     # only replaced shaders are compiled again.
     replaced = {uid for uid, _ in replace_shaders}
     for n, (uid, key) in enumerate(sorted(trace.spirv.items())):
         if uid in shaders and uid not in replaced:
-            name = f"spirv/{n}.spv"
-            target = safe_join(folder, name)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(trace.blob(key, what=f"SPIR-V of shader '{uid}'"))
+            name = f"{spirv_folder}/{n}.spv"
+            write_new_file(trace, folder, name, trace.blob(key, what=f"SPIR-V of shader '{uid}'"))
             body = shaders[uid]
             body["src"], body["type"] = name, "SPIR-V"
             body.pop("build_options", None)
@@ -103,26 +108,33 @@ def rebuild_scenario(trace: Trace, folder: Path, replace_shaders: tuple[tuple[st
         given[uid] = path
         if uid not in shaders:
             raise UsageError(f"--replace-shader {uid}={path}: the trace has no shader '{uid}' (it has: {', '.join(sorted(shaders)) or 'none'})")
-        if not path.is_file():
-            raise UsageError(f"--replace-shader {uid}={path}: no such file")
+        code = read_replacement(uid, path)
         spirv = path.suffix == ".spv"
         if spirv:
-            check_spirv_file(uid, path)
-        name = f"replaced/{k}/{copy_name(path)}"  # the user's file name: the compiler's messages name it
-        target = safe_join(folder, name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
+            check_spirv_code(uid, path, code)
+        name = f"{replaced_folder}/{k}/{copy_name(path)}"  # the user's file name: the compiler's messages name it
+        write_new_file(trace, folder, name, code)
         shaders[uid]["src"] = name
         shaders[uid]["type"] = "SPIR-V" if spirv else "GLSL"
-    scenario_file = folder / "scenario.json"
-    scenario_file.write_text(json.dumps(document))
+    scenario_file = write_new_file(trace, folder, scenario_name, json.dumps(document).encode())
     try:
-        scenario = load_scenario(scenario_file)
+        scenario = load_scenario(scenario_file, confined=True)
     except ScenarioError as exc:
         raise TraceError(f"the trace's scenario does not load: {exc.message}", file=trace.path, place=exc.place) from None
     for uid, path in given.items():
         compile_replacement(scenario, uid, path)
     return scenario
+
+
+def drop_outputs(document: dict[str, Any]) -> None:
+    """Remove every resource's ``dst`` from a trace's portable scenario: a rebuilt scenario writes no
+    outputs (``extract`` names its own), and a recording keeps the ``dst`` its user wrote, absolute or
+    not, which must neither be refused nor ever reach a path."""
+    resources = document.get("resources")
+    for item in resources if isinstance(resources, list) else ():
+        for body in item.values() if isinstance(item, dict) else ():
+            if isinstance(body, dict):
+                body.pop("dst", None)
 
 
 def copy_name(path: Path) -> str:
@@ -132,11 +144,33 @@ def copy_name(path: Path) -> str:
     return safe or f"shader{path.suffix}"
 
 
-def check_spirv_file(uid: str, path: Path) -> None:
-    """:class:`UsageError` naming the flag and ``path`` unless it holds a SPIR-V binary (magic, length)."""
+#: The largest ``--replace-shader`` file read (a shader source or SPIR-V module).
+REPLACEMENT_LIMIT = 64 << 20
+
+
+def read_replacement(uid: str, path: Path) -> bytes:
+    """The bytes of ``--replace-shader`` file ``path``: a regular file of at most :data:`REPLACEMENT_LIMIT`
+    bytes (:func:`vkcore.paths.read_regular`: a FIFO or a device is refused without blocking), else
+    :class:`UsageError` naming the flag."""
+    from vkcore.paths import read_regular
+
+    try:
+        return read_regular(path, REPLACEMENT_LIMIT)
+    except FileNotFoundError:
+        raise UsageError(f"--replace-shader {uid}={path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"--replace-shader {uid}={path}: is a folder, not a file") from None
+    except OSError as exc:
+        raise UsageError(f"--replace-shader {uid}={path}: cannot read: {exc.strerror or exc}") from None
+    except ValueError:
+        raise UsageError(f"--replace-shader {uid}={path}: the path holds a NUL character") from None
+
+
+def check_spirv_code(uid: str, path: Path, code: bytes) -> None:
+    """:class:`UsageError` naming the flag and ``path`` unless ``code`` is a SPIR-V binary (magic, length)."""
     from vkcore.shaders.compile import is_spirv_binary
 
-    if not is_spirv_binary(path.read_bytes()):
+    if not is_spirv_binary(code):
         raise UsageError(f"--replace-shader {uid}={path}: not a SPIR-V binary (bad magic or length)")
 
 
@@ -309,18 +343,11 @@ class Comparer:
         policy = self.options.tolerances
         result = compare_as(uid, recorded, live, how, policy, shape=shape, top=policy.top)
         dtype = dtype_name(how)
-        if result.diverged and self.options.heatmap_dir is not None and shape and len(shape) >= 2 and not result.size_mismatch:
-            from .heatmap import error_map, heatmap_name, write_heatmap
+        if result.diverged and self.options.heatmap_dir is not None and not result.size_mismatch:
+            from .heatmap import draw_comparison, heatmap_name  # both sides too with value_maps (--html)
 
-            name = heatmap_name(seq, uid if command is None else f"{uid}-{command}")
-            path = write_heatmap(self.options.heatmap_dir / name, error_map(recorded, bytes(live), dtype, shape), what)
-            result.extras["heatmap"] = str(path)
-            if self.options.value_maps:  # for --html: both sides beside the error
-                from .heatmap import value_map, write_value_maps
-
-                sides = (path.with_name(path.stem + "-recorded.png"), path.with_name(path.stem + "-live.png"))
-                write_value_maps(sides, (value_map(recorded, dtype, shape), value_map(bytes(live), dtype, shape)))
-                result.extras["recorded_map"], result.extras["live_map"] = str(sides[0]), str(sides[1])
+            result.extras.update(draw_comparison(self.options.heatmap_dir, heatmap_name(seq, uid if command is None else f"{uid}-{command}"),
+                                                 recorded, bytes(live), dtype, shape, what, sides=self.options.value_maps))
         return result
 
     def _compare_frame(self, snapshot: FrameSnapshot) -> FrameResult:
@@ -503,12 +530,20 @@ async def replay_trace(trace: Trace, options: ReplayOptions, *, on_frame: Callab
 def replay(options: ReplayOptions, on_frame: Callable[[FrameResult], None] | None = None, *,
            opened: Trace | None = None, contexts: dict[Any, VulkanContext] | None = None) -> ReplayReport:
     """Replay ``options.trace`` (``opened``, when the caller has it open already) on the driver
-    ``options.icd`` names (on a context of ``contexts``, when given); see the module docstring."""
+    ``options.icd`` names (on a context of ``contexts``, when given); see the module docstring.
+    Frames of the range lost to damaged records are not judged: the others are replayed, then
+    :class:`FramesNotJudged` (exit 1) names them, with what the replay found of the rest."""
     import trio
 
     use_driver(options.icd)
     with Trace.reuse_or_open(options.trace, opened) as trace:
-        return trio.run(lambda: replay_trace(trace, options, on_frame=on_frame, contexts=contexts))
+        report = trio.run(lambda: replay_trace(trace, options, on_frame=on_frame, contexts=contexts))
+        not_judged = trace.not_judged(options.first, options.last)
+    if not_judged:
+        first = report.first_divergence
+        found = f"first divergence at frame {first.seq}" if first is not None else "all within tolerance"
+        raise FramesNotJudged(f"{not_judged}; of the {len(report.frames)} frame(s) replayed: {found}", file=options.trace)
+    return report
 
 
 __all__ = ["DIVERGED", "ReplayOptions", "ReplayReport", "FrameResult", "replay", "replay_trace", "rebuild_scenario"]

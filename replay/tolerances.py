@@ -1,7 +1,8 @@
 """Tolerances per resource: command-line defaults plus a TOML file of per-resource values.
 
 The TOML file holds an optional ``[default]`` table and one table per resource uid, each with any of
-``atol``, ``rtol``, ``ulp`` and ``dtype``::
+``atol``, ``rtol``, ``ulp`` and ``dtype``, and one per field of a struct view (``UID.FIELD``: atol, rtol,
+ulp; a field's type is its view's)::
 
     [default]
     ulp = 2
@@ -9,6 +10,13 @@ The TOML file holds an optional ``[default]`` table and one table per resource u
     [resources.output]
     atol = 1e-5
     dtype = "float32"
+
+    [resources."particles.pos"]
+    ulp = 4
+
+A ULP or relative tolerance means nothing to a resource compared as raw bytes (no dtype, no format, no
+shader view): :func:`bytes_tolerances` names those, and :func:`warn_bytes_tolerances` says so once per
+resource (replay, diff, bisect; a suite manifest that sets one is refused instead).
 
 A top-level ``preset = "NAME"`` (or ``--tolerance preset:NAME``) gives per-dtype defaults under everything
 else (a resource's table, then the command line's ``--atol``/``--rtol``/``--ulp``, then ``[default]``):
@@ -37,10 +45,6 @@ PRESETS: dict[str, dict[str, Tolerance]] = {
               "float32": Tolerance(atol=1e-5, rtol=1.3e-6), "float64": Tolerance(atol=1e-7, rtol=1e-7)},
     "strict": {},
 }
-
-#: ULP distances are unsigned 64-bit integers; a tolerance in ULP must be below this (a signed 64-bit
-#: integer, which every consumer can hold).
-MAX_ULP = 2**63
 
 #: A trace's resources as :attr:`capture.trace.Trace.resources` describes them: uid -> its metadata
 #: (``kind``, ``size`` in bytes, and ``format``/``dims`` for images and tensors).
@@ -112,7 +116,10 @@ def preset_policy(name: str, where: str) -> TolerancePolicy:
 
 
 def _values(table: Any, place: str, path: Path) -> dict[str, Any]:
-    """The tolerance keys a table sets, checked (finite numbers >= 0; ulp an integer)."""
+    """The tolerance keys a table sets, checked by :func:`vkcore.bounded_numbers.check_number` (finite
+    numbers >= 0; ulp a whole number below 2**63)."""
+    from vkcore.bounded_numbers import check_number
+
     if not isinstance(table, dict):
         raise UsageError(f"{path}: {place}: expected a table")
     values: dict[str, Any] = {}
@@ -121,11 +128,7 @@ def _values(table: Any, place: str, path: Path) -> dict[str, Any]:
             continue
         if key not in KEYS:
             raise UsageError(f"{path}: {place}.{key}: unknown key (expected atol, rtol, ulp or dtype)")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise UsageError(f"{path}: {place}.{key}: must be a finite number >= 0, got {value!r}")
-        if key == "ulp" and (not isinstance(value, int) or value >= MAX_ULP):
-            raise UsageError(f"{path}: {place}.ulp: must be a whole number below 2**63, got {value!r}")
-        values[key] = KEYS[key](value)
+        values[key] = check_number(key, value, file=str(path), place=f"{place}.{key}")
     return values
 
 
@@ -145,6 +148,66 @@ def check_resource(uid: str, resources: Resources, where: str) -> Mapping[str, A
     if meta is None:
         raise UsageError(f"{where}: the trace has no resource '{uid}' (it has: {', '.join(sorted(resources)) or 'none'})")
     return meta
+
+
+def split_key(key: str, resources: Resources, where: str) -> tuple[str, str]:
+    """``key`` of a per-resource table as (uid, field): a resource uid (field ``""``), or ``UID.FIELD``
+    where UID is one (the longest that is); :class:`UsageError` naming ``where`` otherwise, listing the
+    trace's uids. Whether FIELD is a field of UID's view is :func:`check_field`'s question."""
+    if key in resources:
+        return key, ""
+    dots = [i for i, c in enumerate(key) if c == "."]
+    for at in reversed(dots):
+        if key[:at] in resources and key[at + 1:]:
+            return key[:at], key[at + 1:]
+    check_resource(key, resources, where)  # raises, listing the uids
+    return key, ""
+
+
+def check_field(uid: str, name: str, how: Any, where: str) -> None:
+    """:class:`UsageError` naming ``where`` unless ``name`` is a field of ``how`` (how resource ``uid``
+    is read, :func:`replay.reading.reading`: a struct view's part names)."""
+    from capture.views import View
+    from vkcore.safe_text import shown
+
+    parts = [p.name for p in how.parts if p.name] if isinstance(how, View) and how.scalar is None else []
+    if name not in parts:
+        read = getattr(how, "text", how)
+        known = f"its fields: {', '.join(parts)}" if parts else "it has no fields"
+        raise UsageError(f"{where}: '{shown(uid)}' has no field '{shown(name)}' (it is read as {shown(read)}; {known})")
+
+
+def bytes_tolerances(trace: Any, policy: "TolerancePolicy") -> list[tuple[str, dict[str, float]]]:
+    """Each resource of ``trace`` that ``policy`` has compared as raw bytes (no dtype, no format, no
+    shader view: :func:`replay.reading.reading` says ``bytes``) while its tolerance sets ``rtol`` or
+    ``ulp``, which a bytes comparison never uses: (uid, those keys and values), by uid."""
+    from .reading import reading
+
+    out = []
+    for uid in sorted(trace.resources):
+        if reading(trace, uid, policy) != "bytes":
+            continue
+        tolerance = policy.for_resource(uid, "bytes")
+        keys = {k: v for k, v in (("rtol", tolerance.rtol), ("ulp", tolerance.ulp)) if v}
+        if keys:
+            out.append((uid, keys))
+    return out
+
+
+def warn_bytes_tolerances(trace: Any, policy: "TolerancePolicy") -> None:
+    """Log one warning per resource of :func:`bytes_tolerances`: its tolerance is not what judges it."""
+    import logging
+
+    for uid, keys in bytes_tolerances(trace, policy):
+        logging.getLogger("vkcap").warning(
+            "%s: %s: %s does not apply: compared as bytes (%s); --dtype %s=TYPE reads it typed",
+            trace.path, uid, " and ".join(f"{k} {v:g}" for k, v in keys.items()), why_bytes(uid, policy), uid)
+
+
+def why_bytes(uid: str, policy: "TolerancePolicy") -> str:
+    """Why a resource :func:`bytes_tolerances` names is compared as bytes: its dtype says so, or
+    nothing gives it a type."""
+    return "its dtype is bytes" if policy.dtypes.get(uid) == "bytes" else "no shader view, no dtype"
 
 
 def check_dtype(uid: str, dtype: str, resources: Resources, where: str) -> None:
@@ -179,15 +242,12 @@ def load_tolerance_file(path: Path, resources: Resources | None = None) -> Toler
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib  # type: ignore[no-redef]
+    from .small_files import read_small_text
+
+    text = read_small_text(path, "tolerance file")
     try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such tolerance file") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a folder, not a tolerance file") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the tolerance file: {exc.strerror or exc}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: invalid TOML: {exc}") from None
     preset = data.get("preset", "")
     if not isinstance(preset, str) or (preset and preset not in PRESETS):
@@ -204,8 +264,11 @@ def load_tolerance_file(path: Path, resources: Resources | None = None) -> Toler
     for uid, table in tables.items():
         per[uid] = _values(table, f"resources.{uid}", path)
         dtype = _dtype(table, f"resources.{uid}", path)
+        field_name = ""
         if resources is not None:
-            check_resource(uid, resources, f"{path}: resources.{uid}")
+            field_name = split_key(uid, resources, f"{path}: resources.{uid}")[1]
+        if dtype is not None and field_name:
+            raise UsageError(f"{path}: resources.{uid}.dtype: a field is read in its view's type; a dtype is for a whole resource")
         if dtype is not None:
             dtypes[uid] = dtype
             if resources is not None:

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 VKCORE = Path(__file__).resolve().parent.parent / "vkcore"
-ORDER = ["errors", "paths", "outputs", "scenario", "device", "resources", "shaders", "graphs", "commands", "exec"]
+ORDER = ["errors", "safe_text", "bounded_numbers", "paths", "outputs", "output_folders", "scenario", "device", "resources", "shaders", "graphs", "commands", "exec"]
 RELATIVE = re.compile(r"\s*from (\.+)([\w.]*) import (.+)")
 
 

@@ -426,7 +426,7 @@ def test_bad_replay_arguments_exit_2(base: dict[str, Path], tmp_path: Path, caps
         (("--replace-shader", f"acc={tmp_path / 'missing.comp'}"), "no such file"),
         (("--frame", "100"), "no recorded frame in 100-100 (the trace has frames 0-99)"),
         (("--frames", "9-3"), "expected A-B with 0 <= A <= B"),
-        (("--ulp", "-1"), "--ulp must be 0 or more"),
+        (("--ulp", "-1"), "--ulp: must be a whole number >= 0 and below 2**63, got -1"),
         (("--tolerance", str(tmp_path / "missing.toml")), "no such tolerance file"),
     ]
     for flags, message in cases:

@@ -16,7 +16,9 @@ layout(set = 0, binding = 0) buffer A { uint acc[]; };
 void main() { acc[gl_GlobalInvocationID.x] += 1u; }
 """
 # Hours of work for a CPU driver: 2**34 invocations (lavapipe ends any loop after 65535 iterations, so the
-# time comes from the dispatch's size); the atomics keep the work from being optimised away.
+# time comes from the dispatch's size); the atomics keep the work from being optimised away. glslang decorates
+# a "coherent volatile" block's members Coherent twice: vkcap drops the repeats from what it compiles
+# (test_spin_runs_where_it_is_not_hung).
 SPIN = """#version 450
 layout(local_size_x = 1) in;
 layout(set = 0, binding = 0) coherent volatile buffer F { uint flag; uint counter; };
@@ -55,3 +57,17 @@ def test_hung_shader_times_out_in_run(builder: ScenarioBuilder, tmp_path: Path) 
     assert proc.returncode == 1
     assert "frame 3 did not finish within 1 s (--timeout)" in proc.stderr
     assert not list(tmp_path.glob("*.npy"))
+
+
+def test_spin_runs_where_it_is_not_hung(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """SPIN as ARM's reference runs it (``coherent volatile``, valid GLSL): with its flag already set, each
+    invocation adds nothing and leaves at once; the recording replays identical (its stored module, the
+    one that ran, is valid SPIR-V as stored)."""
+    builder.shader("spin", SPIN).buffer("flags", 8, np.array([1, 7], np.uint32), dst="flags.npy")
+    builder.dispatch("spin", [(0, 0, "flags")], [4]).boundary(["flags"], 0)
+    trace = tmp_path / "spin.vkt"
+    proc = vkcap("record", builder.save(), "-o", trace, "--output", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    assert np.load(tmp_path / "out" / "flags.npy").view(np.uint32).tolist() == [1, 7]
+    replay = vkcap("replay", trace)
+    assert replay.returncode == 0, replay.stderr

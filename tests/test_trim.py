@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from capture import kinds
+from tests.builders import vkcap
 from capture.container import TraceReader, TraceWriter
 from capture.trace import Trace
 from tests.builders import ScenarioBuilder
@@ -314,3 +315,15 @@ def test_a_state_the_device_does_not_reproduce_is_refused(traces: dict[str, Path
                         "checkpoint (frames 0, 4, 8), or on the device that recorded the trace\n")
     assert out.read_bytes() == kept and not [p for p in os.listdir(tmp_path) if p.startswith(".")]
     assert cli("trim", lying, "--frames", "4-9", "-o", out) == 0  # from a checkpoint: nothing to rebuild
+
+
+def test_frame_numbers_out_of_bounds_are_one_line(tmp_path: Path) -> None:
+    """--frames with a frame of 2**31 or of 5000 digits (more than int() reads) is one line, exit 2."""
+    golden = Path(__file__).resolve().parent.parent / "traces" / "add.vkt"
+    done = vkcap("trim", golden, "--frames", "2147483648", "-o", tmp_path / "x.vkt")
+    assert (done.returncode, done.stderr) == (2, f"vkcap: error: {golden}: --frames 2147483648: must be a whole number >= 0 "
+                                              "and below 2**31, got 2147483648\n")
+    done = vkcap("trim", golden, "--frames", "0-" + "9" * 5000, "-o", tmp_path / "x.vkt")
+    assert done.returncode == 2 and done.stderr.endswith("...: must be a whole number >= 0 and below 2**31, got a number of "
+                                                         "5000 digits\n") and done.stderr.count("\n") == 1
+    assert not (tmp_path / "x.vkt").exists()

@@ -408,7 +408,7 @@ def test_temporary_folders_go_on_every_exit_path(tmp_path: Path) -> None:
         (0, ["replay", TRACES / "add.vkt", "--html", work / "r.html"]),
         (2, ["replay", notes, "--html", work / "r2.html"]),
         (2, ["replay", TRACES / "add.vkt", "--html", work / "r3.html", "--top", "x"]),
-        (0, ["suite", "run", work / "suite.toml", "--html", work / "s.html", "-j", "2"]),
+        (0, ["suite", "run", work / "suite.toml", "--html", work / "s.html", "-j", "2", "--allow-outside-manifest"]),
         (0, ["extract", TRACES / "add.vkt", "--frame", "0", "--command", "0", "-o", work / "x"]),
         (2, ["extract", TRACES / "add.vkt", "--frame", "0", "--command", "1", "-o", work / "y"]),
         (0, ["trim", TRACES / "add.vkt", "--frames", "1-", "-o", work / "t.vkt"]),
@@ -420,7 +420,8 @@ def test_temporary_folders_go_on_every_exit_path(tmp_path: Path) -> None:
     # interrupted: Ctrl-C (SIGINT to vkcap alone) once a temporary folder exists: replaying the 100-frame
     # trace with --html; a suite run with --html and two workers, each replaying (their own folders too)
     for args, folders in ((["replay", TRACES / "heat.vkt", "--html", work / "i.html"], 1),
-                          (["suite", "run", work / "suite.toml", "--html", work / "j.html", "-j", "2"], 3)):
+                          (["suite", "run", work / "suite.toml", "--html", work / "j.html", "-j", "2",
+                            "--allow-outside-manifest"], 3)):
         proc = subprocess.Popen([sys.executable, "-m", "vkcap", *map(str, args)], env={**os.environ, **env},
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60

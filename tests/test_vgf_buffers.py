@@ -188,10 +188,10 @@ def test_buffer_intermediates_are_snapshotted_and_replayed(builder: ScenarioBuil
 @pytest.mark.parametrize("case, message", [
     ("a tensor for a buffer",
      "commands[0].dispatch_vgf.bindings[0].resource_ref: 'x' is a tensor, but graph 'g' input 'in' (binding 0) is a "
-     "storage buffer (VK_FORMAT_R32_SFLOAT [16])"),
+     "buffer (VK_FORMAT_R32_SFLOAT [16])"),
     ("a buffer too small",
      "commands[0].dispatch_vgf.bindings[1]: buffer 'y' holds 32 bytes but graph 'g' output 'out' (binding 1) is a "
-     "storage buffer of 64 bytes"),
+     "buffer of 64 bytes"),
 ])
 def test_bad_buffer_bindings_are_one_line(builder: ScenarioBuilder, tmp_path: Path, case: str, message: str) -> None:
     m = Model(builder.root)

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 # linear algebra, and on a small machine those threads compete with the driver and the compressors.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+from vkcore.bounded_numbers import check_number, number_type
 from vkcore.device import validation
 from vkcore.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED, UsageError, VkcapError
 from vkcore.safe_text import rich_text, shown
@@ -67,7 +68,8 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario_pos", nargs="?", metavar="SCENARIO", help="scenario JSON file")
     p.add_argument("--scenario", help="scenario JSON file (same as the positional argument)")
     p.add_argument("--output", type=Path, help="folder for dst files (default: the scenario's folder)")
-    p.add_argument("--repeat", type=int, default=1, metavar="N", help="run the whole scenario N times")
+    p.add_argument("--repeat", type=number_type("repeat", "--repeat"), default=1, metavar="N",
+                   help="run the whole scenario N times (N: 1 to 1000000)")
     p.add_argument("--dry-run", action="store_true",
                    help="build everything and fill the pipeline cache; execute nothing and write no outputs (the "
                         "dump paths get the set-up times)")
@@ -77,7 +79,8 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fail-on-pipeline-cache-miss", action="store_true", help="error when a pipeline is not in the cache")
     p.add_argument("--profiling-dump-path", type=Path, help="write per-dispatch GPU timestamps as JSON")
     p.add_argument("--perf-counters-dump-path", type=Path, help="write host timings as JSON")
-    p.add_argument("--timeout", type=float, metavar="SECONDS", help="give up on a frame that runs longer than this")
+    p.add_argument("--timeout", type=number_type("timeout", "--timeout"), metavar="SECONDS",
+                   help="give up on a frame that runs longer than this (at most 7 days)")
     p.add_argument("--disable-extension", nargs="+", action="extend", default=[], metavar="EXT", choices=DISABLEABLE,
                    help="never enable these optional extensions (may be repeated): " + ", ".join(DISABLEABLE))
     p.add_argument("--enable-robustness-features", action="store_true",
@@ -152,10 +155,9 @@ def scenario_argument(args: argparse.Namespace) -> Path:
 def check_run_flags(args: argparse.Namespace) -> None:
     """The checks of :func:`run_options` that need no module: callers make them before starting Vulkan."""
     scenario_argument(args)
-    if args.repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
-    if args.timeout is not None and args.timeout <= 0:
-        raise UsageError(f"must be a positive number of seconds, got {args.timeout}", place="--timeout")
+    check_number("repeat", args.repeat, place="--repeat")
+    if args.timeout is not None:
+        check_number("timeout", args.timeout, place="--timeout")
 
 
 def check_run_outputs(args: argparse.Namespace) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -33,41 +34,117 @@ def trace_summary(path: Path) -> dict[str, Any]:
     checkpoints after frames; ``initial_state`` says whether checkpoint -1 (the state before the first
     frame) is there. ``frame_range`` is [first, last] frame number (None without frames);
     ``trimmed_from`` is what ``vkcap trim`` recorded of a trimmed trace's source (None for a
-    recording). Checkpoint-only state, embedded files and metadata are in ``file_bytes`` only."""
+    recording). Checkpoint-only state, embedded files and metadata are in ``file_bytes`` only.
+
+    Damage (this reads the whole file once, hashing every record): ``corrupt_records`` lists every
+    damaged record (offset, type, kind, the frames it belongs to where known, reason); ``lost_frames``
+    the frames the trace should hold but does not; ``missing_blobs`` the snapshots frames name that the
+    trace lacks (with their frames); ``bytes_after_trailer`` what follows the trace's own
+    TRAILER (appended data or a concatenated trace, never read), with ``trailer_note``. ``intact`` is
+    true when none of these is found."""
+    from capture.container import BlobInfo
     from capture.tally import SnapshotTally
     from capture.trace import Trace
 
     with Trace.open(path) as trace:
+        damaged = trace.damaged_records()
+        lost = trace.lost_frames
+        missing: dict[str, list[int]] = {}  # blobs frames name that the trace lacks (damaged, or never there)
         tally = SnapshotTally()
         for f in trace.frames:
-            tally.add_frame(f.snapshots, ((d.uid, d.blob) for d in f.dispatches), trace.reader.blob_info)
+            def blob_info(key: str, seq: int = f.seq) -> BlobInfo:
+                if trace.reader.has_blob(key):
+                    return trace.reader.blob_info(key)
+                missing.setdefault(key, []).append(seq)
+                return BlobInfo(0, 0, 0)
+
+            tally.add_frame(f.snapshots, ((d.uid, d.blob) for d in f.dispatches), blob_info)
         size = path.stat().st_size
+        header = trace.header
         return {
             "trace": str(path),
             "file_bytes": size,
             "scenario": trace.scenario_name,
-            "recorded": trace.header.get("created"),
-            "vkcap_version": trace.header.get("vkcap_version"),
-            "host": trace.header.get("host"),
-            "fingerprint": trace.fingerprint,
+            "recorded": _text_or_none(header.get("created")),
+            "vkcap_version": _text_or_none(header.get("vkcap_version")),
+            "host": _text_or_none(header.get("host")),
+            "fingerprint": _fingerprint(trace.fingerprint),
             "frames": len(trace.frames),
             "passes": len({f.pass_index for f in trace.frames}),
             "frame_range": [trace.frames[0].seq, trace.frames[-1].seq] if trace.frames else None,
-            "trimmed_from": trace.header.get("trimmed_from"),
+            "trimmed_from": _plain(header.get("trimmed_from")),
             "checkpoints": sorted(c for c in trace.checkpoints if c >= 0),
             "initial_state": -1 in trace.checkpoints,
-            "checkpoint_every": trace.header.get("checkpoint_every"),
-            "dispatch_level": bool(trace.header.get("dispatch_level")),
-            "pipeline_layouts": trace.header.get("pipeline_layouts", []),
+            "checkpoint_every": _plain(header.get("checkpoint_every")),
+            "dispatch_level": bool(header.get("dispatch_level")),
+            "pipeline_layouts": _pipeline_layouts(header.get("pipeline_layouts")),
             "files": {name: {"role": role, "size": size_} for name, (role, _, size_) in sorted(trace.files.items())},
             "resources": tally.resources(),
             **tally.totals(),
-            "status": (trace.end or {}).get("status", "unfinished"),
-            "error": (trace.end or {}).get("error") or None,
+            "status": _text_or_none((trace.end or {}).get("status", "unfinished")) or "unfinished",
+            "error": _text_or_none((trace.end or {}).get("error") or None),
             "recovered": trace.recovered,
             "recovery_note": trace.reader.recovery_note or None,
-            "corrupt_records": [{"offset": o, "type": t} for o, t in trace.reader.corrupt_records],
+            "corrupt_records": damaged,
+            "lost_frames": lost,
+            "missing_blobs": [{"key": k, "frames": sorted(set(seqs))} for k, seqs in missing.items()],
+            "bytes_after_trailer": trace.reader.bytes_after_trailer,
+            "trailer_note": trace.reader.trailer_note or None,
+            "intact": not (damaged or lost or missing or trace.reader.bytes_after_trailer),
         }
+
+
+# What info shows of a trace's header and fingerprint is the trace's to say, so it is untrusted: each value
+# is made plain data of the type shown (a bytes value as hex, a non-finite float as text), or left out.
+
+
+def _plain(value: Any) -> Any:
+    """``value`` (decoded msgpack, at most limits.MAX_NESTING deep) as JSON-able data."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _fingerprint(fp: dict[str, Any]) -> dict[str, Any]:
+    """The device fingerprint as plain data; ids that are not integers and layer names that are not
+    text are left out (info prints the ids in hexadecimal and joins the names)."""
+    out = _plain(fp)
+    for key in ("vendor_id", "device_id"):
+        if not _is_int(out.get(key, 0)):
+            del out[key]
+    if not (isinstance(out.get("layers", []), list) and all(isinstance(x, str) for x in out.get("layers", []))):
+        del out["layers"]
+    return out  # type: ignore[no-any-return]
+
+
+_LAYOUT_FIELDS = {"command": _is_int, "stage": lambda v: isinstance(v, str), "shader": lambda v: isinstance(v, str)}
+_BINDING_FIELDS = {"set": _is_int, "binding": _is_int, "descriptor_type": lambda v: isinstance(v, str),
+                   "resource": lambda v: isinstance(v, str)}
+
+
+def _pipeline_layouts(layouts: Any) -> list[dict[str, Any]]:
+    """The header's pipeline layouts that have the fields info prints, of their types; others left out."""
+    def fits(d: Any, fields: dict[str, Any]) -> bool:
+        return isinstance(d, dict) and all(k in d and ok(d[k]) for k, ok in fields.items())
+
+    if not isinstance(layouts, list):
+        return []
+    return [_plain(p) for p in layouts if fits(p, _LAYOUT_FIELDS) and isinstance(p.get("bindings"), list)
+            and all(fits(b, _BINDING_FIELDS) for b in p["bindings"])]
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -104,8 +181,21 @@ def cmd_info(args: argparse.Namespace) -> int:
         console.print(f"[yellow]recovered[/yellow]  {q(summary['recovery_note'])}")
     if status != "complete":
         console.print(f"[yellow]status[/yellow]     {q(status)}{': ' + q(summary['error']) if summary['error'] else ''}")
-    for c in summary["corrupt_records"]:
-        console.print(f"[red]corrupt record[/red] at offset {c['offset']} (type {q(c['type'])})")
+    for c in summary["corrupt_records"]:  # kind and reason may hold trace text: shown escaped, no markup
+        frames = f", frame{'s' if len(c['frames']) > 1 else ''} {', '.join(map(str, c['frames']))}" if c["frames"] else ""
+        console.print(f"damaged    {c['type']} record at offset {c['offset']} ({shown(c['kind'])}{frames}): {shown(c['reason'])}",
+                      markup=False, highlight=False)
+    if summary["lost_frames"]:
+        from capture.trace import seq_ranges
+
+        lost = summary["lost_frames"]
+        console.print(f"lost       frame{'s' if len(lost) > 1 else ''} {seq_ranges(lost)}: not in the trace (damaged or missing records)",
+                      markup=False, highlight=False)
+    for m in summary["missing_blobs"]:
+        console.print(f"missing    blob {m['key']} of frames {', '.join(map(str, m['frames']))}: not in the trace",
+                      markup=False, highlight=False)
+    if summary["bytes_after_trailer"]:
+        console.print(f"appended   {shown(summary['trailer_note'])}", markup=False, highlight=False)
     if summary["trimmed_from"] is not None:
         from capture.trim import describe_provenance
 
@@ -157,6 +247,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         _check_export_request(trace, args.frame, args.resource)
         meta = trace.resources.get(args.resource, {})
         _check_export_suffix(args.output, meta.get("kind", "buffer"))
+        _check_export_meta(trace.path, args.resource, meta)
         data = trace.snapshot(args.frame, args.resource)
     write_resource_file(args.output, {"kind": "buffer", **meta}, data)
     return 0
@@ -177,6 +268,51 @@ def _check_export_request(trace: Any, seq: int, uid: str) -> None:
         raise
 
 
+
+
+def _check_export_meta(trace: Path, uid: str, meta: dict[str, Any]) -> None:
+    """Refuse a resource whose description in the trace cannot describe its snapshot: the fields the
+    exported file is shaped by (a tensor's or image's format, dims and texel size), each of its type,
+    in range and consistent with the resource's size (``TRACE: resources.UID.FIELD: why``, exit 2)."""
+    from vkcore.resources.formats import format_info, tensor_dtype
+
+    kind = meta.get("kind", "buffer")
+    if kind == "buffer":
+        return
+
+    def refuse(field: str, why: str) -> None:
+        raise TraceError(f"{why}: the trace's description of resource '{uid}' is malformed", file=trace,
+                         place=f"resources.{uid}.{field}")
+
+    size, fmt, dims = meta.get("size"), meta.get("format"), meta.get("dims")
+    if not (isinstance(size, int) and not isinstance(size, bool) and size >= 0):
+        refuse("size", "not a byte count")
+    if not isinstance(fmt, str):
+        refuse("format", "not a format name")
+    try:
+        info = format_info(fmt)
+        itemsize = int(np_dtype(tensor_dtype(fmt)).itemsize) if kind == "tensor" else 0
+    except KeyError:
+        refuse("format", f"not a {kind} format")
+    wanted = 1 if kind == "tensor" else 3  # an image's dims are [depth or layers, width, height, ...]
+    if not (isinstance(dims, list) and len(dims) >= wanted and
+            all(isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= size for d in dims)):
+        refuse("dims", "not a list of sizes")
+    if kind == "tensor":
+        if math.prod(dims) * itemsize != size:
+            refuse("dims", f"{dims} of {itemsize}-byte elements is not its {size} bytes")
+        return
+    texel = meta.get("texel_bytes", info.block_bytes)
+    if not (isinstance(texel, int) and not isinstance(texel, bool) and 1 <= texel <= 64):
+        refuse("texel_bytes", "not a texel size")
+    if dims[1] * dims[2] * texel > size:
+        refuse("dims", f"a {dims[1]}x{dims[2]} level 0 of {texel}-byte texels does not fit its {size} bytes")
+
+
+def np_dtype(descr: str) -> Any:
+    import numpy as np
+
+    return np.dtype(descr)
 
 
 def _check_export_suffix(path: Path, kind: str) -> None:

@@ -24,13 +24,13 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     from .cli import TRACE_CODECS, check_run_flags, run_options, start_vulkan_early
 
-    if args.checkpoint_every < 0:
-        raise UsageError(f"--checkpoint-every must be 0 or more, got {args.checkpoint_every}")
+    from vkcore.bounded_numbers import check_number
+
+    check_number("checkpoint_every", args.checkpoint_every, place="--checkpoint-every")
     if not ZSTD_MIN_LEVEL <= args.compression_level <= ZSTD_MAX_LEVEL:
         raise UsageError(f"--compression-level must be between {ZSTD_MIN_LEVEL} and {ZSTD_MAX_LEVEL} (zstd's levels), "
                          f"got {args.compression_level}")
-    if args.compression_threads < -1:
-        raise UsageError(f"--compression-threads must be -1 (one per core), 0 (none) or more, got {args.compression_threads}")
+    check_number("compression_threads", args.compression_threads, place="--compression-threads")
     check_run_flags(args)
     start_vulkan_early(device=args.device, also=TRACE_CODECS)  # before the imports below, which it overlaps
     run = run_options(args, capture_all=args.capture == "all")

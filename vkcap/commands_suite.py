@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vkcore.bounded_numbers import check_number, number_type, parse_number
 from vkcore.errors import UsageError
 from vkcore.safe_text import rich_text, shown_lines
 
@@ -20,13 +21,21 @@ def add_suite_parser(sub: Any) -> None:
     actions = suite.add_subparsers(dest="suite_command", required=True)
     run = actions.add_parser("run", help="replay every trace of folders and suite.toml manifests")
     run.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="a folder of .vkt files or a suite.toml")
-    run.add_argument("-j", "--jobs", type=int, default=1, help="worker processes (default 1)")
-    run.add_argument("--retries", type=int, default=0, help="replay a failing trace up to K more times (flaky)")
-    run.add_argument("--shard", metavar="I/N", help="run shard I of N (balanced by trace size)")
-    run.add_argument("--atol", type=float)
-    run.add_argument("--rtol", type=float)
-    run.add_argument("--ulp", type=int)
+    run.add_argument("-j", "--jobs", type=number_type("jobs", "-j/--jobs"), default=1,
+                     help="worker processes (default 1, at most 256)")
+    run.add_argument("--retries", type=number_type("retries", "--retries"), default=0,
+                     help="replay a failing trace up to K more times (flaky; at most 10)")
+    run.add_argument("--shard", metavar="I/N", help="run shard I of N (balanced by trace size; N at most 10000)")
+    run.add_argument("--atol", type=number_type("atol", "--atol"))
+    run.add_argument("--rtol", type=number_type("rtol", "--rtol"))
+    run.add_argument("--ulp", type=number_type("ulp", "--ulp"))
+    run.add_argument("--allow-outside-manifest", action="store_true",
+                     help="let a manifest name traces outside its own folder (absolute paths, '..', links out), and "
+                          "a suite folder hold links to traces elsewhere")
     run.add_argument("--tolerance", metavar="preset:NAME", help="per-dtype defaults (preset:torch, preset:strict)")
+    run.add_argument("--dtype", action="append", default=[], metavar="UID=TYPE",
+                     help="read resource UID as TYPE in every trace that has it (repeatable; a manifest's "
+                          "resources.UID.dtype wins)")
     run.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     run.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
     run.add_argument("--results", type=Path, metavar="DIR",
@@ -43,7 +52,8 @@ def add_suite_parser(sub: Any) -> None:
     run.add_argument("--ray-shared", action="store_true",
                      help="with --ray: every node reads the traces at their paths here (a shared file system) instead of "
                           "getting them through Ray's object store")
-    run.add_argument("--ray-cache-limit", type=float, default=20.0, metavar="GIB",
+    run.add_argument("--ray-cache-limit", type=number_type("ray_cache_limit", "--ray-cache-limit"), default=20.0,
+                     metavar="GIB",
                      help="with --ray: prune each node's trace cache to this many GiB, least recently used first "
                           "(default 20; traces used in the last 10 minutes stay)")
     run.set_defaults(handler=cmd_suite_run)
@@ -57,6 +67,9 @@ def add_suite_parser(sub: Any) -> None:
     bless.add_argument("manifest", type=Path, metavar="MANIFEST")
     bless.add_argument("--results", type=Path, action="append", required=True, metavar="DIR",
                        help="the --results folder(s) of the run to bless")
+    bless.add_argument("--allow-outside-manifest", action="store_true",
+                       help="let the manifest name traces outside its own folder (as suite run allows)")
+    bless.add_argument("--dry-run", action="store_true", help="print the diff only; write nothing")
     bless.set_defaults(handler=cmd_suite_bless)
     worker = actions.add_parser("worker", help=argparse.SUPPRESS)
     worker.add_argument("--replay-flags", default="[]", help=argparse.SUPPRESS)  # a JSON list
@@ -67,9 +80,13 @@ def _shard(text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
     parts = text.split("/")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts) or not 1 <= int(parts[0]) <= int(parts[1]):
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() for p in parts):
         raise UsageError(f"--shard {text}: expected I/N with 1 <= I <= N")
-    return int(parts[0]), int(parts[1])
+    count = int(parse_number("shard_count", parts[1], "--shard"))
+    index = int(parts[0]) if len(parts[0]) <= 6 else 0  # more digits than any count allowed: out of range
+    if not 1 <= index <= count:
+        raise UsageError(f"--shard {text}: expected I/N with 1 <= I <= N")
+    return index, count
 
 
 def cmd_suite_run(args: argparse.Namespace) -> int:
@@ -78,27 +95,31 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     from replay.suite import load_suite, run_suite, shard
 
     log = logging.getLogger("vkcap")
-    if args.jobs < 1 or args.retries < 0:
-        raise UsageError("-j must be at least 1 and --retries at least 0")
+    check_number("jobs", args.jobs, place="-j/--jobs")
+    check_number("retries", args.retries, place="--retries")
     if args.tolerance and not args.tolerance.startswith("preset:"):
-        raise UsageError(f"--tolerance {args.tolerance}: a suite takes preset:NAME (per-trace files: in the manifest, later)")
+        raise UsageError(f"--tolerance {args.tolerance}: a suite takes preset:NAME (per-resource tolerances: in the manifest)")
+    if args.tolerance:
+        from replay.tolerances import preset_policy
+
+        preset_policy(args.tolerance.removeprefix("preset:"), f"--tolerance {args.tolerance}")
+    dtypes = _dtypes(args.dtype)
     if args.ray is None and args.ray_shared:
         raise UsageError("--ray-shared: only with --ray")
-    if not args.ray_cache_limit > 0:
-        raise UsageError(f"--ray-cache-limit {args.ray_cache_limit:g}: a size in GiB, more than 0")
+    check_number("ray_cache_limit", args.ray_cache_limit, place="--ray-cache-limit")
     if args.ray is not None:
         from replay.fleet import import_ray
 
         if args.jobs != 1:
             raise UsageError("-j: --ray replays with one actor per Vulkan device of each node (no worker processes)")
         import_ray()  # says how to install it, before any work
-    traces = load_suite(args.paths)
+    which = _shard(args.shard)
+    traces = load_suite(args.paths, allow_outside=args.allow_outside_manifest)
     from vkcore.outputs import check_outputs_apart
 
     check_outputs_apart([("--json", args.json), ("--junit", args.junit), ("--html", args.html), ("--results", args.results)],
                         [*((p, "the suite's manifest") for p in args.paths if p.is_file()),
                          *((t.path, "one of the suite's traces") for t in traces)])
-    which = _shard(args.shard)
     if which is not None:
         traces = shard(traces, *which)
     flags: list[str] = []
@@ -106,6 +127,9 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
         value = getattr(args, name, None)
         if value is not None:
             flags += [f"--{name}", str(value)]
+    if args.device and args.ray is None:
+        _check_devices(args.device)
+    traces = _check_traces(traces, flags, dtypes, log)
 
     from .progress import SuiteProgress
 
@@ -125,6 +149,72 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     return _report(args, results)
 
 
+def _dtypes(values: list[str]) -> list[tuple[str, str]]:
+    """``--dtype UID=TYPE`` values, each a known type (their uids are checked against the traces later)."""
+    from replay.results import DTYPES
+
+    out = []
+    for value in values:
+        uid, sep, dtype = value.partition("=")
+        if not sep or not uid or not dtype:
+            raise UsageError(f"expected UID=TYPE, got {value!r}", place="--dtype")
+        if dtype not in DTYPES:
+            raise UsageError(f"unknown type {dtype!r} (known: {', '.join(DTYPES)})", place=f"--dtype {uid}={dtype}")
+        out.append((uid, dtype))
+    return out
+
+
+def _check_devices(selectors: list[str]) -> None:
+    """Every ``--device`` names a device here (:func:`vkcore.device.context.choose_device`: one line,
+    exit 2, listing the devices), before any worker starts."""
+    from vkcore.device.context import choose_device, list_devices
+
+    devices = list_devices()
+    for selector in selectors:
+        choose_device(devices, selector)
+
+
+def _check_traces(traces: list[Any], flags: list[str], dtypes: list[tuple[str, str]], log: Any) -> list[Any]:
+    """The suite's traces as the workers will get them, checked before any worker starts: ``--dtype``
+    goes to each trace that has the resource (before the trace's own flags: its manifest's dtype wins),
+    and must divide its size there and name a resource of some trace; each trace's tolerances and
+    dtypes are checked against it (:func:`replay.suite_tolerances.check_suite`: the manifest's keys are
+    errors, the suite's flags warnings)."""
+    from dataclasses import replace
+
+    from capture.trace import Trace
+    from replay.suite_tolerances import check_suite
+    from replay.tolerances import check_dtype
+    from vkcore.errors import VkcapError
+
+    from .compare_flags import flags_policy
+
+    if dtypes:
+        given: list[Any] = []
+        used: set[str] = set()
+        for t in traces:
+            own: list[str] = []
+            try:
+                with Trace.open(t.path) as opened:
+                    for uid, dtype in dtypes:
+                        if uid in opened.resources:
+                            check_dtype(uid, dtype, opened.resources, f"--dtype {uid}={dtype}: {opened.path}")
+                            own += ["--dtype", f"{uid}={dtype}"]
+                            used.add(uid)
+            except UsageError:
+                raise
+            except (VkcapError, OSError):  # the trace's own fault: its worker reports it
+                pass
+            given.append(replace(t, flags=(*own, *t.flags)))
+        unused = [f"{uid}={dtype}" for uid, dtype in dtypes if uid not in used]
+        if unused and traces:
+            raise UsageError(f"no trace of the suite has a resource '{unused[0].partition('=')[0]}'",
+                             place=f"--dtype {unused[0]}")
+        traces = given
+    check_suite(traces, flags, lambda t, opened: flags_policy([*flags, *t.flags], opened), log)
+    return traces
+
+
 def cmd_suite_merge(args: argparse.Namespace) -> int:
     from replay.suite import read_results
 
@@ -132,21 +222,20 @@ def cmd_suite_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_suite_bless(args: argparse.Namespace) -> int:
-    """Rewrite the manifest's expectations from the results; print the unified diff (nothing when they
-    already agree). Exit 0."""
+    """Rewrite the manifest's expectations from the results (:mod:`replay.suite_bless`); print the
+    unified diff (nothing when they already agree); with ``--dry-run``, only print it. Exit 0."""
     import difflib
 
-    from replay.suite import bless, read_results
-    from vkcore.outputs import write_atomic
+    from replay.suite import read_results
+    from replay.suite_bless import bless, write_manifest
 
-    if not args.manifest.is_file():
-        raise UsageError(f"{args.manifest}: no such suite manifest")
-    before, after = bless(args.manifest, read_results(args.results))
+    before, after = bless(args.manifest, read_results(args.results), allow_outside=args.allow_outside_manifest)
     diff = "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), str(args.manifest),
                                         f"{args.manifest} (blessed)"))
     if diff and before != after:
         print(shown_lines(diff), end="")
-        write_atomic(args.manifest, [after.encode()])
+        if not args.dry_run:
+            write_manifest(args.manifest, after)
     return 0
 
 
@@ -160,10 +249,11 @@ def _report(args: argparse.Namespace, results: list[Any]) -> int:
     log = logging.getLogger("vkcap")
     hosts = any(r.host for r in results)  # a fleet's results: the node of each
     table = report_table("suite", ("trace", "device", *(("host",) if hosts else ()), "status", "outcome", "expected",
-                                   "frames", "seconds", "reason"))
+                                   "frames", "seconds", "verdict", "reason"))
     for r in results:
-        table.add_row(*map(rich_text, (Path(r.trace).name, r.device, *((r.host,) if hosts else ()), r.status, r.outcome,
-                                       r.expected, r.frames, f"{r.seconds:.2f}", r.reason or r.detail or "")))
+        table.add_row(*map(rich_text, (Path(str(r.trace)).name, r.device, *((r.host,) if hosts else ()), r.status,
+                                       r.outcome, r.expected, r.frames, f"{r.seconds:.2f}", r.verdict or r.detail or "",
+                                       r.reason or "")))
     report_console().print(table)
     document = {"results": [r.as_dict() for r in results]}
     if args.json:
@@ -199,7 +289,12 @@ def cmd_suite_worker(args: argparse.Namespace) -> int:
     contexts: dict[Any, Any] = {}  # the worker's devices, kept across traces
     try:
         for line in sys.stdin:
-            sys.stdout.write(json.dumps(answer(parser, flags, json.loads(line), contexts)) + "\n")
+            request = json.loads(line)
+            try:
+                result = answer(parser, flags, request, contexts)
+            except Exception as exc:  # noqa: BLE001 - bad input no check foresaw: the trace's error, not a crash
+                result = {"outcome": "error", "detail": f"{request.get('trace')}: internal error: {type(exc).__name__}: {exc}"}
+            sys.stdout.write(json.dumps(result) + "\n")
             sys.stdout.flush()
         return 0
     finally:

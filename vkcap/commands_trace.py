@@ -118,6 +118,7 @@ def add_compare_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tolerance", metavar="FILE.toml|auto|preset:NAME",
                    help="per-resource tolerances (TOML), 'auto', or per-dtype defaults: preset:torch, preset:strict")
     p.add_argument("--dtype", action="append", default=[], metavar="UID=TYPE", help="read a buffer as TYPE (e.g. float32)")
+    p.add_argument("--resource-tolerances", help=argparse.SUPPRESS)  # a suite worker's (compare_flags.resource_tolerances)
     p.add_argument("--shape", action="append", default=[], metavar="UID=HxW", help="the shape of a raw buffer (for indices and heatmaps)")
     p.add_argument("--top", type=int, default=5, metavar="N",
                    help="list the first N offending elements of each comparison (default 5)")
@@ -135,34 +136,76 @@ def report_outputs(args: argparse.Namespace, kind: str, document: dict[str, Any]
                    bisect: dict[str, Any] | None = None) -> None:
     """Write every report asked for (``--json``, ``--junit``, ``--html``); a ``crash`` (frame, line) is a
     JUnit failure and a crashed frame on the page; ``sides`` names what was compared in JUnit messages
-    (default: recorded and live); ``fingerprints`` head the page, ``bisect`` adds its probes."""
+    (default: recorded and live); ``fingerprints`` head the page, ``bisect`` adds its probes. The page
+    is written first: the pictures it embeds from a scratch folder (:func:`html_scratch`) are then
+    dropped from the comparisons, so no other report names a file that is about to be removed."""
     from replay.report import REPLAY_SIDES, write_json, write_junit
 
-    if args.json:
-        write_json(args.json, document)
-    if args.junit:
-        write_junit(args.junit, f"vkcap.{kind}", frames, crash=crash, sides=sides or REPLAY_SIDES)
     if getattr(args, "html", None):
         from replay.html import write_html
         from replay.tolerances import describe_tolerance
 
         write_html(args.html, title=f"vkcap {kind}: {args.trace}", fingerprints=fingerprints or [],
                    tolerance=describe_tolerance(tolerance_policy(args)), frames=frames,
-                   crashed=None if crash is None else crash[0], bisect=bisect)
+                   crashed=None if crash is None else crash[0], bisect=bisect,
+                   command_line=getattr(args, "argv", ()), **replaced_items(args, kind, document))
+        scratch = getattr(args, "html_scratch", None)
+        if scratch is not None:
+            forget_scratch(frames, document, scratch)
+    if args.json:
+        write_json(args.json, document)
+    if args.junit:
+        write_junit(args.junit, f"vkcap.{kind}", frames, crash=crash, sides=sides or REPLAY_SIDES)
+
+
+def replaced_items(args: argparse.Namespace, kind: str, document: dict[str, Any]) -> dict[str, Any]:
+    """What a run changed, for the page's summary (``replaced`` and its ``replaced_label``): each
+    ``--replace-shader UID=FILE``, ``--icd`` and ``--reference-icd``, as (what, by) pairs; for a diff, what
+    differs between the recordings (embedded files, fingerprint fields)."""
+    if kind == "diff":
+        items = [("embedded file", str(name)) for name in document.get("file_changes") or ()]
+        items += [(str(key), f"{a} → {b}") for key, (a, b) in (document.get("fingerprint_changes") or {}).items()]
+        return {"replaced": items, "replaced_label": "A and B differ in"}
+    items = []
+    for given in getattr(args, "replace_shader", None) or ():
+        uid, _, path = str(given).partition("=")
+        items.append((f"shader {uid}", path))
+    for flag, label in (("icd", "driver (ICD)"), ("reference_icd", "reference driver (ICD)")):
+        if getattr(args, flag, None) is not None:
+            items.append((label, str(getattr(args, flag))))
+    return {"replaced": items}
+
+
+#: The extras of a comparison that name a picture file (replay.heatmap.draw_comparison).
+PICTURE_KEYS = ("heatmap", "recorded_map", "live_map", "difference_map")
+
+
+def forget_scratch(frames: list[Any], document: dict[str, Any], scratch: Path) -> None:
+    """Drop from ``frames``' comparisons, and from ``document``'s frames, every picture path inside
+    ``scratch`` (the page holds the pictures; the folder goes when the command ends)."""
+    def inside(value: Any) -> bool:
+        return isinstance(value, str) and Path(value).parent == scratch
+
+    entries: list[dict[str, Any]] = [c.extras for f in frames for c in [*f.comparisons, *(c for _, c in f.dispatches)]]
+    entries += [e for f in document.get("frames") or () for e in [*(f.get("resources") or ()), *(f.get("dispatches") or ())]]
+    for entry in entries:
+        for key in PICTURE_KEYS:
+            if inside(entry.get(key)):
+                del entry[key]
 
 
 @contextlib.contextmanager
 def html_scratch(args: argparse.Namespace) -> Iterator[None]:
-    """``--html``: the replay draws both sides and the error of each diverged 2-d+ resource (into
-    ``--heatmap`` or a temporary folder) for the page to show. A temporary folder is removed when the
-    block ends, on every exit path (an error, Ctrl-C)."""
+    """``--html``: the comparisons draw both sides and the difference of each diverged 2-d+ resource
+    (``args.value_maps``) for the page to show, into ``--heatmap`` or, without it, a temporary folder
+    (``args.html_scratch``) that is removed when the block ends, on every exit path (an error, Ctrl-C)."""
     scratch = None
     if getattr(args, "html", None):
         args.value_maps = True
-        if args.heatmap is None:
+        if getattr(args, "heatmap", None) is None:
             import tempfile
 
-            scratch = args.heatmap = Path(tempfile.mkdtemp(prefix="vkcap-html-"))
+            scratch = args.heatmap = args.html_scratch = Path(tempfile.mkdtemp(prefix="vkcap-html-"))
     try:
         yield
     finally:
@@ -244,10 +287,17 @@ def replay_scope(checkpoint: int, executed: int, compared: list[int]) -> str:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    args.heatmap = None  # diff has no --heatmap: with --html, the pictures go to a scratch folder
+    with html_scratch(args):
+        return _diff(args)
+
+
+def _diff(args: argparse.Namespace) -> int:
     import logging
 
     from capture.trace import Trace
     from replay.diff import diff_traces
+    from replay.tolerances import warn_bytes_tolerances
     from replay.report import DIFF_SIDES, comparison_line, frames_document, print_frames
 
     log = logging.getLogger("vkcap")
@@ -256,7 +306,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     check_compare_flags(args, [args.trace, args.other])
     with Trace.open(args.trace) as a, Trace.open(args.other) as b:
         policy = tolerance_policy(args, a.resources)
-        report = diff_traces(a, b, policy, shapes(args, a.resources, policy))
+        warn_bytes_tolerances(a, policy)
+        report = diff_traces(a, b, policy, shapes(args, a.resources, policy), pictures=args.heatmap)
     for key, (va, vb) in report.fingerprint_changes.items():
         log.info("fingerprint %s: %s -> %s", key, va, vb)
     for name in report.file_changes:
@@ -283,15 +334,17 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    if not args.isolate:
-        return _bisect(args, None)
-    from replay.isolate import ProbeServer
+    args.heatmap = None  # bisect has no --heatmap: with --html, its probes draw into a scratch folder
+    with html_scratch(args):
+        if not args.isolate:
+            return _bisect(args, None)
+        from replay.isolate import ProbeServer
 
-    # The probes' child starts first, so its start-up (Python, Vulkan, pipelines) overlaps this
-    # process's own imports and checks; a bad trace or flag ends it with this process.
-    with ProbeServer(child_arguments(args)) as server:
-        server.start()
-        return _bisect(args, server)
+        # The probes' child starts first, so its start-up (Python, Vulkan, pipelines) overlaps this
+        # process's own imports and checks; a bad trace or flag ends it with this process.
+        with ProbeServer(child_arguments(args)) as server:
+            server.start()
+            return _bisect(args, server)
 
 
 def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:

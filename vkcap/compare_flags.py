@@ -25,49 +25,44 @@ def _pairs(values: list[str], flag: str) -> list[tuple[str, str]]:
 
 
 def frame_range(args: argparse.Namespace) -> tuple[int | None, int | None]:
+    """``--frame F`` or ``--frames A-B`` as (first, last), each a frame number of the bounds table
+    (:func:`vkcore.bounded_numbers.check_number`); (None, None) when neither is given."""
+    from vkcore.bounded_numbers import check_number
+
     if getattr(args, "frame", None) is not None:
         if args.frame < 0:
             raise UsageError(f"--frame must be 0 or more, got {args.frame}")
-        return args.frame, args.frame
+        frame = int(check_number("frame", args.frame, place="--frame"))
+        return frame, frame
     if getattr(args, "frames", None):
         a, sep, b = args.frames.partition("-")
-        if not sep or not a.isdigit() or not b.isdigit() or int(a) > int(b):
+        digits = a.isascii() and a.isdigit() and b.isascii() and b.isdigit() and len(a) < 12 and len(b) < 12
+        if not sep or not digits or int(a) > int(b):
             raise UsageError(f"--frames {args.frames!r}: expected A-B with 0 <= A <= B")
-        return int(a), int(b)
+        return int(check_number("frame", int(a), place="--frames")), int(check_number("frame", int(b), place="--frames"))
     return None, None
-
-
-MAX_TIMEOUT_S = 1e9  # seconds (31 years): a frame timeout is held in nanoseconds, in 64 bits
 
 
 def check_compare_flags(args: argparse.Namespace, inputs: list[Path]) -> None:
     """The checks of replay, diff and bisect flags that need no trace, made before any replay work
-    (and before Vulkan starts): tolerance numbers (finite, >= 0, ``--ulp`` below 2**63), the tolerance
-    file's own content, ``--timeout``
-    (positive, finite), report paths (:func:`replay.report.check_output`; none may be one of
-    ``inputs``, the traces read), driver manifests (:func:`vkcore.device.driver.check_manifest`). Raises
+    (and before Vulkan starts): the numbers ``--atol``, ``--rtol``, ``--ulp``, ``--timeout`` and ``--top``
+    (:func:`vkcore.bounded_numbers.check_number`: finite, in range), the tolerance file's own content,
+    report paths (:func:`replay.report.check_output`; none may be one of ``inputs``, the traces read), driver manifests (:func:`vkcore.device.driver.check_manifest`). Raises
     :class:`UsageError` (exit 2) naming the flag."""
-    import math
-
     from replay.report import check_output
-    from replay.tolerances import MAX_ULP, load_tolerance_file, preset_policy
+    from replay.tolerances import load_tolerance_file, preset_policy
+    from vkcore.bounded_numbers import check_number
     from vkcore.device.driver import check_manifest
 
-    for name, value in (("--atol", args.atol), ("--rtol", args.rtol), ("--ulp", args.ulp)):
-        if value is not None and not math.isfinite(value):
-            raise UsageError(f"{name} must be a finite number, got {value}")
-        if value is not None and value < 0:
-            raise UsageError(f"{name} must be 0 or more, got {value}")
-    if args.ulp is not None and args.ulp >= MAX_ULP:
-        raise UsageError(f"--ulp must be less than 2**63, got {args.ulp}")
+    for key in ("atol", "rtol", "ulp", "timeout", "top"):
+        value = getattr(args, key, None)
+        if value is not None:
+            check_number(key, value, place=f"--{key}")
     if args.tolerance and args.tolerance.startswith("preset:"):
         preset_policy(args.tolerance.removeprefix("preset:"), f"--tolerance {args.tolerance}")
     elif args.tolerance and args.tolerance != "auto":
         load_tolerance_file(Path(args.tolerance))  # the file itself; its uids are checked against the trace later
-    timeout = getattr(args, "timeout", None)
-    if timeout is not None and not 0 < timeout <= MAX_TIMEOUT_S:  # NaN fails every comparison
-        raise UsageError(f"must be a positive number of seconds (finite, at most {MAX_TIMEOUT_S:g}), got {timeout}",
-                         place="--timeout")
+    resource_tolerances(getattr(args, "resource_tolerances", None))
     reports = (("--json", args.json, False), ("--junit", args.junit, False), ("--html", getattr(args, "html", None), False),
                ("--heatmap", getattr(args, "heatmap", None), True))
     for flag, path, folder in reports:
@@ -129,6 +124,8 @@ def tolerance_policy(args: argparse.Namespace, resources: "Resources | None" = N
     """The tolerances and dtypes of ``--tolerance FILE``, ``--atol``/``--rtol``/``--ulp`` and ``--dtype``.
     With ``resources`` (the trace's), every uid named must be one of them and every dtype must divide
     its size: :class:`UsageError` naming the flag or the file's table otherwise."""
+    from dataclasses import replace
+
     from replay.results import DTYPES
     from replay.tolerances import TolerancePolicy, check_dtype, load_tolerance_file, preset_policy
 
@@ -138,6 +135,11 @@ def tolerance_policy(args: argparse.Namespace, resources: "Resources | None" = N
     elif args.tolerance and args.tolerance != "auto":
         policy = load_tolerance_file(Path(args.tolerance), resources)
     policy = policy.with_defaults(args.atol, args.rtol, args.ulp)
+    per_resource = resource_tolerances(getattr(args, "resource_tolerances", None), resources)
+    if per_resource:
+        merged = {uid: {**(own if isinstance(own := policy.per_resource.get(uid), dict) else {}), **keys}
+                  for uid, keys in per_resource.items()}
+        policy = replace(policy, per_resource={**policy.per_resource, **merged})
     dtypes = dict(policy.dtypes)
     for uid, dtype in _pairs(args.dtype, "--dtype"):
         if dtype not in DTYPES:
@@ -145,12 +147,52 @@ def tolerance_policy(args: argparse.Namespace, resources: "Resources | None" = N
         if resources is not None:
             check_dtype(uid, dtype, resources, f"--dtype {uid}={dtype}")
         dtypes[uid] = dtype
-    from dataclasses import replace
+    from vkcore.bounded_numbers import check_number
 
-    top = getattr(args, "top", 5)
-    if top < 1:
-        raise UsageError(f"--top {top}: must be at least 1")
+    top = int(check_number("top", getattr(args, "top", 5), place="--top"))
     return replace(policy, dtypes=dtypes, top=top)
+
+
+def flags_policy(flags: list[str] | tuple[str, ...], trace: "Trace"):  # -> TolerancePolicy
+    """The tolerance policy a suite worker replays ``trace`` (opened) with under ``flags`` (the suite's
+    flags, then the trace's own: :attr:`replay.suite.SuiteTrace.flags`), as :func:`tolerance_policy`
+    makes it from replay's parser: for whatever replays a suite's traces without a worker (the pytest
+    plugin)."""
+    from .cli import build_parser
+
+    return tolerance_policy(build_parser().parse_args(["replay", str(trace.path), *flags]), trace.resources)
+
+
+
+
+def resource_tolerances(text: str | None, resources: "Resources | None" = None) -> dict[str, dict[str, Any]]:
+    """The per-resource tolerances of ``--resource-tolerances JSON`` (what a suite manifest's
+    ``resources`` tables become on their way to a worker: ``{"out": {"atol": 2e-06}, "out.pos": {"ulp":
+    1}}``), each number checked by :func:`vkcore.bounded_numbers.check_number`; with ``resources``, each
+    key names a resource or ``UID.FIELD`` (:func:`replay.tolerances.split_key`)."""
+    import json
+
+    from replay.suite_tolerances import RESOURCE_TOLERANCES
+    from replay.tolerances import KEYS, split_key
+    from vkcore.bounded_numbers import check_number
+
+    if text is None:
+        return {}
+    try:
+        tables = json.loads(text)
+    except (ValueError, RecursionError):
+        tables = None
+    if not isinstance(tables, dict) or not all(isinstance(t, dict) for t in tables.values()):
+        raise UsageError("expected a JSON object of per-resource tables", place=RESOURCE_TOLERANCES)
+    out: dict[str, dict[str, Any]] = {}
+    for uid, table in tables.items():
+        if resources is not None:
+            split_key(uid, resources, f"{RESOURCE_TOLERANCES} {uid}")
+        unknown = [k for k in table if k not in KEYS]
+        if unknown:
+            raise UsageError(f"{uid}.{unknown[0]}: unknown key (expected atol, rtol or ulp)", place=RESOURCE_TOLERANCES)
+        out[uid] = {k: check_number(k, v, place=f"{RESOURCE_TOLERANCES} {uid}.{k}") for k, v in table.items()}
+    return out
 
 
 def replay_options(args: argparse.Namespace, opened: "Trace | None" = None, **extra: Any):  # -> ReplayOptions
@@ -165,6 +207,10 @@ def replay_options(args: argparse.Namespace, opened: "Trace | None" = None, **ex
         check_frames(args, trace, first, last)
         policy = tolerance_policy(args, trace.resources)
         shape_list = shapes(args, trace.resources, policy)
+        if not getattr(args, "serve_probes", False):  # an isolated bisection's child: its parent said it
+            from replay.tolerances import warn_bytes_tolerances
+
+            warn_bytes_tolerances(trace, policy)
     return ReplayOptions(
         trace=args.trace,
         first=first,

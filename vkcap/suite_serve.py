@@ -4,7 +4,8 @@
 A request is a dict: ``trace`` (a path readable here), ``progress`` (the progress file, see
 :class:`replay.isolate.ProgressFile`), ``flags`` (the trace's own tolerance flags), ``page`` (where to
 write the replay's HTML page, or ``""``). The answer is a JSON-able dict: ``outcome`` (identical | within
-| diverged | error), ``device``, ``frames``, ``first_divergence``, ``beyond_tolerance``, ``max_ulp`` and,
+| diverged | error), ``device``, ``frames``, ``first_divergence``, ``beyond_tolerance``, ``max_ulp``, ``resources`` (each resource's verdict,
+:func:`replay.verdicts.resource_verdicts`) and,
 for a divergence, ``detail`` (the first diverged resource, as ``vkcap replay`` prints it); for an error,
 only ``outcome`` and ``detail``. A driver crash is no answer at all: it kills the process, and the
 parent (the suite's :class:`replay.suite.Worker`, the fleet's driver) reports it.
@@ -36,9 +37,11 @@ def answer(parser: argparse.ArgumentParser, flags: list[str], request: dict[str,
     """Replay ``request["trace"]`` through :func:`replay.replayer.replay` (the path of ``vkcap replay``)
     with the suite's ``flags`` and the trace's own, on the Vulkan devices in ``contexts`` (opened by
     the first replay that needs each, kept for the next ones); the answer described above."""
+    from replay.reading import effective_policy
     from replay.replayer import replay
     from replay.report import comparison_line
     from replay.results import WITHIN
+    from replay.verdicts import resource_verdicts
 
     from .commands_trace import html_scratch, report_outputs
     from .compare_flags import replay_options
@@ -47,9 +50,13 @@ def answer(parser: argparse.ArgumentParser, flags: list[str], request: dict[str,
         page = ["--html", request["page"]] if request.get("page") else []
         replay_args = parser.parse_args(["replay", request["trace"], *flags, *request.get("flags", []),
                                          "--progress-file", request["progress"], *page])
-        with html_scratch(replay_args):
+        replay_args.argv = ["vkcap", "replay", request["trace"], *flags, *request.get("flags", [])]  # the page's command
+        with html_scratch(replay_args):  # the page's pictures: in a folder removed once it is written
             options = replay_options(replay_args)
             report = replay(options, contexts=contexts)
+            if page:  # first: the comparisons then name no picture of the scratch folder
+                report_outputs(replay_args, "replay", {}, report.frames,
+                               fingerprints=[("recorded", report.recorded_device), ("live", report.device)])
             comparisons = [c for f in report.frames for c in [*f.comparisons, *(c for _, c in f.dispatches)]]
             outcome = ("diverged" if report.diverged else
                        "within" if any(c.status == WITHIN for c in comparisons) else "identical")
@@ -58,13 +65,11 @@ def answer(parser: argparse.ArgumentParser, flags: list[str], request: dict[str,
                 "outcome": outcome, "device": report.device.get("device_name", ""), "frames": len(report.frames),
                 "first_divergence": None if first is None else first.seq,
                 "beyond_tolerance": sum(c.beyond_tolerance for c in comparisons),
-                "max_ulp": max((c.max_ulp for c in comparisons), default=0)}
+                "max_ulp": max((c.max_ulp for c in comparisons), default=0),
+                "resources": resource_verdicts(report.frames, effective_policy(options))}
             if first is not None:  # the first diverged resource, as replay prints it
                 bad = next(c for c in [*first.comparisons, *(c for _, c in first.dispatches)] if c.diverged)
                 result["detail"] = f"frame {first.seq}: {comparison_line(bad)}"
-            if page:
-                report_outputs(replay_args, "replay", {}, report.frames,
-                               fingerprints=[("recorded", report.recorded_device), ("live", report.device)])
-            return result
+        return result
     except VkcapError as exc:
         return {"outcome": "error", "detail": str(exc)}

@@ -22,6 +22,11 @@ Guarantees:
   element type and rank it declares), a workgroup size (after specialization) and a dispatch shape within
   the device's limits, and push constant data of exactly the size it declares (a module that reads push
   constants whose size nothing declares is refused: Vulkan leaves that undefined).
+- The shader decides a compute segment's buffer bindings: a VGF buffer resource (descriptor type 6 or 7)
+  is bound, per segment, as the uniform or storage buffer the segment's SPIR-V declares; the VGF's type is
+  a hint (ARM's SDK writes 6 for storage buffers), and a binding it disagrees with gets a debug-level note.
+  Refused, in one line: a tensor where the shader declares a buffer or another non-tensor descriptor, a
+  buffer where it declares a tensor or an image.
 - Matching of ``shader_substitutions[].target``, ``push_constants[].shader_target`` and
   ``specialization_constants_map[].shader_target`` is by **module name** (``graph_partition_1``), as ARM's
   reference runner does (0.11.0, measured); a target that names no compute module of the graph is an
@@ -45,6 +50,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import logging
 import re
 import struct
 from dataclasses import dataclass, field
@@ -75,7 +81,7 @@ from ..shaders.pipelines import ComputePipeline, PipelineFactory
 from ..resources.base import MemoryRequirements
 from ..scenario.model import Buffer, DispatchGraph, DispatchSpirvGraph, Graph, Scenario, Shader, SpecializationConstant, Tensor
 from ..shaders.compile import SpirvModule, compile_glsl, load_shader
-from ..shaders.spirv import SpirvError, reflect
+from ..shaders.spirv import KIND_TEXT, SpirvError, reflect
 from ..device.sync import (
     ACCESS_2_DATA_GRAPH_READ_BIT_ARM,
     ACCESS_2_DATA_GRAPH_WRITE_BIT_ARM,
@@ -85,6 +91,7 @@ from ..device.sync import (
 from ..resources.tensor_resources import TensorResource
 from ..resources.buffers import DeviceBuffer
 from ..resources.tensors import TENSOR_FORMATS, DeviceTensor, TensorBarrier, TensorDescription
+from .vgf import check_graph_module
 from .vgf import (
     CodeKind,
     Module,
@@ -121,6 +128,19 @@ _OP_VARIABLE = 59
 _STORAGE_CLASS_PUSH_CONSTANT = 9
 
 SegmentCallback = Callable[[Any, int], None]
+
+log = logging.getLogger("vkcap")
+
+
+def _descriptor_contradiction(declared_kind: str, supplied: "_Bound") -> str | None:
+    """What the segment gives a binding, when it contradicts the shader's declaration ``declared_kind``;
+    ``None`` when the shader's declaration can be bound. The VGF's buffer descriptor type is a hint: a
+    buffer is bound as the uniform or storage buffer the shader declares (ARM's SDK writes storage buffers
+    with descriptor type 6, and the reference runner binds them as storage buffers). A tensor for a
+    buffer, a buffer for a tensor or an image, are contradictions."""
+    if supplied.is_buffer:
+        return None if declared_kind in ("uniform_buffer", "storage_buffer") else "a buffer"
+    return None if declared_kind == "tensor" else "a tensor"
 
 
 class SegmentWrites(NamedTuple):
@@ -281,6 +301,7 @@ class _ComputeStep:
     push_data: bytes
     groups: tuple[int, int, int]
     signature: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
+    descriptor_types: dict[tuple[int, int], int]  # (set, binding) -> what it is bound as: the shader's declaration
     pipeline: ComputePipeline | None = None
     sets: dict[int, Any] = field(default_factory=dict)
 
@@ -472,7 +493,7 @@ class PreparedGraph:
                     if entry.is_buffer:
                         assert isinstance(entry.resource, DeviceBuffer)
                         buffer_writes.append(entry.resource.descriptor(step.sets[ds.set_index], b.binding, None,
-                                                                       entry.descriptor_type))
+                                                                       step.descriptor_types[(ds.set_index, b.binding)]))
                     else:
                         writes.append(tensors.tensor_descriptor_write(step.sets[ds.set_index], b.binding,
                                                                       [self._tensor(b.resource_index)]))
@@ -700,8 +721,9 @@ class _Checker:
         return bound
 
     def _bind_buffer(self, r: VgfResource, res: Any, uid: str, what: str, place: str) -> _Bound:
-        """A scenario buffer for a VGF buffer input or output: at least as large as the VGF says."""
-        kind = BUFFER_DESCRIPTORS[r.descriptor_type].replace("_", " ")
+        """A scenario buffer for a VGF buffer input or output: at least as large as the VGF says. (Whether it
+        is bound as a uniform or a storage buffer is each segment's shader's to say.)"""
+        kind = "buffer"
         if not isinstance(res, DeviceBuffer):
             raise self.fail(f"'{uid}' is a {getattr(res, 'kind', 'resource')}, but {what} is a {kind} ({_describe(r)})",
                             f"{place}.resource_ref")
@@ -796,6 +818,7 @@ class _Checker:
         except DeviceError as exc:
             raise VgfError(f"module '{module.name}': {exc.message}", file=self.vgf_label,
                            place=f"module table modules[{module.index}]") from None
+        check_graph_module(module, self.vgf_label)  # spirv-val, before the driver sees the module
         keys = [(ds.set_index, b.binding) for ds in seg.descriptor_sets for b in ds.bindings]
         problems = pipeline_problems(info, module.entry_point, resources, constants, keys)
         if problems:
@@ -892,7 +915,7 @@ class _Checker:
             where = f"set {key[0]} binding {key[1]}"
             if key in provided and key not in described:
                 problems.append(f"the shader uses tensor {where} ({b.tensor}) but segment '{seg.name}' gives it a "
-                                f"{descriptor_type_name(provided[key].descriptor_type)}")
+                                f"buffer (resource {provided[key].resource_index})")
                 continue
             if key not in described:
                 have = ", ".join(f"set {s} binding {i}" for s, i in sorted(described)) or "none"
@@ -951,16 +974,27 @@ class _Checker:
             reflection = reflect(spirv.code, {c.id: c.value for c in constants})
         except SpirvError:
             reflection = None
+        # The shader decides a buffer's descriptor type; the VGF's is a hint (see _descriptor_contradiction).
+        types = {key: entry.descriptor_type for key, entry in provided.items()}
         if reflection is not None:
             missing = sorted(reflection.bindings - set(provided))
             for key, declared_descriptor in sorted(reflection.descriptors.items()):
                 supplied = provided.get(key)
-                wanted = BUFFER_DESCRIPTORS.get(supplied.descriptor_type) if supplied is not None else None
-                if supplied is not None and wanted is not None and declared_descriptor.kind != wanted:
-                    raise self.fail(f"{code_label} declares set {key[0]} binding {key[1]} as a "
-                                    f"{declared_descriptor.kind.replace('_', ' ')}, but segment '{seg.name}' gives it a "
-                                    f"{wanted.replace('_', ' ')} (resource {supplied.resource_index})",
+                if supplied is None:
+                    continue
+                problem = _descriptor_contradiction(declared_descriptor.kind, supplied)
+                if problem:
+                    raise self.fail(f"{code_label} declares set {key[0]} binding {key[1]} as "
+                                    f"{KIND_TEXT[declared_descriptor.kind]}, but segment '{seg.name}' gives it "
+                                    f"{problem} (resource {supplied.resource_index})",
                                     f"{self.gplace}.shader_substitutions" if substitution else self.gplace)
+                if supplied.is_buffer and declared_descriptor.descriptor_type != supplied.descriptor_type:
+                    log.debug("%s: %s: set %d binding %d is bound as %s, as the shader declares it (the VGF's resource "
+                              "%d says %s)", self.vgf_label, code_label, key[0], key[1],
+                              descriptor_type_name(declared_descriptor.descriptor_type), supplied.resource_index,
+                              descriptor_type_name(supplied.descriptor_type))
+                if supplied.is_buffer:
+                    types[key] = declared_descriptor.descriptor_type
             if missing:
                 have = ", ".join(f"set {s} binding {i}" for s, i in sorted(provided)) or "none"
                 need = ", ".join(f"set {s} binding {i}" for s, i in missing)
@@ -984,11 +1018,11 @@ class _Checker:
         spec = dataclasses.replace(base, uid=uid, push_constants_size=size, specialization_constants=constants)
         spirv = dataclasses.replace(spirv, uid=uid)
         by_set: dict[int, list[tuple[int, int]]] = {}
-        for ds in seg.descriptor_sets:
-            for binding in ds.bindings:
-                by_set.setdefault(ds.set_index, []).append((binding.binding, bound[binding.resource_index].descriptor_type))
+        for (set_index, binding), descriptor_type in types.items():
+            by_set.setdefault(set_index, []).append((binding, descriptor_type))
         signature = tuple(sorted((s, tuple(sorted(v))) for s, v in by_set.items()))
-        return _ComputeStep(seg, module, spirv, spec, push, (int(shape[0]), int(shape[1]), int(shape[2])), signature)
+        return _ComputeStep(seg, module, spirv, spec, push, (int(shape[0]), int(shape[1]), int(shape[2])), signature,
+                            types)
 
     def _push_constant_size(self, seg: Segment, module: Module, shader: Shader | None) -> int:
         from_ranges = max((r.offset + r.size for r in seg.push_constant_ranges), default=None)
