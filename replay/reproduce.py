@@ -16,8 +16,8 @@ Guarantees:
   shaders as recorded), where the folder has one.
 - **The folder is untrusted** (it came from someone else): ``vkcap.json`` and the scenario are read with a
   size bound and strict JSON (no NaN); every name in them is confined to the folder
-  (:func:`vkcore.output_folders.confined`); tolerances are checked to be finite, non-negative and
-  bounded; a bad value is one line naming the file and the key (exit 2). Nothing in the folder is written.
+  (:func:`vkcore.output_folders.confined`); tolerances are checked as every tolerance vkcap reads
+  (:func:`vkcore.bounded_numbers.check_number`); a bad value is one line naming the file and the key (exit 2). Nothing in the folder is written.
 - **The outputs** go to a temporary folder removed on every exit path, or to ``--output``, a new or empty
   folder (:func:`vkcore.output_folders.check_folder_target`).
 """
@@ -35,17 +35,17 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
+from vkcore.bounded_numbers import check_number
 from vkcore.errors import DeviceError, UsageError
 from vkcore.safe_text import shown
 
 from .extract import RECORDED_SCENARIO, SCENARIO
 from .results import DTYPES, Comparison, Tolerance
-from .tolerances import MAX_ULP, TolerancePolicy
+from .tolerances import TolerancePolicy
 
 log = logging.getLogger("vkcap")
 
 MAX_JSON_BYTES = 64 << 20  # a scenario or vkcap.json larger than this is no extract's
-MAX_TOLERANCE = 1e300  # finite, and far beyond any value a float32/float64 comparison needs
 INSTALL_REFERENCE = "pip install ai-ml-sdk-scenario-runner (Python 3.11)"
 
 
@@ -146,7 +146,8 @@ def confined_path(folder: Path, relative: str, scenario: Path, uid: str) -> Path
 
 def compare_policy(meta: dict[str, Any], path: Path) -> tuple[TolerancePolicy, dict[str, str]]:
     """The tolerance policy and the given dtypes of ``vkcap.json``'s ``compare`` (checked: a dtype vkcap
-    knows, tolerances finite, non-negative and bounded, ULP an integer below 2**63)."""
+    knows; tolerances as :func:`vkcore.bounded_numbers.check_number` bounds them everywhere: finite,
+    non-negative, ULP a whole number below 2**63)."""
     spec = meta.get("compare") or {}
     if not isinstance(spec, dict):
         raise UsageError("not an object", file=path, place="compare")
@@ -165,18 +166,8 @@ def compare_policy(meta: dict[str, Any], path: Path) -> tuple[TolerancePolicy, d
         tolerance = entry.get("tolerance") or {}
         if not isinstance(tolerance, dict):
             raise UsageError("not an object", file=path, place=f"{place}.tolerance")
-        values: dict[str, Any] = {}
-        for key in ("atol", "rtol", "ulp"):
-            value = tolerance.get(key, 0)
-            where = f"{place}.tolerance.{key}"
-            if key == "ulp":
-                if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_ULP:
-                    raise UsageError(f"must be an integer from 0 to 2**63 - 1, got {shown(value)!s}", file=path, place=where)
-            elif (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-                  or not 0 <= value <= MAX_TOLERANCE):
-                raise UsageError(f"must be a finite number from 0 to {MAX_TOLERANCE:g}, got {shown(value)!s}",
-                                 file=path, place=where)
-            values[key] = value
+        values = {key: check_number(key, tolerance.get(key, 0), file=str(path), place=f"{place}.tolerance.{key}")
+                  for key in ("atol", "rtol", "ulp")}  # the one validator of every tolerance vkcap reads
         per_resource[uid] = Tolerance(float(values["atol"]), float(values["rtol"]), int(values["ulp"]))
     return TolerancePolicy(per_resource=per_resource, dtypes=dtypes), dtypes
 

@@ -207,17 +207,15 @@ NUMBERS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(
 def test_a_tolerance_from_the_folder_is_finite_non_negative_and_bounded(key: str, value: object, uid: str) -> None:
     """Any value for a tolerance: accepted only when finite, >= 0, bounded (ULP: an integer below 2**63);
     else a UsageError naming compare.<uid>.tolerance.<key> (the uid escaped), never another exception."""
-    from replay.reproduce import MAX_TOLERANCE, compare_policy
-    from replay.tolerances import MAX_ULP
+    from replay.reproduce import compare_policy
+    from vkcore.bounded_numbers import BOUNDS
     from vkcore.errors import UsageError
     from vkcore.safe_text import shown
 
     meta = {"compare": {uid: {"dtype": None, "tolerance": {key: value}}}}
-    if key == "ulp":
-        ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_ULP
-    else:
-        ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
-              and 0 <= value <= MAX_TOLERANCE)
+    bound = BOUNDS[key]
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+    ok = number and (isinstance(value, int) or not bound.whole) and bound.holds(value)  # type: ignore[arg-type]
     try:
         policy, _ = compare_policy(meta, Path("vkcap.json"))
     except UsageError as exc:
