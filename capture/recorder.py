@@ -606,7 +606,12 @@ def _version() -> str:
 
 
 def default_trace_path(scenario: Path) -> Path:
-    return Path("traces") / f"{scenario.stem}.vkt"
+    """``traces/<stem>.vkt``; a file called ``scenario.json`` is named after its folder
+    (``examples/heat/scenario.json`` -> ``traces/heat.vkt``), so that examples laid out alike do not collide."""
+    name = scenario.stem
+    if scenario.name == "scenario.json":
+        name = Path(os.path.abspath(scenario)).parent.name or name
+    return Path("traces") / f"{name}.vkt"
 
 
 class InterruptHandler:

@@ -19,9 +19,12 @@ exist, at the cost of more replays. No replay is ever repeated.
 
 Inside the divergent segment, frames are compared one by one, and with a trace recorded with
 ``--dispatch-level`` every dispatch's output too, which names the first divergent dispatch without
-another replay. Without dispatch-level snapshots and with a reference driver, the divergent frame is
-run dispatch by dispatch on both drivers and the first dispatch whose outputs differ is named
-(:mod:`replay.probe`).
+another replay. Without dispatch-level snapshots the divergent frame is replayed twice from its
+checkpoint, dispatch by dispatch, as a reference (the recorded shaders when shaders are replaced, else
+a reference driver, else the recording device when this machine has it) and as the candidate, and the
+first dispatch whose outputs differ is named (:mod:`replay.probe`), with a graph dispatch's segment: the
+two replays snapshot what ``--dispatch-level`` would have. Only where no reference side exists
+is the dispatch left unnamed, with the reason.
 """
 from __future__ import annotations
 
@@ -70,7 +73,11 @@ class BisectResult:
     dispatch_comparison: Comparison | None = None
     fallback_scan: bool = False
     exhaustive: bool = False
-    side_by_side: bool = False  # the dispatch was found by running the frame on both drivers
+    side_by_side: bool = False  # the frame was replayed twice, dispatch by dispatch (replay.probe)
+    found_by: str = ""  # how: "replaying frame 50 with the recorded shaders and with the replacement"
+    unnamed: str = ""  # why no dispatch is named, when the frame diverged but none is
+    reference_side: str = ""  # the side-by-side run's reference ("the recorded shaders on this device")
+    reference_outputs: dict[str, bytes] = field(default_factory=dict)  # its outputs of the dispatch named
     crash: str = ""  # the first divergent segment crashed the driver (isolated probes): what happened
     crash_frame: int | None = None
     child_processes: int = 0  # isolated probes: children started (one, plus one after each crash)
@@ -111,7 +118,8 @@ class SegmentCrashed(Exception):
 
 def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Span, bool], None] | None = None,
                  exhaustive: bool = False, reference_icd: Path | None = None,
-                 probe_server: "ProbeServer | None" = None) -> BisectResult:
+                 probe_server: "ProbeServer | None" = None,
+                 loader_env: dict[str, str | None] | None = None) -> BisectResult:
     """Find the first divergent frame and dispatch; see the module docstring.
 
     With ``probe_server`` the probes run in its child process (one for all of them, a new one after a
@@ -119,15 +127,20 @@ def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Sp
     or device it cannot use) is no crash: its error is raised as
     :class:`~replay.isolate.ChildInputError` (exit 2), as the same input raises it without isolation,
     and the search ends without a result. This process loads neither Vulkan nor trio nor
-    numpy unless the dispatch must be found side by side on two drivers. Without ``probe_server`` all
+    numpy unless the dispatch must be found side by side. Without ``probe_server`` all
     probes share one Vulkan session in this process, each probe one ``trio.run``.
+
+    Without dispatch-level snapshots the frame found is replayed side by side (:mod:`replay.probe`):
+    ``reference_icd`` is a known-good driver; ``loader_env``, the Vulkan loader's variables as they were
+    before ``--icd`` (None: do not look for the recording device). ``result.found_by`` says how the
+    dispatch was found, ``result.unnamed`` why it was not.
     """
     segments = segments_of(trace)
     result = BisectResult(len(segments), exhaustive=exhaustive)
     if probe_server is not None:
         try:
             return _search(trace, options, _isolated_probe(probe_server), segments, result, on_probe, exhaustive,
-                           reference_icd)
+                           reference_icd, loader_env)
         finally:
             result.child_processes = probe_server.children
     import trio
@@ -140,7 +153,7 @@ def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Sp
                                                          stop_at_first_divergence=True, start=span.start))
             return report.first_divergence
 
-        return _search(trace, options, probe, segments, result, on_probe, exhaustive, reference_icd)
+        return _search(trace, options, probe, segments, result, on_probe, exhaustive, reference_icd, loader_env)
 
 
 def _isolated_probe(server: "ProbeServer") -> Probe:
@@ -158,7 +171,7 @@ def _isolated_probe(server: "ProbeServer") -> Probe:
 
 def _search(trace: Trace, options: ReplayOptions, run_probe: Probe, segments: list[Segment],
             result: BisectResult, on_probe: Callable[[Span, bool], None] | None, exhaustive: bool,
-            reference_icd: Path | None) -> BisectResult:
+            reference_icd: Path | None, loader_env: dict[str, str | None] | None) -> BisectResult:
     outcomes: dict[Span, FrameResult | SegmentCrashed | None] = {}
 
     def replay(span: Span) -> FrameResult | SegmentCrashed | None:
@@ -215,20 +228,44 @@ def _search(trace: Trace, options: ReplayOptions, run_probe: Probe, segments: li
     result.frame = frame
     result.resource = next((c for c in frame.comparisons if c.diverged), None)
     first_dispatch = next(((cmd, c) for cmd, c in frame.dispatches if c.diverged), None)
-    if first_dispatch is None and reference_icd is not None and not frame.dispatches:
-        import trio
-
-        from .probe import capture_dispatches, capture_on_driver, first_divergent_dispatch
-
-        live = trio.run(capture_dispatches, trace, options, frame.seq)
-        reference = capture_on_driver(trace.path, frame.seq, reference_icd, options.device)
-        result.replays += 2
-        result.side_by_side = True
-        first_dispatch = first_divergent_dispatch(live, reference, trace, effective_policy(options))
+    if first_dispatch is None and not frame.dispatches:
+        first_dispatch = _side_by_side(trace, options, frame.seq, result, reference_icd, loader_env)
     if first_dispatch is not None:
         result.command, result.dispatch_comparison = first_dispatch
         result.resource = result.resource or first_dispatch[1]
     return result
+
+
+def _side_by_side(trace: Trace, options: ReplayOptions, seq: int, result: BisectResult,
+                  reference_icd: Path | None, loader_env: dict[str, str | None] | None) -> tuple[int, Comparison] | None:
+    """Frame ``seq`` replayed dispatch by dispatch as the reference and as the candidate; the first
+    dispatch whose outputs differ (None, with ``result.unnamed`` saying why, when there is none)."""
+    from .probe import ReferenceSide, first_divergent_dispatch, live_fingerprint, reference_side, trio_capture
+
+    side = reference_side(trace, options, reference_icd, loader_env,
+                          None if options.replace_shaders or reference_icd else live_fingerprint(options))
+    if not isinstance(side, ReferenceSide):
+        result.unnamed = side
+        return None
+    reference = side.capture(seq)
+    if reference is None:
+        result.unnamed = (f"the recording device ({trace.fingerprint.get('device_name', '?')}) is not on this machine: "
+                          "no reference side to replay the frame against")
+        return None
+    live = trio_capture(trace, options, seq)
+    result.replays += 2
+    result.side_by_side = True
+    result.found_by = f"replaying frame {seq} {side.words}"
+    found = first_divergent_dispatch(live, reference, trace, effective_policy(options))
+    result.reference_side = side.reference
+    if found is not None:
+        segment = found[1].extras.get("segment")  # a graph's: what the reference wrote after that segment
+        result.reference_outputs = {shot.uid: bytes(data) for shot, data in reference.items()
+                                    if shot.command == found[0] and shot.segment == segment}
+    if found is None:
+        result.unnamed = (f"replaying frame {seq} {side.words}, every dispatch wrote the same bytes "
+                          "(the frame diverges from the recording only)")
+    return found
 
 
 def dispatch_name(document: dict[str, Any], command: int) -> str | None:

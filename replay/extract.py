@@ -17,9 +17,19 @@ Guarantees of :func:`extract`:
   with no replay. Each input read from a replay is checked against the recording where the recording
   holds it too: ``vkcap.json`` says, per input, ``recorded``, ``matches``, ``differs`` or ``unrecorded``.
 - **The outputs.** Every resource the command writes gets a ``dst`` (its uid, with the suffix of its kind),
-  and ``expected/`` holds what the trace recorded after the command, where it recorded it: the
-  command's own dispatch-level snapshot, or the frame's boundary snapshot when no later command of the
-  frame writes that resource. ``vkcap.json`` says which, and which outputs have no recorded value.
+  and ``expected/`` holds its value right after the command, from the first source that has it: the
+  recording (the command's own dispatch-level snapshot, or the frame's boundary snapshot when no later
+  command of the frame writes that resource); the reference side of the bisect that named the command
+  (:class:`Divergence`); a replay on this device with the recorded shaders. ``vkcap.json`` says which.
+- **The candidate.** With replaced shaders (``options.replace_shaders``: extract's and bisect's
+  ``--replace-shader``, checked and compiled as the replay does), each one the command uses is written
+  beside the recorded SPIR-V (``shaders/UID.candidate.spv``, its source in ``shaders/source/``);
+  ``scenario.json`` runs the candidate and ``scenario.recorded.json`` the recorded shaders. Without
+  replaced shaders there is one ``scenario.json``, the recorded shaders (the candidate is the driver).
+- **A check in one command.** ``check.sh`` runs ``vkcap reproduce`` on the folder (:mod:`replay.reproduce`),
+  which compares as this extract's options compare (``vkcap.json``: ``compare``, from ``options``'s
+  tolerances and dtypes, else the shader's view). The README says what diverged and by how much, on which
+  devices and drivers; every text in it taken from the trace is escaped (:func:`vkcore.safe_text.shown`).
 - **The user's files are sacred.** ``out`` must be new or an empty folder; ``force`` replaces only a
   folder an earlier extract wrote (its ``.vkcap-extract`` marker lists every entry in it), and a folder
   holding the trace is never used (:func:`vkcore.output_folders.check_folder_target`, checked before
@@ -48,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from capture.trace import DispatchSnapshot, FrameRecord, Trace
 from vkcore.errors import TraceError, UsageError
+from vkcore.safe_text import shown
 
 from .options import ReplayOptions
 from .replayer import Comparer, RESTORED_KINDS, ReplaySession, rebuild_scenario
@@ -69,6 +80,9 @@ class Divergence:
     live: dict[str, Any]
     replaced_shaders: tuple[tuple[str, Path], ...] = ()
     segment: str = ""
+    found_by: str = ""  # how bisect named the dispatch ("replaying frame 50 with the recorded shaders and ...")
+    reference: dict[str, bytes] = field(default_factory=dict)  # uid -> the reference side's output after it
+    reference_words: str = ""  # what the reference side was, for expected/'s provenance
 
 
 @dataclass
@@ -221,16 +235,120 @@ def extract(trace_path: Path, seq: int, index: int, out: Path, options: ReplayOp
                 return extract_segment(at, segment, target, options, divergence, argv, trace_path)
         record, uids, data, writes = at.record, at.uids, at.data, at.writes
         resources = at.resources
+        candidate = candidate_shaders(trace, options.replace_shaders, uids, target.names)  # checked before any replay
         inputs, verdicts = _state_before(trace, options, record, at.before, data, index)
         expected = _recorded_outputs(trace, record, index, writes, at.later_writes)
+        expected = _complete_expected(trace, options, record, index, expected, divergence)
         files = _files(trace, at.document, resources, uids, target.names)
+        for shader in candidate.values():
+            files.update(shader.files)
         meta = {u: {"kind": next(iter(resources[u])), **trace.resources.get(u, {})} for u in data}
         result = Extracted(out, seq, index, at.kind_name, at.name, uids, verdicts,
                            {u: where for u, (where, _) in expected.items()})
         provenance = at.provenance(trace_path)
+        provenance["compare"] = compare_spec(trace, options, writes)
     scenario_doc = _scenario(at.command, resources, uids, data, writes, meta, target.names)
-    _write_folder(target, scenario_doc, files, inputs, expected, meta, result, provenance, options, divergence, argv)
+    scenarios = {SCENARIO: scenario_doc}
+    if candidate:  # scenario.json runs the candidate, scenario.recorded.json what the trace recorded
+        scenarios = {SCENARIO: with_shaders(scenario_doc, {u: c.spirv_file for u, c in candidate.items()}),
+                     RECORDED_SCENARIO: scenario_doc}
+    provenance["candidate_shaders"] = {u: {"spirv": c.spirv_file, "source": c.source_file, "from": str(c.given)}
+                                       for u, c in candidate.items()}
+    _write_folder(target, scenarios, files, inputs, expected, meta, result, provenance, options, divergence, argv)
     return result
+
+
+RECORDED_SCENARIO = "scenario.recorded.json"
+CHECK_SCRIPT = "check.sh"
+
+
+@dataclass(frozen=True)
+class CandidateShader:
+    """A replaced shader as the extract holds it: its SPIR-V beside the recorded one, its source."""
+
+    given: Path  # the user's file (--replace-shader UID=FILE)
+    spirv_file: str  # folder-relative: shaders/UID.candidate.spv
+    source_file: str  # folder-relative: shaders/source/NAME
+    files: dict[str, bytes]
+
+
+def candidate_shaders(trace: Trace, replace_shaders: tuple[tuple[str, Path], ...], uids: list[str],
+                      names: "SafeNames") -> dict[str, CandidateShader]:
+    """Each replaced shader among ``uids``, compiled as the replay compiles it: uid -> its files in the
+    folder. Every replacement is checked as the replay checks it (a uid the trace lacks, a missing file,
+    GLSL that does not compile: one line, exit 2); one the command does not use is named in a warning."""
+    if not replace_shaders:
+        return {}
+    import logging
+
+    from vkcore.shaders.compile import load_shader
+
+    wanted = tuple((u, p) for u, p in replace_shaders if u in uids)
+    out: dict[str, CandidateShader] = {}
+    with tempfile.TemporaryDirectory(prefix="vkcap-extract-") as tmp:
+        scenario = rebuild_scenario(trace, Path(tmp), replace_shaders)
+        for uid, given in replace_shaders:
+            if uid not in uids:
+                logging.getLogger("vkcap").warning("--replace-shader %s=%s: the extracted command does not use shader "
+                                                   "'%s': the extract runs without it", shown(uid), shown(given), shown(uid))
+        for uid, given in wanted:
+            code = load_shader(scenario, scenario.by_uid[uid]).code
+            spirv_file = f"shaders/{names.name('shaders', uid, '.candidate.spv')}"
+            source = source_file(names, f"candidate:{given}", name=given.name)
+            files = {spirv_file: bytes(code)}
+            if given.suffix != ".spv":
+                files[source] = given.read_bytes()
+            out[uid] = CandidateShader(given, spirv_file, source if given.suffix != ".spv" else spirv_file, files)
+    return out
+
+
+def with_shaders(scenario: dict[str, Any], spirv: dict[str, str]) -> dict[str, Any]:
+    """``scenario`` with the shaders ``spirv`` names (uid -> folder-relative SPIR-V) read from there."""
+    doc = json.loads(json.dumps(scenario))
+    for item in doc["resources"]:
+        (kind, body), = item.items()
+        if kind == "shader" and body.get("uid") in spirv:
+            body["src"] = spirv[body["uid"]]
+    return doc
+
+
+def compare_spec(trace: Trace, options: ReplayOptions, writes: list[str]) -> dict[str, dict[str, Any]]:
+    """How ``vkcap reproduce`` compares each output with ``expected/``, as the replay that found the
+    divergence did: uid -> ``dtype`` (given or the format's; None: the shader's view, else bytes) and the
+    tolerance for it."""
+    from .reading import dtype_name, effective_policy, reading
+
+    policy = effective_policy(options)
+    spec: dict[str, dict[str, Any]] = {}
+    for uid in writes:
+        how = reading(trace, uid, policy)
+        tolerance = policy.for_resource(uid, dtype_name(how))
+        spec[uid] = {"dtype": how if isinstance(how, str) else None,
+                     "tolerance": {"atol": tolerance.atol, "rtol": tolerance.rtol, "ulp": tolerance.ulp}}
+    return spec
+
+
+def _complete_expected(trace: Trace, options: ReplayOptions, record: FrameRecord, index: int,
+                       expected: dict[str, tuple[str, bytes | None]],
+                       divergence: Divergence | None) -> dict[str, tuple[str, bytes | None]]:
+    """``expected`` with a value for every output the recording holds none of: the reference side's
+    output where bisect ran one, else a replay on this device with the recorded shaders."""
+    missing = [u for u, (_, value) in expected.items() if value is None]
+    out = dict(expected)
+    if divergence is not None and divergence.reference:
+        for u in [u for u in missing if u in divergence.reference]:
+            out[u] = (f"bisect's reference side ({divergence.reference_words}), right after commands[{index}]",
+                      divergence.reference[u])
+        missing = [u for u in missing if u not in divergence.reference]
+    if missing:
+        targets = {record.seq: FrameRecord(record.seq, record.pass_index, record.index, record.frame_id, {},
+                                           tuple(DispatchSnapshot(index, u, PLACEHOLDER) for u in missing))}
+        captured = _read_live(trace, options, targets)
+        device = _device_words(_live_fingerprint(options))
+        for u in missing:
+            out[u] = (f"a replay on {device} with the recorded shaders, right after commands[{index}] "
+                      "(the recording holds no value there)", captured[(record.seq, index, u)])
+    return out
 
 
 @dataclass(frozen=True)
@@ -409,7 +527,7 @@ def _scenario(command: dict[str, Any], resources: dict[str, dict[str, Any]], uid
     return {"resources": out, "commands": [json.loads(json.dumps(command))]}
 
 
-def _write_folder(target: Target, scenario: dict[str, Any], files: dict[str, bytes], inputs: dict[str, bytes],
+def _write_folder(target: Target, scenarios: dict[str, dict[str, Any]], files: dict[str, bytes], inputs: dict[str, bytes],
                   expected: dict[str, tuple[str, bytes | None]], meta: dict[str, dict[str, Any]], result: Extracted,
                   provenance: dict[str, Any], options: ReplayOptions, divergence: Divergence | None,
                   argv: list[str] | None) -> None:
@@ -438,7 +556,11 @@ def _write_folder(target: Target, scenario: dict[str, Any], files: dict[str, byt
                 (staging / "expected").mkdir(exist_ok=True)
                 name = data_file(target.names, uid, meta[uid])
                 write_resource_file(confined(staging, f"expected/{name}"), meta[uid], recorded)
-        (staging / SCENARIO).write_text(json.dumps(scenario, indent=1) + "\n")
+        for name, scenario in scenarios.items():
+            (staging / name).write_text(json.dumps(scenario, indent=1) + "\n")
+        check = staging / CHECK_SCRIPT
+        check.write_text(CHECK_SH)
+        check.chmod(0o755)
         live = _live_fingerprint(options)
         if divergence is not None and not divergence.live:
             divergence = replace(divergence, live=live)  # bisect's live side is this device
@@ -446,7 +568,8 @@ def _write_folder(target: Target, scenario: dict[str, Any], files: dict[str, byt
                     "expected": {u: where or None for u, where in result.expected.items()},
                     "divergence": None if divergence is None else {
                         "line": divergence.line, "live": divergence.live, "segment": divergence.segment or None,
-                        "replaced_shaders": {u: str(p) for u, p in divergence.replaced_shaders}},
+                        "replaced_shaders": {u: str(p) for u, p in divergence.replaced_shaders},
+                        "found_by": divergence.found_by or None},
                     "vkcap": _version(), "command_line": argv or []}
         (staging / "vkcap.json").write_text(json.dumps(document, indent=1) + "\n")
         (staging / "README.md").write_text(readme(document, target.out))
@@ -465,59 +588,95 @@ def _live_fingerprint(options: ReplayOptions) -> dict[str, Any]:
 
 
 def _device_words(fp: dict[str, Any]) -> str:
-    return f"{fp.get('device_name', '?')} (driver {fp.get('driver_name', '?')} {fp.get('driver_info') or fp.get('driver_version', '')})"
+    """``NAME (driver DRIVER INFO)`` of a fingerprint, its trace-given text escaped (:func:`shown`)."""
+    return shown(f"{fp.get('device_name', '?')} (driver {fp.get('driver_name', '?')} "
+                 f"{fp.get('driver_info') or fp.get('driver_version', '')})")
 
 
 def readme(doc: dict[str, Any], out: Path) -> str:
-    """The extract's README: what it is, where it came from, how to run it, what to expect."""
+    """The extract's README: what it is, where it came from, what diverged and by how much, how to check
+    it. Every text taken from the trace goes through :func:`shown` (one printable, encodable line)."""
     if doc.get("segment"):
         from .extract_segment import readme as segment_readme
 
         return segment_readme(doc, out)
-    lines = [f"# commands[{doc['command']}] of frame {doc['frame']} of {Path(doc['trace']).name}", "",
-             f"A standalone scenario of one {doc['kind']}" + (f" ({doc['name']})" if doc["name"] else "") +
-             f", extracted by vkcap {doc['vkcap']} from `{doc['trace']}`: frame {doc['frame']} "
+    name = shown(doc["name"])
+    lines = [f"# commands[{doc['command']}] of frame {doc['frame']} of {shown(Path(doc['trace']).name)}", "",
+             f"A standalone scenario of one {shown(doc['kind'])}" + (f" ({name})" if name else "") +
+             f", extracted by vkcap {shown(doc['vkcap'])} from `{shown(doc['trace'])}`: frame {doc['frame']} "
              f"(frame_id {doc['frame_id']}), `commands[{doc['command']}]`.", "",
              f"- recorded on: {_device_words(doc['recorded_device'])}",
              f"- inputs read on: {_device_words(doc['extract_device'])}, by replaying the trace up to the command", ""]
     lines += readme_divergence(doc)
-    differ = [u for u, v in doc["inputs"].items() if v == "differs"]
-    lines += readme_run(out) + [
-        "## Files", "",
-        "- `scenario.json`: the one command and the resources it binds; shaders as the SPIR-V that ran "
-        "(`shaders/`, sources in `shaders/source/`)",
+    differ = [shown(u) for u, v in doc["inputs"].items() if v == "differs"]
+    candidate = doc.get("candidate_shaders") or {}
+    lines += readme_run(out, bool(candidate)) + ["## Files", ""]
+    if candidate:
+        shaders = ", ".join(f"`{shown(u)}`: `{shown(c['spirv'])}` (from `{shown(c['from'])}`)" for u, c in candidate.items())
+        lines += [f"- `scenario.json`: the one command and the resources it binds, with the replaced shader(s) "
+                  f"(the candidate): {shaders}",
+                  "- `scenario.recorded.json`: the same with the shaders as the SPIR-V that ran when the trace was "
+                  "recorded (`shaders/`, sources in `shaders/source/`)"]
+    else:
+        lines.append("- `scenario.json`: the one command and the resources it binds; shaders as the SPIR-V that ran "
+                     "(`shaders/`, sources in `shaders/source/`)")
+    lines += [
         "- `inputs/`: each bound resource as it was right before the command" +
         (f" (these differ from the recording: {', '.join(differ)})" if differ else ""),
-        "- `expected/`: what the recording holds right after the command: " + (", ".join(
-            f"`{u}` ({where})" for u, where in doc["expected"].items() if where) or "nothing recorded there"),
+        "- `expected/`: each output right after the command: " + (", ".join(
+            f"`{shown(u)}` ({shown(where)})" for u, where in doc["expected"].items() if where) or "none"),
+        "- `check.sh`: runs the scenario and compares its outputs with `expected/` (above)",
         "- `vkcap.json`: the same, as data"]
-    missing = [u for u, where in doc["expected"].items() if not where]
-    if missing:
-        lines += ["", f"The recording holds no value of {', '.join(missing)} right after the command (record with "
-                  "`--dispatch-level` to have one)."]
     return "\n".join(lines) + "\n"
 
 
 def readme_divergence(doc: dict[str, Any]) -> list[str]:
-    """The README's lines on the divergence ``bisect --extract`` found (none without one)."""
+    """The README's lines on the divergence ``bisect --extract`` found (none without one): what diverged,
+    by how much, between which devices and drivers, with which shaders."""
     div = doc.get("divergence")
     if not div:
         return []
     live = _device_words(div["live"])
-    replaced = ", ".join(f"`{u}` replaced by `{p}`" for u, p in div["replaced_shaders"].items())
+    replaced = ", ".join(f"`{shown(u)}` replaced by `{shown(p)}`" for u, p in div["replaced_shaders"].items())
+    found = f" It was found by {shown(div['found_by'])}." if div.get("found_by") else ""
     return ["## The divergence", "",
             f"`vkcap bisect` found this the first divergent dispatch between the recording "
             f"({_device_words(doc['recorded_device'])}) and {live}" + (f", with {replaced}" if replaced else "") +
-            (f", in {div['segment']}" if div.get("segment") else "") + ":", "", f"    {div['line']}", ""]
+            (f", in {shown(div['segment'])}" if div.get("segment") else "") + f".{found} What differs, and by how much:",
+            "", f"    {shown(div['line'])}", ""]
 
 
-def readme_run(out: Path) -> list[str]:
-    """The README's lines on running the extract with either runner."""
-    return ["## Run it", "",
-            f"    vkcap run {out}/scenario.json --output OUT",
-            f"    scenario-runner --scenario {out}/scenario.json --output OUT", "",
-            "Then compare `OUT/<uid>` with `expected/<uid>` (what the recording wrote there), e.g. "
-            "`vkcap diff` of two traces recorded with `vkcap record`, or numpy.", ""]
+def readme_run(out: Path, candidate: bool = False) -> list[str]:
+    """The README's lines on checking the extract, with vkcap or ARM's runner."""
+    folder = shown(out)
+    lines = ["## Check it", "",
+             f"    bash {folder}/check.sh" + ("                     # scenario.json: the candidate's shaders" if candidate else ""),
+             ]
+    if candidate:
+        lines.append(f"    bash {folder}/check.sh --recorded          # scenario.recorded.json: the recorded shaders")
+    lines += [f"    bash {folder}/check.sh --runner reference  # the same with ARM's scenario-runner", "",
+              "`check.sh` runs `vkcap reproduce` (vkcap installed: `pip install vkcap`; `VKCAP=\"python -m vkcap\"` "
+              "names another command): it runs the scenario into a temporary folder with `vkcap run`, or with ARM's "
+              "runner (`--runner reference` or `VKCAP_RUNNER=reference`, its emulation layers set up), then compares "
+              "each output with `expected/` with the tolerance and element types of the replay that found the "
+              "divergence (`vkcap.json`: `compare`). Exit 0: every output matches; 1: an output diverges (the "
+              "file is named); 2: bad input. `--device`, `--icd FILE.json` and `--output DIR` pass through "
+              "(run it on the device and driver where the divergence was found).", "",
+              "By hand: `vkcap run scenario.json --output OUT` (or `scenario_runner --scenario scenario.json "
+              "--output OUT`) and compare `OUT/<uid>` with `expected/<uid>`.", ""]
+    return lines
+
+
+CHECK_SH = """#!/bin/sh
+# Check this reproducer: run its scenario and compare the outputs with expected/.
+#   check.sh                      vkcap runs scenario.json
+#   check.sh --recorded           ... scenario.recorded.json (the shaders as recorded), where there is one
+#   check.sh --runner reference   ARM's scenario-runner runs it (or VKCAP_RUNNER=reference)
+#   also: --device INDEX|NAME, --icd FILE.json, --output DIR (keep the outputs)
+# Exit 0: every output matches expected/; 1: one diverges (named); 2: bad input. See README.md.
+# VKCAP names the vkcap command (default: vkcap; e.g. VKCAP="python -m vkcap").
+exec ${VKCAP:-vkcap} reproduce "$(dirname "$0")" "$@"
+"""
 
 
 def _version() -> str:

@@ -40,6 +40,7 @@ Alias groups are not carried over: each resource of the segment is a resource of
 from __future__ import annotations
 
 import io
+import json
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,9 +48,12 @@ from typing import Any
 
 from capture.trace import DispatchSnapshot, FrameRecord
 from vkcore.errors import UsageError
+from vkcore.safe_text import shown
 
 from .extract import (
     PLACEHOLDER,
+    RECORDED_SCENARIO,
+    SCENARIO,
     Divergence,
     Extracted,
     Located,
@@ -61,6 +65,8 @@ from .extract import (
     _scenario,
     _state_before,
     _write_folder,
+    candidate_shaders,
+    compare_spec,
     embedded_file,
     source_file,
     readme_divergence,
@@ -163,7 +169,8 @@ def extract_segment(at: Located, segment: int, target: Target, options: ReplayOp
     writes = list(dict.fromkeys(b.uid for b in bound if b.writes))
 
     inputs, verdicts = _state_before_segment(at, options, segment, bound, meta)
-    expected = _outputs_after_segment(at, vgf, segment, bound)
+    expected = _outputs_after_segment(at, vgf, segment, bound, divergence.reference if divergence else {},
+                                      divergence.reference_words if divergence else "")
     files = _files(trace, at.document, resources, uids, target.names)
     files[embedded_file(target.names, vgf_name)] = vgf_bytes
     files.update((source_file(target.names, key, name), text) for key, (name, text) in code.sources.items())
@@ -176,8 +183,41 @@ def extract_segment(at: Located, segment: int, target: Target, options: ReplayOp
         "intermediates": {b.uid: b.trace_name for b in bound if not b.scenario},
     }
     scenario_doc = _scenario(command, resources, uids, data, writes, meta, target.names)
-    _write_folder(target, scenario_doc, files, inputs, expected, meta, result, provenance, options, divergence, argv)
+    compared = compare_spec(trace, options, [b.trace_name for b in bound if b.writes])  # by the trace's names
+    provenance["compare"] = {b.uid: compared[b.trace_name] for b in bound if b.writes}
+    scenarios = {SCENARIO: scenario_doc}
+    replaced = _replaced_module_shader(at, module.name, options.replace_shaders)
+    if replaced is not None and seg.type.name == "COMPUTE":
+        candidate = candidate_shaders(trace, options.replace_shaders, [replaced], target.names)[replaced]
+        files.update(candidate.files)
+        scenarios = {SCENARIO: _substituted(scenario_doc, replaced, candidate.spirv_file, module.name),
+                     RECORDED_SCENARIO: scenario_doc}
+        provenance["candidate_shaders"] = {replaced: {"spirv": candidate.spirv_file, "source": candidate.source_file,
+                                                      "from": str(candidate.given)}}
+    _write_folder(target, scenarios, files, inputs, expected, meta, result, provenance, options, divergence, argv)
     return result
+
+
+def _replaced_module_shader(at: Located, module_name: str, replace_shaders: tuple[tuple[str, Path], ...]) -> str | None:
+    """The replaced shader (a ``--replace-shader`` uid) that the graph or the command substitutes for
+    module ``module_name``, or None."""
+    graph = at.resources.get(at.command[at.kind_name].get("graph_ref"), {}).get("graph", {})
+    substitutions = [*graph.get("shader_substitutions", []), *at.command[at.kind_name].get("shader_substitutions", [])]
+    replaced = {uid for uid, _ in replace_shaders}
+    return next((s["shader_ref"] for s in substitutions
+                 if isinstance(s, dict) and s.get("target") == module_name and s.get("shader_ref") in replaced), None)
+
+
+def _substituted(scenario: dict[str, Any], uid: str, spirv_file: str, module_name: str) -> dict[str, Any]:
+    """``scenario`` with the shader ``spirv_file`` substituted for module ``module_name`` on its one command
+    (the candidate of a segment extract)."""
+    doc = json.loads(json.dumps(scenario))
+    taken = {next(iter(r.values())).get("uid") for r in doc["resources"]}
+    name = uid if uid not in taken else f"{uid}.candidate"
+    doc["resources"].append({"shader": {"uid": name, "src": spirv_file, "type": "SPIR-V"}})
+    (body,) = doc["commands"][0].values()
+    body["shader_substitutions"] = [{"shader_ref": name, "target": module_name}]
+    return doc
 
 
 def _bound(at: Located, vgf: Any, seg: Any, graph_uid: str) -> list[_Bound]:
@@ -389,8 +429,11 @@ def _state_before_segment(at: Located, options: ReplayOptions, segment: int, bou
     return inputs, verdicts
 
 
-def _outputs_after_segment(at: Located, vgf: Any, segment: int, bound: list[_Bound]) -> dict[str, tuple[str, bytes | None]]:
-    """uid -> (where the trace recorded it right after segment K, its bytes), for what segment K writes."""
+def _outputs_after_segment(at: Located, vgf: Any, segment: int, bound: list[_Bound], reference: dict[str, bytes],
+                           reference_words: str) -> dict[str, tuple[str, bytes | None]]:
+    """uid -> (where the trace recorded it right after segment K, its bytes), for what segment K writes;
+    where the trace holds no such value, the output of bisect's reference side after segment K
+    (``reference``: by the trace's names), when it ran one."""
     record, index, trace = at.record, at.index, at.trace
     later = {o.resource_index for after in vgf.segments[segment + 1:] for o in after.outputs}
     out: dict[str, tuple[str, bytes | None]] = {}
@@ -406,24 +449,28 @@ def _outputs_after_segment(at: Located, vgf: Any, segment: int, bound: list[_Bou
             out.update(_recorded_outputs(trace, record, index, [b.uid], at.later_writes))
         else:
             out[b.uid] = ("", None)
+        if out[b.uid][1] is None and b.trace_name in reference:
+            out[b.uid] = (f"bisect's reference side ({reference_words}), right after segment {segment} of "
+                          f"commands[{index}]", reference[b.trace_name])
     return out
 
 
 def readme(doc: dict[str, Any], out: Path) -> str:
-    """The README of a segment's extract."""
-    seg = doc["segment"]
+    """The README of a segment's extract; every text from the trace or its VGF goes through :func:`shown`."""
+    seg = {k: shown(v) if isinstance(v, str) else v for k, v in doc["segment"].items()}
     k = seg["index"]
-    renamed = ", ".join(f"`{u}` (the trace's `{name}`)" for u, name in seg["intermediates"].items())
+    renamed = ", ".join(f"`{shown(u)}` (the trace's `{shown(name)}`)" for u, name in seg["intermediates"].items())
     parts = [f"its module ({seg['code']})", "the resources its descriptor sets bind (at the same sets and bindings)"]
     if seg["constants"]:
         parts.append(f"its {seg['constants']} graph constant binding(s) (the same graph constant ids)")
     if seg["type"] == "COMPUTE":
         parts.append("its dispatch shape and push constant ranges")
     lines = [f"# segment {k} ({seg['module']}) of commands[{doc['command']}] of frame {doc['frame']} of "
-             f"{Path(doc['trace']).name}", "",
+             f"{shown(Path(doc['trace']).name)}", "",
              f"A standalone scenario of segment {k} (`{seg['name']}`, a {seg['type']} segment running module "
-             f"`{seg['module']}`) of a {doc['kind']} ({doc['name']}), extracted by vkcap {doc['vkcap']} from "
-             f"`{doc['trace']}`: frame {doc['frame']} (frame_id {doc['frame_id']}), `commands[{doc['command']}]`. "
+             f"`{seg['module']}`) of a {shown(doc['kind'])} ({shown(doc['name'])}), extracted by vkcap "
+             f"{shown(doc['vkcap'])} from `{shown(doc['trace'])}`: frame {doc['frame']} (frame_id {doc['frame_id']}), "
+             f"`commands[{doc['command']}]`. "
              f"Its one `dispatch_vgf` runs `{seg['vgf']}`, a VGF holding that segment alone: " + _words(parts) + "." +
              (f" The graph's intermediates it binds are tensors here: {renamed}." if renamed else ""), "",
              f"The graph's segments: {seg['segments']}.", "",
@@ -432,13 +479,19 @@ def readme(doc: dict[str, Any], out: Path) -> str:
              ("the command" if k == 0 else f"segment {k - 1} of the command"), ""]
     lines += readme_divergence(doc)
     div = doc.get("divergence")
-    if div and div.get("replaced_shaders") and seg["type"] == "COMPUTE":
+    candidate = doc.get("candidate_shaders") or {}
+    if candidate:
+        (uid, shader), = candidate.items()
+        lines += [f"`scenario.json` substitutes the replacement (`{shown(shader['spirv'])}`, from "
+                  f"`{shown(shader['from'])}`) for module `{seg['module']}` on its `dispatch_vgf` (`shader_substitutions`); "
+                  "`scenario.recorded.json` runs the module as recorded.", ""]
+    elif div and div.get("replaced_shaders") and seg["type"] == "COMPUTE":
         lines += [f"To run another shader in the module's place, add it as a shader resource and give the "
                   f"`dispatch_vgf` `\"shader_substitutions\": [{{\"shader_ref\": \"<its uid>\", \"target\": "
                   f"\"{seg['module']}\"}}]` (vkcap and ARM's runner read substitutions there).", ""]
-    differ = [u for u, v in doc["inputs"].items() if v == "differs"]
-    zeros = [u for u, v in doc["inputs"].items() if v == "zeros"]
-    lines += readme_run(out) + [
+    differ = [shown(u) for u, v in doc["inputs"].items() if v == "differs"]
+    zeros = [shown(u) for u, v in doc["inputs"].items() if v == "zeros"]
+    lines += readme_run(out, bool(candidate)) + [
         "## Files", "",
         f"- `scenario.json`: the one `dispatch_vgf` and the resources it binds; `{seg['vgf']}`: the segment's VGF "
         f"(`vkcap vgf {seg['vgf']}` lists it)" + ("; `shaders/source/`: the module's source, for reading"
@@ -447,13 +500,14 @@ def readme(doc: dict[str, Any], out: Path) -> str:
         (f" (these differ from the recording: {', '.join(differ)})" if differ else "") +
         (f"; {', '.join(zeros)}: zeros (an intermediate holds no state before the command; segment 0 writes it)"
          if zeros else ""),
-        f"- `expected/`: what the recording holds right after segment {k}: " + (", ".join(
-            f"`{u}` ({where})" for u, where in doc["expected"].items() if where) or "nothing recorded there"),
+        f"- `expected/`: each output right after segment {k}: " + (", ".join(
+            f"`{shown(u)}` ({shown(where)})" for u, where in doc["expected"].items() if where) or "none"),
+        "- `check.sh`: runs the scenario and compares its outputs with `expected/` (above)",
         "- `vkcap.json`: the same, as data"]
-    missing = [u for u, where in doc["expected"].items() if not where]
+    missing = [shown(u) for u, where in doc["expected"].items() if not where]
     if missing:
-        lines += ["", f"The recording holds no value of {', '.join(missing)} right after segment {k} (record with "
-                  "`--dispatch-level` to have one)."]
+        lines += ["", f"Neither the recording nor a reference run holds a value of {', '.join(missing)} right after "
+                  f"segment {k} (record with `--dispatch-level` to have one)."]
     return "\n".join(lines) + "\n"
 
 

@@ -1,10 +1,20 @@
-"""Running one recorded frame dispatch by dispatch, to compare two drivers side by side.
+"""Running one recorded frame dispatch by dispatch, twice: a reference side and the candidate.
 
 A trace recorded without ``--dispatch-level`` says which frame diverged but not which dispatch. The
-probe replays that frame (from its checkpoint) capturing what every dispatch writes, right after it.
-The driver under test runs in this process; the reference driver runs in a child process
-(``python -m replay.probe``) because the Vulkan loader picks its drivers once per process. The child
-writes its captures into a small trace file, which the parent reads back.
+probe replays that frame (from its checkpoint) capturing what every dispatch writes, right after it,
+once as the candidate (the options as given: replaced shaders, the driver under test) and once as the
+reference, the first side of :func:`reference_side` that exists:
+
+1. ``--reference-icd``: the recorded shaders on that known-good driver, in a child process;
+2. ``--replace-shader`` given: the recorded shaders, on the same driver, in this process;
+3. the recording device, when this machine has a device whose fingerprint matches the trace's
+   (:data:`DEVICE_KEYS`) and it is not the candidate itself: in a child process given the loader's
+   variables as they were before ``--icd``.
+
+A child process (``python -m replay.probe``) is needed because the Vulkan loader picks its drivers once
+per process; it writes its captures into a small trace file, which the parent reads back. Where no
+reference side exists (the candidate is the recording device, or that device is not here) the dispatch
+cannot be named without dispatch-level snapshots: :func:`reference_side` says why in words.
 """
 from __future__ import annotations
 
@@ -13,25 +23,40 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 from capture.container import TraceReader, TraceWriter
 from capture.trace import DispatchSnapshot, FrameRecord, Trace
 from vkcore.errors import DeviceError
+from vkcore.safe_text import shown
 from vkcore.commands import kind_of
 
 from .options import ReplayOptions
 from .reading import reading
-from .replayer import Comparer, rebuild_scenario, replay_trace
-from .results import IDENTICAL, Comparison, Tolerance
+from .replayer import Comparer, ReplaySession
+from .results import IDENTICAL, Comparison, FrameResult, Tolerance
 from .tolerances import TolerancePolicy
 from .typed import compare_as
 
-Captures = dict[tuple[int, str], bytes | memoryview]  # (command index, uid) -> bytes after that dispatch
+
+class Shot(NamedTuple):
+    """What a probe captured: resource ``uid`` right after command ``command``, or after its segment
+    ``segment`` (running ``module``) for a graph dispatch, as ``--dispatch-level`` snapshots them."""
+
+    command: int
+    segment: int | None
+    module: str
+    uid: str
+
+    def order(self) -> tuple[int, int, str]:
+        return self.command, -1 if self.segment is None else self.segment, self.uid
+
+
+Captures = dict[Shot, bytes | memoryview]
 PLACEHOLDER = "0" * 32
-#: Seconds the reference driver's child may take to replay one frame before it is stopped (a hung or
+#: Seconds a reference side's child may take to replay one frame before it is stopped (a hung or
 #: endlessly slow driver must not hang bisect): 600, ``$VKCAP_PROBE_TIMEOUT`` changes it.
 PROBE_TIMEOUT_S = 600.0
 
@@ -45,35 +70,41 @@ def probe_timeout() -> float:
 
 
 class _Capturer(Comparer):
-    """Keeps the live bytes instead of comparing them."""
+    """Keeps the live bytes of every dispatch-level target instead of comparing them."""
 
     captured: Captures
 
-    def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str, command: int | None = None,
-                    seq: int = 0) -> Comparison:
-        self.captured[(-1 if command is None else command, uid)] = bytes(live)
-        return Comparison(uid, "bytes", IDENTICAL, len(live))
+    def _compare_frame(self, snapshot: Any) -> FrameResult:
+        record = self.targets[snapshot.seq]
+        modules = {(d.command, d.segment): d.module for d in record.dispatches}
+        for item in snapshot.layout.items:
+            if item.after_command is not None:
+                shot = Shot(item.after_command, item.segment, modules.get((item.after_command, item.segment), ""), item.uid)
+                self.captured[shot] = bytes(snapshot.slot.view(item))
+        return FrameResult(snapshot.seq, record.frame_id, [])
 
 
-def dispatch_targets(trace: Trace, seq: int) -> dict[int, FrameRecord]:
-    """A synthetic frame record asking for every dispatch's written resources in frame ``seq``."""
-    with tempfile.TemporaryDirectory(prefix="vkcap-probe-") as tmp:
-        scenario = rebuild_scenario(trace, Path(tmp))
-    from vkcore.exec.plan import make_plan
-
-    plan = make_plan(scenario, capture_all=bool(trace.header.get("capture_all")))
+def dispatch_targets(trace: Trace, seq: int, replay_session: ReplaySession) -> dict[int, FrameRecord]:
+    """A synthetic frame record asking for what ``--dispatch-level`` snapshots in frame ``seq``: each
+    dispatch's written resources after it, and after each segment of a graph dispatch what it writes."""
+    plan = replay_session.plan
+    assert replay_session.session is not None
+    graphs = replay_session.session.graphs
     record = trace.frame(seq)
     frame = plan.frames[record.index]
-    wanted = tuple(
-        DispatchSnapshot(cmd.index, uid, PLACEHOLDER)
-        for cmd in frame.dispatches
-        for uid in kind_of(cmd).declared_writes(scenario, cmd)
-    )
-    return {seq: FrameRecord(seq, record.pass_index, record.index, record.frame_id, {}, wanted)}
+    size = lambda uid: int(trace.resources.get(uid, {}).get("size", 0))  # noqa: E731 (graph entries carry their own)
+    wanted = []
+    for cmd in frame.dispatches:
+        for uid, _, command, *rest in kind_of(cmd).dispatch_snapshots(plan.scenario, cmd, graphs, size):
+            segment = rest[0] if rest else None
+            module = "" if segment is None else next(s.module for s in graphs[command].segments if s.index == segment)
+            wanted.append(DispatchSnapshot(command, uid, PLACEHOLDER, segment, module))
+    return {seq: FrameRecord(seq, record.pass_index, record.index, record.frame_id, {}, tuple(wanted))}
 
 
 async def capture_dispatches(trace: Trace, options: ReplayOptions, seq: int) -> Captures:
-    """Replay frame ``seq`` on this process's driver; return what each dispatch wrote."""
+    """Replay frame ``seq`` (from its nearest checkpoint) on this process's driver; return what each
+    dispatch, and each segment of a graph dispatch, wrote."""
     captured: Captures = {}
 
     class Capturer(_Capturer):
@@ -81,43 +112,123 @@ async def capture_dispatches(trace: Trace, options: ReplayOptions, seq: int) -> 
             super().__init__(*args, **kwargs)
             self.captured = captured
 
-    from dataclasses import replace
-
-    await replay_trace(trace, replace(options, first=seq, last=seq), comparer_type=Capturer, targets=dispatch_targets(trace, seq))
+    with ReplaySession(trace, replace(options, first=seq, last=seq, dispatch_level=True)) as replay_session:
+        await replay_session.run(dispatch_targets(trace, seq, replay_session), comparer_type=Capturer)
     return captured
 
 
 def capture_on_driver(trace_path: Path, seq: int, icd: Path, device: str | None) -> Captures:
     """Run the probe in a child process on driver ``icd`` (no shader replacement: the reference)."""
+    env = {**os.environ, "VK_DRIVER_FILES": str(icd.resolve()), "VK_ICD_FILENAMES": str(icd.resolve())}
+    captured = _capture_in_child(trace_path, seq, env, ["--device", device] if device else [],
+                                 f"the reference driver {icd}")
+    assert captured is not None
+    return captured
+
+
+#: The fingerprint keys that name a device and its driver: equal keys, the same device and driver.
+DEVICE_KEYS = ("vendor_id", "device_id", "device_name", "driver_name", "driver_version")
+NO_SUCH_DEVICE = 3  # the child's exit status when this machine has no device of the trace's fingerprint
+
+
+def same_device(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return all(a.get(k) == b.get(k) for k in DEVICE_KEYS)
+
+
+def capture_on_recording_device(trace_path: Path, seq: int, loader_env: dict[str, str | None]) -> Captures | None:
+    """Run the probe in a child process on the device the trace was recorded on, found among the devices
+    the loader offers under ``loader_env`` (its variables as before ``--icd``); None when there is none."""
+    env = {k: v for k, v in os.environ.items() if k not in loader_env}
+    env.update({k: v for k, v in loader_env.items() if v is not None})
+    return _capture_in_child(trace_path, seq, env, ["--recording-device"], "the recording device")
+
+
+def _capture_in_child(trace_path: Path, seq: int, env: dict[str, str], flags: list[str], who: str) -> Captures | None:
     with tempfile.TemporaryDirectory(prefix="vkcap-probe-") as tmp:
         out = Path(tmp) / "probe.vkt"
-        env = {**os.environ, "VK_DRIVER_FILES": str(icd.resolve()), "VK_ICD_FILENAMES": str(icd.resolve())}
-        cmd = [sys.executable, "-m", "replay.probe", str(trace_path), str(seq), str(out)] + (["--device", device] if device else [])
+        cmd = [sys.executable, "-m", "replay.probe", str(trace_path), str(seq), str(out), *flags]
         timeout = probe_timeout()
         try:
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace", timeout=timeout,
                                   stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
-            raise DeviceError(f"the reference driver {icd} did not finish frame {seq} within {timeout:g} s "
+            raise DeviceError(f"{who} did not finish frame {seq} within {timeout:g} s "
                               "(VKCAP_PROBE_TIMEOUT sets the limit)") from None
+        if proc.returncode == NO_SUCH_DEVICE and "--recording-device" in flags:
+            return None
         if proc.returncode != 0 or not out.is_file():
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise DeviceError(f"the reference driver {icd} could not run frame {seq} (exit {proc.returncode}: {tail})")
+            raise DeviceError(f"{who} could not run frame {seq} (exit {proc.returncode}: {shown(tail)})")
         with TraceReader(out) as reader:
-            return {(int(m["command"]), str(m["uid"])): reader.read_blob(m["blob"]) for _, m in reader.metas("probe")}
+            return {Shot(int(m["command"]), None if m.get("segment") is None else int(m["segment"]), str(m.get("module", "")),
+                         str(m["uid"])): reader.read_blob(m["blob"]) for _, m in reader.metas("probe")}
+
+
+@dataclass(frozen=True)
+class ReferenceSide:
+    """The reference of a side-by-side run: ``words`` say how both sides ran ("with the recorded shaders
+    and with the replacement"), ``capture`` runs the reference of frame ``seq``. ``capture`` returns None
+    when the side turns out not to exist (the recording device is not on this machine)."""
+
+    words: str
+    capture: Callable[[int], Captures | None]
+    reference: str = ""  # the reference side alone: "the recorded shaders on this device"
+
+
+def reference_side(trace: Trace, options: ReplayOptions, reference_icd: Path | None,
+                   loader_env: dict[str, str | None] | None, live: dict[str, Any] | None) -> ReferenceSide | str:
+    """The reference side for the candidate ``options`` (see the module docstring), or why none exists.
+    ``live``: the candidate device's fingerprint (None: not known, the recording device is tried)."""
+    if reference_icd is not None:  # the recorded shaders on the known-good driver (the child replaces none)
+        replaced = " with the recorded shaders" if options.replace_shaders else ""
+        candidate = "with the replacement on the driver under test" if options.replace_shaders else "on the driver under test"
+        return ReferenceSide(f"on the reference driver ({shown(str(reference_icd))}){replaced} and {candidate}",
+                             lambda seq: capture_on_driver(trace.path, seq, reference_icd, options.device),
+                             f"the reference driver {shown(str(reference_icd))}, with the recorded shaders")
+    if options.replace_shaders:
+        recorded = replace(options, replace_shaders=())
+        return ReferenceSide("with the recorded shaders and with the replacement",
+                             lambda seq: trio_capture(trace, recorded, seq), "the recorded shaders on this device")
+    recorded_name = shown(str(trace.fingerprint.get("device_name", "?")))
+    if loader_env is None:
+        return "no shader is replaced, no --reference-icd is given, and the recording device is not looked for"
+    if live is not None and same_device(live, trace.fingerprint):
+        return (f"the candidate is the recording device ({recorded_name}) and no shader is replaced: "
+                "no reference side to replay it against")
+    return ReferenceSide(f"on the recording device ({recorded_name}) and on "
+                         f"{shown(str((live or {}).get('device_name', 'the driver under test')))}",
+                         lambda seq: capture_on_recording_device(trace.path, seq, loader_env),
+                         f"the recording device ({recorded_name})")
+
+
+def live_fingerprint(options: ReplayOptions) -> dict[str, Any]:
+    """The fingerprint of the device ``options`` choose on this process's driver."""
+    from vkcore.device.context import choose_device, list_devices
+
+    return choose_device(list_devices(), options.device).fingerprint()
+
+
+def trio_capture(trace: Trace, options: ReplayOptions, seq: int) -> Captures:
+    import trio
+
+    return trio.run(capture_dispatches, trace, options, seq)
 
 
 def first_divergent_dispatch(live: Captures, reference: Captures, trace: Trace,
                              policy: TolerancePolicy) -> tuple[int, Comparison] | None:
-    """The first (command, comparison) where the two drivers' dispatch outputs differ, each output read as
-    the replay reads it (:func:`replay.reading.reading`: ``--dtype``, else the shader's view)."""
+    """The first (command, comparison) where the two sides' dispatch outputs differ at all (in command
+    order, a graph's segments in order), each output read as the replay reads it
+    (:func:`replay.reading.reading`: ``--dtype``, else the shader's view); a segment's comparison names it
+    in ``extras`` (``segment``, ``module``), as a dispatch-level replay does."""
     exact = replace(policy, per_resource={}, default=Tolerance(), preset="", default_keys={})
-    for command, uid in sorted(reference):
-        if (command, uid) not in live:
+    for shot in sorted(reference, key=Shot.order):
+        if shot not in live:
             continue
-        c = compare_as(uid, reference[(command, uid)], live[(command, uid)], reading(trace, uid, policy), exact)
+        c = compare_as(shot.uid, reference[shot], live[shot], reading(trace, shot.uid, policy), exact)
         if c.status != IDENTICAL:
-            return command, c
+            if shot.segment is not None:
+                c.extras.update(segment=shot.segment, module=shot.module)
+            return shot.command, c
     return None
 
 
@@ -130,12 +241,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("seq", type=int)
     parser.add_argument("out", type=Path)
     parser.add_argument("--device")
+    parser.add_argument("--recording-device", action="store_true",
+                        help=f"run on the device of the trace's fingerprint (exit {NO_SUCH_DEVICE} when there is none)")
     args = parser.parse_args(argv)
     with Trace.open(args.trace) as trace:
-        captured = trio.run(capture_dispatches, trace, ReplayOptions(trace=args.trace, device=args.device), args.seq)
+        device = args.device
+        if args.recording_device:
+            from vkcore.device.context import list_devices
+
+            try:
+                devices = list_devices()
+            except DeviceError:  # no driver at all under this environment: no recording device either
+                return NO_SUCH_DEVICE
+            match = next((d for d in devices if same_device(d.fingerprint(), trace.fingerprint)), None)
+            if match is None:
+                return NO_SUCH_DEVICE
+            device = str(match.index)
+        captured = trio.run(capture_dispatches, trace, ReplayOptions(trace=args.trace, device=device), args.seq)
     with TraceWriter(args.out) as writer:
-        for (command, uid), data in captured.items():
-            writer.add_meta("probe", {"command": command, "uid": uid, "blob": writer.put_blob(data)})
+        for shot, data in captured.items():
+            writer.add_meta("probe", {"command": shot.command, "segment": shot.segment, "module": shot.module,
+                                      "uid": shot.uid, "blob": writer.put_blob(data)})
     return 0
 
 

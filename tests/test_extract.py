@@ -4,7 +4,6 @@ byte for byte, what the trace recorded after it."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -16,19 +15,19 @@ from tests.reference import reference_runner, run_reference
 TRACES = Path(__file__).resolve().parent.parent / "traces"
 
 
-def run_both(folder: Path, tmp_path: Path) -> dict[str, Path]:
+def run_both(folder: Path, tmp_path: Path, scenario: str = "scenario.json") -> dict[str, Path]:
     """Run the extract with vkcap and (where installed) the reference; the output folders by name."""
     outs = {"vkcap": tmp_path / "out-vkcap"}
-    proc = vkcap("run", folder / "scenario.json", "--output", outs["vkcap"])
+    proc = vkcap("run", folder / scenario, "--output", outs["vkcap"])
     assert proc.returncode == 0, proc.stderr
     if reference_runner() is not None:
         outs["reference"] = tmp_path / "out-reference"
-        ref = run_reference(folder / "scenario.json", outs["reference"])
+        ref = run_reference(folder / scenario, outs["reference"])
         assert ref.returncode == 0, ref.stdout[-2000:] + ref.stderr[-2000:]
     return outs
 
 
-def assert_reproduces(folder: Path, tmp_path: Path) -> dict[str, str]:
+def assert_reproduces(folder: Path, tmp_path: Path, scenario: str = "scenario.json") -> dict[str, str]:
     """Both runners write the same bytes for every recorded output of the extract, and, on the driver
     the trace was recorded with, the recorded bytes (on another, test_an_extract_diverges_where_the_full_
     replay_does checks the differences); what ``vkcap.json`` says of the expectations."""
@@ -36,7 +35,7 @@ def assert_reproduces(folder: Path, tmp_path: Path) -> dict[str, str]:
     expected = {p.name: p.read_bytes() for p in (folder / "expected").iterdir()}
     assert expected, "nothing recorded to compare with"
     same = [meta[side].get(k) for side in ("recorded_device", "extract_device") for k in ("device_name", "driver_info")]
-    outs = run_both(folder, tmp_path)
+    outs = run_both(folder, tmp_path, scenario)
     for runner, out in outs.items():
         for name, data in expected.items():
             ours = (out / name).read_bytes()
@@ -49,7 +48,8 @@ def assert_reproduces(folder: Path, tmp_path: Path) -> dict[str, str]:
 def test_a_dispatch_from_the_middle_of_a_100_frame_trace(tmp_path: Path) -> None:
     """The heat example's golden trace (100 frames, two ping-pong steps each, no dispatch-level
     snapshots): the second step of frame 50. Its inputs are replayed (the frame's first step runs
-    before it); its output ``a`` is the frame's boundary snapshot, reproduced by both runners."""
+    before it); its output ``a`` is the frame's boundary snapshot, ``b`` (which the recording holds
+    no value of there) a replay's, both reproduced by both runners."""
     out = tmp_path / "extract"
     proc = vkcap("extract", TRACES / "heat.vkt", "--frame", "50", "--command", "151", "-o", out)
     assert proc.returncode == 0, proc.stderr
@@ -57,10 +57,12 @@ def test_a_dispatch_from_the_middle_of_a_100_frame_trace(tmp_path: Path) -> None
     assert [next(iter(r.values()))["uid"] for r in scenario["resources"]] == ["step", "a", "b"]
     assert [next(iter(c)) for c in scenario["commands"]] == ["dispatch_compute"]
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
-        ".vkcap-extract", "README.md", "expected/a.npy", "inputs/a.npy", "inputs/b.npy", "scenario.json", "shaders/source/step.comp",
-        "shaders/step.spv", "vkcap.json"]
+        ".vkcap-extract", "README.md", "check.sh", "expected/a.npy", "expected/b.npy", "inputs/a.npy", "inputs/b.npy",
+        "scenario.json", "shaders/source/step.comp", "shaders/step.spv", "vkcap.json"]
     where = assert_reproduces(out, tmp_path)
-    assert where == {"b": None, "a": "the boundary snapshot of frame 50 (no later command of the frame writes it)"}
+    assert where["a"] == "the boundary snapshot of frame 50 (no later command of the frame writes it)"
+    assert where["b"].startswith("a replay on ") and where["b"].endswith(
+        "with the recorded shaders, right after commands[151] (the recording holds no value there)")
     meta = json.loads((out / "vkcap.json").read_text())
     assert (meta["frame"], meta["command"], meta["kind"], meta["name"]) == (50, 151, "dispatch_compute", "step")
     assert meta["inputs"] == {"a": "unrecorded", "b": "unrecorded"}
@@ -72,7 +74,7 @@ def test_a_dispatch_from_the_middle_of_a_100_frame_trace(tmp_path: Path) -> None
     np.testing.assert_allclose(np.load(out / "expected" / "a.npy").view(np.float32).reshape(64, 64)[1:-1, 1:-1],
                                step[1:-1, 1:-1], rtol=1e-6)
     readme = (out / "README.md").read_text()
-    assert "frame 50 (frame_id 50), `commands[151]`" in readme and "scenario-runner --scenario" in readme
+    assert "frame 50 (frame_id 50), `commands[151]`" in readme and "scenario_runner --scenario" in readme
 
 
 CHAIN = """#version 450
@@ -176,14 +178,9 @@ def test_bisect_extracts_the_first_divergent_dispatch(builder: ScenarioBuilder, 
     assert meta["divergence"]["replaced_shaders"] == {"mix": str(changed)}
     readme = (out / "README.md").read_text()
     assert "## The divergence" in readme and f"`mix` replaced by `{changed}`" in readme
-    assert_reproduces(out, tmp_path)
-    # the replaced shader on the extract: the elements bisect found differ, and only those
-    scenario = json.loads((out / "scenario.json").read_text())
-    shader = scenario["resources"][0]["shader"]
-    shutil.copyfile(changed, out / "changed.comp")
-    shader.update(src="changed.comp", type="GLSL")
-    (out / "changed.json").write_text(json.dumps(scenario))
-    proc = vkcap("run", out / "changed.json", "--output", tmp_path / "changed")
+    assert_reproduces(out, tmp_path, "scenario.recorded.json")
+    # scenario.json runs the replaced shader (the candidate): the elements bisect found differ, and only those
+    proc = vkcap("run", out / "scenario.json", "--output", tmp_path / "changed")
     assert proc.returncode == 0, proc.stderr
     got = load_output(tmp_path / "changed" / "f.npy", np.float32)
     want = load_output(out / "expected" / "f.npy", np.float32)

@@ -84,8 +84,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return trace
 
 
-def uids(folder: Path) -> list[str]:
-    return [next(iter(r.values()))["uid"] for r in json.loads((folder / "scenario.json").read_text())["resources"]]
+def uids(folder: Path, scenario: str = "scenario.json") -> list[str]:
+    return [next(iter(r.values()))["uid"] for r in json.loads((folder / scenario).read_text())["resources"]]
 
 
 def hardswish(x: np.ndarray) -> np.ndarray:
@@ -180,8 +180,9 @@ def test_a_glsl_module_runs_as_vkcap_compiled_it(tmp_path: Path) -> None:
 
 def test_bisect_extracts_the_divergent_segment(recorded: Path, tmp_path: Path) -> None:
     """bisect with the substituted shader replaced names segment 1 of the first graph dispatch and
-    extracts that segment: it reproduces the recording, and, given the replacement as a substitution on
-    its command, shows the divergence bisect reported, in the same elements."""
+    extracts that segment: scenario.recorded.json reproduces the recording, and scenario.json, the
+    replacement substituted for the module on its command, shows the divergence bisect reported, in the
+    same elements."""
     changed = tmp_path / "changed.comp"
     changed.write_text(HARDSWISH.replace("+ pc.bias);", "+ pc.bias + ((h == 1u && w == 2u && c == 5u) ? 0.5 : 0.0));"))
     out = tmp_path / "bug"
@@ -194,17 +195,12 @@ def test_bisect_extracts_the_divergent_segment(recorded: Path, tmp_path: Path) -
     assert (meta["frame"], meta["command"], meta["segment"]["index"]) == (0, 1, 1)
     assert meta["divergence"]["segment"] == f"segment 1 (module {MODULES[1]})"
     assert meta["divergence"]["replaced_shaders"] == {"hs": str(changed)}
-    assert uids(out) == SEGMENTS[1][0]
+    assert uids(out, "scenario.recorded.json") == SEGMENTS[1][0] and uids(out) == [*SEGMENTS[1][0], "hs"]
     readme = (out / "README.md").read_text()
-    assert "## The divergence" in readme and f'"target": "{MODULES[1]}"' in readme
-    assert_reproduces(out, tmp_path)
-    # the replacement, substituted on the extract's command: the elements bisect found differ, only those
-    scenario: dict[str, Any] = json.loads((out / "scenario.json").read_text())
-    shutil.copyfile(changed, out / "changed.comp")
-    scenario["resources"].append({"shader": {"uid": "changed", "src": "changed.comp", "type": "GLSL"}})
-    scenario["commands"][0]["dispatch_vgf"]["shader_substitutions"] = [{"shader_ref": "changed", "target": MODULES[1]}]
-    (out / "changed.json").write_text(json.dumps(scenario))
-    proc = vkcap("run", out / "changed.json", "--output", tmp_path / "changed")
+    assert "## The divergence" in readme and f"for module `{MODULES[1]}` on its `dispatch_vgf`" in readme
+    assert_reproduces(out, tmp_path, "scenario.recorded.json")
+    # scenario.json substitutes the replacement for the module: the elements bisect found differ, only those
+    proc = vkcap("run", out / "scenario.json", "--output", tmp_path / "changed")
     assert proc.returncode == 0, proc.stderr
     got = np.load(tmp_path / "changed" / "g_intermediate_3.npy")
     want = np.load(out / "expected" / "g_intermediate_3.npy")

@@ -544,7 +544,9 @@ def test_bisect_reference_icd_locates_the_dispatch_of_a_frame_level_trace(base: 
     assert doc["frame"] == 37 and doc["command"] == 111 and doc["dispatch"] == "acc"
     assert doc["resource"]["uid"] == "acc_buf" and doc["resource"]["first_index"] == [5]
     assert (doc["resource"]["first_recorded"], doc["resource"]["first_live"]) == (95.0, 96.0)
-    assert "first divergent dispatch: commands[111] (acc) (found by running the frame on both drivers)" in capsys.readouterr().out
+    assert ("first divergent dispatch: commands[111] (acc), found by replaying frame 37 on the reference driver "
+            f"({manifests[0]}) with the recorded shaders and with the replacement on the driver under test"
+            ) in capsys.readouterr().out
 
 
 @pytest.mark.xfail(strict=True, reason=(

@@ -1,5 +1,7 @@
 """``vkcap extract TRACE --frame F --command I -o DIR``: one dispatch of a trace as a standalone scenario
-(see :mod:`replay.extract` for what the folder holds and guarantees)."""
+(see :mod:`replay.extract` for what the folder holds and guarantees); ``vkcap reproduce DIR``: run such a
+folder's scenario and compare its outputs with its ``expected/`` (see :mod:`replay.reproduce`), what
+the folder's ``check.sh`` runs."""
 from __future__ import annotations
 
 import argparse
@@ -22,16 +24,38 @@ def register(sub: Any, add_common: AddFlags, add_device: AddFlags) -> None:
                    help="the folder to write: a new or empty one (written once complete)")
     p.add_argument("--force", action="store_true",
                    help="replace an earlier extract at DIR (only a folder holding nothing but what vkcap wrote there)")
+    p.add_argument("--replace-shader", action="append", default=[], metavar="UID=FILE",
+                   help="the candidate: scenario.json runs this shader (.spv as SPIR-V, else GLSL), "
+                        "scenario.recorded.json the recorded one; repeatable")
     add_device(p)
     add_common(p)
     p.set_defaults(handler=cmd_extract)
+
+    r = sub.add_parser("reproduce", help="run an extract's scenario and compare its outputs with its expected/ "
+                                         "(what its check.sh runs)")
+    r.add_argument("folder", type=Path, metavar="DIR", help="a folder written by extract or bisect --extract")
+    r.add_argument("--recorded", action="store_true",
+                   help="run scenario.recorded.json (the shaders as recorded) instead of scenario.json")
+    r.add_argument("--runner", choices=("vkcap", "reference"),
+                   help="who runs the scenario: vkcap (default) or ARM's scenario-runner, with its emulation layers "
+                        "(default: $VKCAP_RUNNER, else vkcap)")
+    r.add_argument("--output", type=Path, metavar="OUT",
+                   help="keep the outputs in OUT (a new or empty folder; default: a temporary folder, removed)")
+    r.add_argument("--icd", type=Path, metavar="FILE.json", help="run on this Vulkan driver (sets VK_DRIVER_FILES)")
+    add_device(r)
+    add_common(r)
+    r.set_defaults(handler=cmd_reproduce)
 
 
 def extract_options(args: argparse.Namespace) -> Any:
     """The replay options an extract reads its inputs with: the device flags only."""
     from replay.options import ReplayOptions
 
-    return ReplayOptions(trace=args.trace, device=args.device, emulation="off" if args.no_emulation_layers else "auto")
+    from .compare_flags import _pairs
+
+    replaced = tuple((uid, Path(p)) for uid, p in _pairs(getattr(args, "replace_shader", []), "--replace-shader"))
+    return ReplayOptions(trace=args.trace, device=args.device, emulation="off" if args.no_emulation_layers else "auto",
+                         replace_shaders=replaced)
 
 
 def log_extracted(result: Any) -> None:
@@ -67,3 +91,17 @@ def cmd_extract(args: argparse.Namespace) -> int:
                      argv=getattr(args, "argv", []), segment=args.segment, force=args.force)
     log_extracted(result)
     return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    import os
+
+    from replay.reproduce import reproduce
+
+    from vkcore.errors import UsageError
+
+    runner = args.runner or os.environ.get("VKCAP_RUNNER") or "vkcap"
+    if runner not in ("vkcap", "reference"):
+        raise UsageError(f"VKCAP_RUNNER={runner!r}: expected vkcap or reference", place="VKCAP_RUNNER")
+    return reproduce(args.folder, recorded=args.recorded, runner=runner, output=args.output, device=args.device,
+                     icd=args.icd, emulation="off" if args.no_emulation_layers else "auto", validate=args.validate)

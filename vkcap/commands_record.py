@@ -60,7 +60,8 @@ def cmd_record(args: argparse.Namespace) -> int:
         log.info("dry run: built %d frame(s) on %s; recorded and wrote nothing",
                  len(result.run.plan.frames), result.run.device_name)
         return 0
-    log.info("recorded %d frame(s) on %s into %s%s", result.frames, result.run.device_name, result.trace,
+    log.info("recorded %d frame(s) on %s into %s%s%s", result.frames, result.run.device_name, result.trace,
+             " (replaced the trace that was there)" if before is not None and result.frames else "",
              _record_figures(result) if result.frames else "")
     if result.run.interrupted:
         if result.frames:

@@ -21,12 +21,16 @@ if TYPE_CHECKING:
 
 AddFlags = Callable[[argparse.ArgumentParser], None]
 
+#: The Vulkan loader's driver variables (``--icd`` sets them; the recording device is looked for without).
+LOADER_VARIABLES = ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES")
+
 
 def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device: AddFlags) -> None:
     """Add the trace subcommands to the ``vkcap`` parser."""
     rec = sub.add_parser("record", help="run a scenario and capture every frame boundary into a trace")
     add_run_flags(rec)
-    rec.add_argument("-o", "--trace", type=Path, help="trace file (default: traces/<scenario>.vkt)")
+    rec.add_argument("-o", "--trace", type=Path, help="trace file (default: traces/<scenario file's stem>.vkt; for a file called "
+                          "scenario.json, traces/<its folder's name>.vkt)")
     rec.add_argument("--capture", choices=("boundary", "all"), default="boundary",
                      help="boundary: what each mark_boundary names; all: that plus every writable resource, at every boundary")
     rec.add_argument("--checkpoint-every", type=int, default=8, metavar="K",
@@ -87,7 +91,8 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     bis = sub.add_parser("bisect", help="find the first divergent frame, then the first divergent dispatch")
     bis.add_argument("trace", type=Path)
     add_compare_flags(bis)
-    bis.add_argument("--replace-shader", action="append", default=[], metavar="UID=FILE", help="bisect with another shader")
+    bis.add_argument("--replace-shader", action="append", default=[], metavar="UID=FILE",
+                     help="bisect with another shader (the recorded one is then the reference that names the dispatch)")
     bis.add_argument("--no-isolate", dest="isolate", action="store_false",
                      help="run probes in this process (faster; a driver crash then ends the search)")
     bis.add_argument("--exhaustive", action="store_true",
@@ -256,6 +261,8 @@ def _replay(args: argparse.Namespace) -> int:
                    fingerprints=[("recorded", report.recorded_device), ("live", report.device)])
     first = report.first_divergence
     compared = len(report.frames)
+    if report.frames:
+        log.info("%s", replay_scope(report.started_from_checkpoint, report.executed, [f.seq for f in report.frames]))
     if first is None:
         log.info("%d frame(s) replayed on %s: all within tolerance", compared, report.device.get("device_name"))
         return 0
@@ -263,6 +270,20 @@ def _replay(args: argparse.Namespace) -> int:
     log.warning("first divergence at frame %d (frame_id %d): %s", first.seq, first.frame_id, comparison_line(bad[0]))
     log.warning("%d of %d frame(s) diverged", sum(f.diverged for f in report.frames), compared)
     return 1
+
+
+def replay_scope(checkpoint: int, executed: int, compared: list[int]) -> str:
+    """Where a replay started and what it ran, e.g. ``replayed frame 50 from checkpoint 47 (the state
+    after frame 47): ran frames 48-50, 2 of them only to reach frame 50``."""
+    first, last = min(compared), max(compared)
+    what = f"frame {first}" if first == last else f"frames {first}-{last}"
+    start = ("from the start of the trace (checkpoint -1)" if checkpoint < 0
+             else f"from checkpoint {checkpoint} (the state after frame {checkpoint})")
+    ran = checkpoint + 1, checkpoint + executed
+    ran_text = f"frame {ran[0]}" if ran[0] == ran[1] else f"frames {ran[0]}-{ran[1]}"
+    reach = first - ran[0]
+    return (f"replayed {what} {start}: ran {ran_text}" +
+            (f", {reach} of them only to reach frame {first}" if reach > 0 else ""))
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -337,6 +358,9 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
         from vkcore.output_folders import check_folder_target
 
         check_folder_target(args.extract, place="--extract", force=args.force, inputs=[args.trace])
+    import os
+
+    loader_env = {k: os.environ.get(k) for k in LOADER_VARIABLES}  # the recording device is looked for with these
     use_driver(args.icd)
     if server is None:  # the probes run here: let the driver start while the modules load
         from .cli import TRACE_CODECS, start_vulkan_early
@@ -361,7 +385,7 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
             log.info("segment %d (%s): %s", span.segment, what, "DIVERGED" if diverged else "ok")
 
         result = bisect_trace(trace, options, on_probe=on_probe, exhaustive=args.exhaustive,
-                              reference_icd=args.reference_icd, probe_server=server)
+                              reference_icd=args.reference_icd, probe_server=server, loader_env=loader_env)
         document: dict[str, Any] = {
             "trace": str(args.trace), "segments": result.segments, "replays": result.replays,
             "probes": [{"segment": p.segment, "frames": [p.first, p.last], "from_state_after": p.start, "diverged": d}
@@ -385,7 +409,8 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     extras = result.dispatch_comparison.extras if result.dispatch_comparison is not None else {}
     document.update({
         "diverged": True, "frame": result.frame.seq, "frame_id": result.frame.frame_id,
-        "command": result.command, "dispatch": name, "segment": extras.get("segment"), "module": extras.get("module"),
+        "command": result.command, "dispatch": name, "found_by": result.found_by or None,
+        "unnamed": result.unnamed or None, "segment": extras.get("segment"), "module": extras.get("module"),
         "resource": result.resource.as_dict() if result.resource else None,
     })
     report_outputs(args, "bisect", document, [result.frame], fingerprints=[("recorded", trace.fingerprint)],
@@ -393,16 +418,17 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     print(f"first divergent frame: {result.frame.seq} (frame_id {result.frame.frame_id})")
     segment = ""
     if result.command is not None:
-        via = " (found by running the frame on both drivers)" if result.side_by_side else ""
+        via = f", found by {result.found_by}" if result.found_by else ""
         segment = f", segment {extras['segment']} (module {extras['module']})" if "segment" in extras else ""
-        print(f"first divergent dispatch: commands[{result.command}] ({shown(name)}){shown(segment)}{via}")
+        print(f"first divergent dispatch: commands[{result.command}] ({shown(name)}){shown(segment)}{shown(via)}")
     else:
-        print("first divergent dispatch: unknown (record with --dispatch-level, or give --reference-icd, to locate it)")
+        why = result.unnamed or "the trace has no dispatch-level snapshots of this frame"
+        print(f"first divergent dispatch: unknown: {shown(why)}; record with --dispatch-level "
+              "(or give --replace-shader or --reference-icd) to name it")
     if result.resource is not None:
         print(shown(comparison_line(result.resource)))
     if args.extract is not None:
-        _extract_divergence(args, result, trace.fingerprint, options.replace_shaders, segment.removeprefix(", "),
-                            extras.get("segment"))
+        _extract_divergence(args, result, trace.fingerprint, options, segment.removeprefix(", "), extras.get("segment"))
     how = ("binary search found nothing; scanned in order" if result.fallback_scan
            else "every earlier segment checked" if result.exhaustive
            else "binary search, assuming the divergence persists; --exhaustive checks every earlier segment")
@@ -410,13 +436,14 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     return 1
 
 
-def _extract_divergence(args: argparse.Namespace, result: "BisectResult", recorded: dict[str, Any],
-                        replaced: tuple[tuple[str, Path], ...], segment: str, segment_index: int | None = None) -> None:
+def _extract_divergence(args: argparse.Namespace, result: "BisectResult", recorded: dict[str, Any], options: Any,
+                        segment: str, segment_index: int | None = None) -> None:
     """``bisect --extract DIR``: the first divergent dispatch as a standalone scenario, its README saying
     how it diverged; where bisect named a segment of a graph dispatch, that segment alone (the whole
     dispatch, and a warning saying why, without ARM's vgfpy); without a dispatch named, nothing is written
     (and the log says why)."""
     import logging
+    from dataclasses import replace
 
     from replay.extract import Divergence, extract
     from replay.report import comparison_line
@@ -436,8 +463,12 @@ def _extract_divergence(args: argparse.Namespace, result: "BisectResult", record
             segment_index = None
     compared = result.dispatch_comparison or result.resource
     line = comparison_line(compared) if compared is not None else "diverged"
-    divergence = Divergence(line, recorded, {}, replaced, segment)
-    log_extracted(extract(args.trace, result.frame.seq, result.command, args.extract, extract_options(args),
+    divergence = Divergence(line, recorded, {}, options.replace_shaders, segment, result.found_by,
+                            result.reference_outputs, result.reference_side)
+    # The extract compares as this bisect did (tolerances, dtypes) and holds the candidate's shaders.
+    extracting = replace(extract_options(args), tolerances=options.tolerances, dtypes=options.dtypes,
+                         replace_shaders=options.replace_shaders)
+    log_extracted(extract(args.trace, result.frame.seq, result.command, args.extract, extracting,
                           divergence, argv=getattr(args, "argv", []), segment=segment_index, place="--extract",
                           force=args.force))
 
