@@ -87,7 +87,11 @@ def portable_scenario(scenario: Scenario, shader_dependencies: dict[str, tuple[P
             continue
         source = scenario.src_path(src)
         if isinstance(r, Shader) and not source.is_file():
-            continue  # a shader no command uses may lack its file (validation warned); nothing to embed
+            # A shader no command uses may lack its file (validation warned): nothing to embed, and its
+            # path, perhaps absolute, becomes a name inside the trace's folder (a replay is confined to it).
+            body["src"] = posixpath.join("missing", str(r.index), source.name or "shader")
+            body["include_dirs"] = []
+            continue
         role = {"shader": "shader", "graph": "graph"}.get(kind, "input")
         body["src"] = add(role, source)
         if isinstance(r, Shader):

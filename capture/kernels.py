@@ -12,8 +12,11 @@ is built by ``make setup`` (:mod:`capture.kernels_build`); without it, the first
 """
 from __future__ import annotations
 
+import hashlib
+import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from vkcore.errors import VkcapError
@@ -41,12 +44,28 @@ def _library() -> Any:
             if _lib is None:
                 if sys.byteorder != "little":
                     raise KernelsMissing("the trace format's elements are little-endian; this host is not")
-                try:
-                    _lib = ffi.dlopen(str(LIBRARY))
-                except OSError as exc:
-                    raise KernelsMissing(f"{LIBRARY} cannot be loaded ({exc}); build it with `make setup` "
-                                         "or `python -m capture.kernels_build`") from None
+                _lib = ffi.dlopen(str(LIBRARY if LIBRARY.is_file() else _built_in_cache()))
     return _lib
+
+
+def _built_in_cache() -> Path:
+    """The library for an installed vkcap, which has ``kernels.c`` but no ``_kernels.so`` beside it
+    (``pip install .``): compiled once into the cache folder, under a name that changes with the source and
+    the flags, so an upgrade never loads a stale build. One line naming what to do when no compiler works."""
+    from vkcore.paths import cache_root
+
+    from .kernels_build import CFLAGS, SOURCE, compile_library
+
+    try:
+        digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(CFLAGS).encode()).hexdigest()[:16]
+        target = cache_root() / "kernels" / f"_kernels-{digest}.so"
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            compile_library(target)
+        return target
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise KernelsMissing(f"{LIBRARY} is not built and could not be built into the cache ({exc}); install a C "
+                             "compiler (apt-get install gcc), or run `python -m capture.kernels_build`") from None
 
 
 def new_buffer(nbytes: int) -> memoryview:

@@ -45,7 +45,7 @@ def compile_library(target: Path = LIBRARY) -> None:
     cc = shlex.split(os.environ.get("CC", "cc"))
     partial = target.with_name(f".{target.name}.{os.getpid()}")
     try:
-        subprocess.run([*cc, *CFLAGS, "-o", str(partial), str(SOURCE)], check=True)
+        subprocess.run([*cc, *CFLAGS, "-o", str(partial), str(SOURCE)], check=True, timeout=300)
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)

@@ -31,7 +31,10 @@ changes):
   once complete): a failed or interrupted trim leaves whatever was at OUT untouched and no partial file.
 - **Refusals.** Bad input is a one-line :class:`vkcore.errors.VkcapError` naming the file, exit 2, before
   anything is written: a malformed range, B < A, a frame outside the trace, OUT naming the source, a
-  damaged source lacking a record OUT needs (which frame or checkpoint), a damaged blob.
+  damaged source lacking a record OUT needs (which frame or checkpoint), a damaged blob, an OUT that exists
+  and is not a vkcap trace. The partial file of an earlier trim to OUT that was killed is removed when
+  provably a trim's and abandoned; any other partial file of OUT (a killed recording's, whose frames are
+  recoverable) is named in a warning (:mod:`capture.trace_target`).
 """
 from __future__ import annotations
 
@@ -134,26 +137,46 @@ def parse_frames(text: str, trace: Path) -> FrameSpan:
     match = _RANGE.fullmatch(text)
     if match is None:
         raise UsageError("expected A-B, A- or A (frame numbers, 0 or more)", file=trace, place=place)
-    first = int(match.group(1))
+    first = _frame_number(match.group(1), trace, place)
     if match.group(2) is None:
         return FrameSpan(text, first, first)
     if not match.group(3):
         return FrameSpan(text, first, None)
-    last = int(match.group(3))
+    last = _frame_number(match.group(3), trace, place)
     if last < first:
         raise UsageError(f"the last frame ({last}) comes before the first ({first})", file=trace, place=place)
     return FrameSpan(text, first, last)
 
 
+def _frame_number(digits: str, trace: Path, place: str) -> int:
+    """A frame number within the bounds every command uses (vkcore.bounded_numbers: ``frame``); digits too
+    many for ``int()`` (Python refuses over 4300) are out of those bounds anyway."""
+    from vkcore.bounded_numbers import BOUNDS, check_number
+
+    if len(digits) > 18:
+        raise UsageError(f"must be {BOUNDS['frame'].wanted}, got a number of {len(digits)} digits", file=trace,
+                         place=place if len(place) <= 60 else place[:57] + "...")
+    return int(check_number("frame", int(digits), file=str(trace), place=place))
+
+
 def check_out(source: Path, out: Path) -> None:
-    """Refuse an OUT that is the source itself, or that cannot be written (see
-    :func:`vkcore.outputs.check_output_target`), before any work."""
+    """Refuse, before any work, an OUT that is the source itself, that cannot be written (see
+    :func:`vkcore.outputs.check_output_target`), or that exists and is not a vkcap trace (see
+    :func:`capture.trace_target.check_replaceable`); then deal with the partial files an interrupted
+    trim or record to OUT left (:func:`capture.trace_target.clear_partials`)."""
+    import os
+
     from vkcore.outputs import check_output_target, same_file
+
+    from .trace_target import check_replaceable, clear_partials
 
     if same_file(source, out):
         raise UsageError(f"is the trace being trimmed ({source}): write the trimmed trace to another file",
                          file=out, place="-o")
     check_output_target(out, place="-o")
+    if os.path.exists(out):
+        check_replaceable(out, place="-o")
+    clear_partials(out)
 
 
 def resolve_span(trace: Trace, span: FrameSpan) -> tuple[int, int]:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from capture.trace import Trace
 
 from .options import ReplayOptions
+from .reading import effective_policy
 from .results import Comparison, FrameResult
 
 if TYPE_CHECKING:
@@ -223,7 +224,7 @@ def _search(trace: Trace, options: ReplayOptions, run_probe: Probe, segments: li
         reference = capture_on_driver(trace.path, frame.seq, reference_icd, options.device)
         result.replays += 2
         result.side_by_side = True
-        first_dispatch = first_divergent_dispatch(live, reference, dict(options.dtypes))
+        first_dispatch = first_divergent_dispatch(live, reference, trace, effective_policy(options))
     if first_dispatch is not None:
         result.command, result.dispatch_comparison = first_dispatch
         result.resource = result.resource or first_dispatch[1]

@@ -13,9 +13,10 @@ from typing import Any, Iterable
 from capture.trace import FramesNotJudged, Trace
 from vkcore.errors import TraceError
 
-from .compare import compare
-from .results import Comparison, FrameResult, identical
+from .reading import identical_in, reading
+from .results import Comparison, FrameResult
 from .tolerances import TolerancePolicy, resource_shape
+from .typed import compare_as
 
 # Fields of a resource that may differ between two recordings of the same scenario.
 CONTENT_FIELDS = {"src"}
@@ -81,11 +82,11 @@ def diff_traces(a: Trace, b: Trace, policy: TolerancePolicy,
     shapes = tuple(shapes)
 
     def compare_keys(uid: str, key_a: str, key_b: str, what: str) -> Comparison:
-        dtype = policy.dtypes.get(uid) or _format_dtype(a, uid) or policy.default_dtype
+        how = reading(a, uid, policy)  # A's view: both record one scenario (checked above)
         if key_a == key_b:  # equal content keys: equal bytes, nothing to read
-            return identical(uid, a.reader.blob_info(key_a).raw_len, dtype)
-        return compare(uid, a.blob(key_a, what=what), b.blob(key_b, what=what), dtype=dtype,
-                       tolerance=policy.for_resource(uid, dtype), shape=resource_shape(a, uid, shapes), top=policy.top)
+            return identical_in(uid, a.reader.blob_info(key_a).raw_len, how)
+        return compare_as(uid, a.blob(key_a, what=what), b.blob(key_b, what=what), how, policy,
+                          shape=resource_shape(a, uid, shapes), top=policy.top)
 
     report = DiffReport()
     for key in sorted(set(a.fingerprint) | set(b.fingerprint)):
@@ -123,16 +124,3 @@ def diff_traces(a: Trace, b: Trace, policy: TolerancePolicy,
             found = f"first divergence at frame {first}" if first is not None else "all within tolerance"
             raise FramesNotJudged(f"{not_judged}; of the {len(report.frames)} frame(s) compared: {found}", file=trace.path)
     return report
-
-
-def _format_dtype(trace: Trace, uid: str) -> str | None:
-    fmt = trace.resources.get(uid, {}).get("format")
-    if not isinstance(fmt, str):
-        return None
-    from vkcore.resources.formats import format_info
-
-    try:
-        return format_info(fmt).compare_dtype
-    except KeyError:
-        return None
-

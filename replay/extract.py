@@ -20,11 +20,19 @@ Guarantees of :func:`extract`:
   and ``expected/`` holds what the trace recorded after the command, where it recorded it: the
   command's own dispatch-level snapshot, or the frame's boundary snapshot when no later command of the
   frame writes that resource. ``vkcap.json`` says which, and which outputs have no recorded value.
-- **Nothing half-written.** The folder is built beside its target and renamed into place; an existing
-  folder is replaced only once the new one is complete.
-- **Refusals** (one line, exit 2, nothing written): a frame the trace does not hold, a command index
-  outside the scenario, a command of another frame (the frame's own are listed), a command that is not a
-  dispatch, a trace without the checkpoint the replay needs (named), an image whose format has no DDS form.
+- **The user's files are sacred.** ``out`` must be new or an empty folder; ``force`` replaces only a
+  folder an earlier extract wrote (its ``.vkcap-extract`` marker lists every entry in it), and a folder
+  holding the trace is never used (:func:`vkcore.output_folders.check_folder_target`, checked before
+  any work and again before publishing). Every file name derived from the trace (uids, shader sources,
+  embedded files, VGF modules) is made safe and unique by one :class:`vkcore.output_folders.SafeNames`
+  and checked to stay inside the folder; the scenario's ``src`` and ``dst`` use those names.
+- **Nothing half-written.** The folder is built beside its target and put in place once complete
+  (:func:`vkcore.output_folders.publish_folder`); the staging folder is removed on every exit path but
+  ``kill -9``, after which the next extract to that folder names it in a warning.
+- **Refusals** (one line, exit 2, nothing written): a folder ``out`` that must not be written (above), a
+  frame the trace does not hold, a command index outside the scenario, a command of another frame (the
+  frame's own are listed), a command that is not a dispatch, a trace without the checkpoint the replay
+  needs (named), an image whose format has no DDS form.
 
 Images are extracted at mip level 0 (the level a ``src`` file holds); graph dispatches are extracted whole,
 or, given ``segment``, one segment alone (see :mod:`replay.extract_segment`).
@@ -32,12 +40,11 @@ or, given ``segment``, one segment alone (see :mod:`replay.extract_segment`).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capture.trace import DispatchSnapshot, FrameRecord, Trace
 from vkcore.errors import TraceError, UsageError
@@ -45,6 +52,9 @@ from vkcore.errors import TraceError, UsageError
 from .options import ReplayOptions
 from .replayer import Comparer, RESTORED_KINDS, ReplaySession, rebuild_scenario
 from .results import IDENTICAL, Comparison
+
+if TYPE_CHECKING:
+    from vkcore.output_folders import SafeNames
 
 PLACEHOLDER = "0" * 32
 SCENARIO = "scenario.json"
@@ -191,30 +201,48 @@ def locate(trace: Trace, seq: int, index: int, folder: Path) -> Located:
 
 def extract(trace_path: Path, seq: int, index: int, out: Path, options: ReplayOptions,
             divergence: Divergence | None = None, argv: list[str] | None = None,
-            segment: int | None = None) -> Extracted:
+            segment: int | None = None, *, force: bool = False, place: str = "-o") -> Extracted:
     """Write command ``index`` of frame ``seq`` of the trace as a standalone scenario into ``out`` (see
     the module docstring); ``options`` choose the device (no replaced shaders: the inputs are what the
     trace's own shaders computed). ``segment``: only that segment of a graph dispatch (see
-    :mod:`replay.extract_segment`)."""
+    :mod:`replay.extract_segment`). ``force``: replace an earlier extract at ``out``; ``place``: the
+    flag that named ``out``, for refusals."""
+    from vkcore.output_folders import SafeNames, check_folder_target, name_abandoned_staging
+
+    check_folder_target(out, place=place, force=force, inputs=[trace_path])
+    name_abandoned_staging(out)
+    target = Target(Path(out), place, force, Path(trace_path), SafeNames())
     with Trace.open(trace_path) as trace:
         with tempfile.TemporaryDirectory(prefix="vkcap-extract-") as tmp:
             at = locate(trace, seq, index, Path(tmp))
             if segment is not None:
                 from .extract_segment import extract_segment
 
-                return extract_segment(at, segment, out, options, divergence, argv, trace_path)
+                return extract_segment(at, segment, target, options, divergence, argv, trace_path)
         record, uids, data, writes = at.record, at.uids, at.data, at.writes
         resources = at.resources
         inputs, verdicts = _state_before(trace, options, record, at.before, data, index)
         expected = _recorded_outputs(trace, record, index, writes, at.later_writes)
-        files = _files(trace, at.document, resources, uids)
+        files = _files(trace, at.document, resources, uids, target.names)
         meta = {u: {"kind": next(iter(resources[u])), **trace.resources.get(u, {})} for u in data}
         result = Extracted(out, seq, index, at.kind_name, at.name, uids, verdicts,
                            {u: where for u, (where, _) in expected.items()})
         provenance = at.provenance(trace_path)
-    scenario_doc = _scenario(at.command, resources, uids, data, writes, meta)
-    _write_folder(out, scenario_doc, files, inputs, expected, meta, result, provenance, options, divergence, argv)
+    scenario_doc = _scenario(at.command, resources, uids, data, writes, meta, target.names)
+    _write_folder(target, scenario_doc, files, inputs, expected, meta, result, provenance, options, divergence, argv)
     return result
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where an extract goes: the folder as the user named it, the flag that named it, whether an
+    earlier extract there may be replaced, the trace (never written over), and the folder's names."""
+
+    out: Path
+    place: str
+    force: bool
+    trace: Path
+    names: "SafeNames"
 
 
 def _state_before(trace: Trace, options: ReplayOptions, record: FrameRecord, before: int | None, data: list[str],
@@ -304,7 +332,7 @@ def _recorded_outputs(trace: Trace, record: FrameRecord, index: int, writes: lis
 
 
 def _files(trace: Trace, document: dict[str, Any], resources: dict[str, dict[str, Any]],
-           uids: list[str]) -> dict[str, bytes]:
+           uids: list[str], names: "SafeNames") -> dict[str, bytes]:
     """Folder-relative name -> bytes of every file the extracted scenario reads, besides the inputs:
     shaders as the SPIR-V that ran (``shaders/UID.spv``, their source beside it), and the embedded files
     of graphs and raw data."""
@@ -313,12 +341,32 @@ def _files(trace: Trace, document: dict[str, Any], resources: dict[str, dict[str
         (kind, body), = resources[uid].items()
         src = body.get("src")
         if kind == "shader" and uid in trace.spirv:
-            files[f"shaders/{uid}.spv"] = bytes(trace.blob(trace.spirv[uid], what=f"SPIR-V of shader '{uid}'"))
+            files[shader_file(names, uid)] = bytes(trace.blob(trace.spirv[uid], what=f"SPIR-V of shader '{uid}'"))
             if isinstance(src, str) and src in trace.files and not src.endswith(".spv"):
-                files[f"shaders/source/{Path(src).name}"] = trace.file_bytes(src)
+                files[source_file(names, src)] = trace.file_bytes(src)
         elif kind not in RESTORED_KINDS and isinstance(src, str) and src in trace.files:
-            files[f"files/{Path(src).name}"] = trace.file_bytes(src)
+            files[embedded_file(names, src)] = trace.file_bytes(src)
     return files
+
+
+def data_file(names: "SafeNames", uid: str, meta: dict[str, Any]) -> str:
+    """The file name of resource ``uid``'s content: in ``inputs/``, ``expected/`` and as its ``dst``."""
+    return names.name("data", uid, _suffix(meta))
+
+
+def shader_file(names: "SafeNames", uid: str) -> str:
+    """``shaders/NAME.spv``: where shader ``uid``'s SPIR-V goes."""
+    return f"shaders/{names.name('shaders', uid, '.spv')}"
+
+
+def source_file(names: "SafeNames", src: str, name: str | None = None) -> str:
+    """``shaders/source/NAME``: where the source ``src`` goes, named after its last part (or ``name``)."""
+    return f"shaders/source/{names.name('sources', src, like=Path(src).name if name is None else name)}"
+
+
+def embedded_file(names: "SafeNames", src: str) -> str:
+    """``files/NAME``: where the embedded file ``src`` (a graph, raw data) goes, named after its last part."""
+    return f"files/{names.name('files', src, like=Path(src).name)}"
 
 
 def _suffix(meta: dict[str, Any]) -> str:
@@ -328,7 +376,7 @@ def _suffix(meta: dict[str, Any]) -> str:
 
 
 def _scenario(command: dict[str, Any], resources: dict[str, dict[str, Any]], uids: list[str], data: list[str],
-              writes: list[str], meta: dict[str, dict[str, Any]]) -> dict[str, Any]:
+              writes: list[str], meta: dict[str, dict[str, Any]], names: "SafeNames") -> dict[str, Any]:
     """The extracted scenario: the resources ``uids`` (files renamed into the folder), the one command."""
     groups: dict[Any, int] = {}
     for uid in uids:
@@ -346,45 +394,50 @@ def _scenario(command: dict[str, Any], resources: dict[str, dict[str, Any]], uid
             if groups[key] < 2:  # aliasing nothing here: the resource stands alone
                 del body["memory_group"]
         if uid in data:
-            body["src"] = f"inputs/{uid}{_suffix(meta[uid])}"
+            name = data_file(names, uid, meta[uid])
+            body["src"] = f"inputs/{name}"
             body.pop("dst", None)
             if uid in writes:
-                body["dst"] = f"{uid}{_suffix(meta[uid])}"
+                body["dst"] = name
         elif kind == "shader":
-            body["src"], body["type"] = f"shaders/{uid}.spv", "SPIR-V"
+            body["src"], body["type"] = shader_file(names, uid), "SPIR-V"
             body.pop("build_options", None)
             body.pop("include_dirs", None)
         elif isinstance(body.get("src"), str):
-            body["src"] = f"files/{Path(body['src']).name}"
+            body["src"] = embedded_file(names, body["src"])
         out.append({kind: body})
     return {"resources": out, "commands": [json.loads(json.dumps(command))]}
 
 
-def _write_folder(out: Path, scenario: dict[str, Any], files: dict[str, bytes], inputs: dict[str, bytes],
+def _write_folder(target: Target, scenario: dict[str, Any], files: dict[str, bytes], inputs: dict[str, bytes],
                   expected: dict[str, tuple[str, bytes | None]], meta: dict[str, dict[str, Any]], result: Extracted,
                   provenance: dict[str, Any], options: ReplayOptions, divergence: Divergence | None,
                   argv: list[str] | None) -> None:
-    """Build the folder beside ``out``, then put it in place (replacing an older one only then)."""
-    from vkcore.outputs import check_output_folder
+    """Build the folder beside ``target.out``, then publish it (see the module docstring); every file
+    name is confined to the folder."""
+    from vkcore.output_folders import check_folder_target, confined, publish_folder, staging_folder
     from vkcore.resources.files import write_resource_file
 
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"{out}: exists and is not a folder", place="-o")
+    out = check_folder_target(target.out, place=target.place, force=target.force, inputs=[target.trace])
     out.parent.mkdir(parents=True, exist_ok=True)
-    check_output_folder(out.parent, place="-o")
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    staging = staging_folder(out)
     try:
+        def put(relative: str, content: bytes) -> None:
+            path = confined(staging, relative)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+
         for name, content in files.items():
-            (staging / name).parent.mkdir(parents=True, exist_ok=True)
-            (staging / name).write_bytes(content)
+            put(name, content)
         (staging / "inputs").mkdir(exist_ok=True)
         for uid, content in inputs.items():
-            write_resource_file(staging / "inputs" / f"{uid}{_suffix(meta[uid])}", meta[uid], content)
+            name = data_file(target.names, uid, meta[uid])
+            write_resource_file(confined(staging, f"inputs/{name}"), meta[uid], content)
         for uid, (_, recorded) in expected.items():
             if recorded is not None:
                 (staging / "expected").mkdir(exist_ok=True)
-                write_resource_file(staging / "expected" / f"{uid}{_suffix(meta[uid])}", meta[uid], recorded)
+                name = data_file(target.names, uid, meta[uid])
+                write_resource_file(confined(staging, f"expected/{name}"), meta[uid], recorded)
         (staging / SCENARIO).write_text(json.dumps(scenario, indent=1) + "\n")
         live = _live_fingerprint(options)
         if divergence is not None and not divergence.live:
@@ -396,19 +449,13 @@ def _write_folder(out: Path, scenario: dict[str, Any], files: dict[str, bytes], 
                         "replaced_shaders": {u: str(p) for u, p in divergence.replaced_shaders}},
                     "vkcap": _version(), "command_line": argv or []}
         (staging / "vkcap.json").write_text(json.dumps(document, indent=1) + "\n")
-        (staging / "README.md").write_text(readme(document, out))
+        (staging / "README.md").write_text(readme(document, target.out))
         result.bytes = sum(p.stat().st_size for p in staging.rglob("*") if p.is_file())
-        os.chmod(staging, 0o755)
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-            os.rename(out, old / "was")
-            os.rename(staging, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(staging, out)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staging.parent, ignore_errors=True)
         raise
+    publish_folder(staging, out, what="extract", version=_version(), place=target.place, force=target.force,
+                   inputs=[target.trace])
 
 
 def _live_fingerprint(options: ReplayOptions) -> dict[str, Any]:

@@ -53,6 +53,7 @@ from .extract import (
     Divergence,
     Extracted,
     Located,
+    Target,
     _device_words,
     _files,
     _read_live,
@@ -60,6 +61,8 @@ from .extract import (
     _scenario,
     _state_before,
     _write_folder,
+    embedded_file,
+    source_file,
     readme_divergence,
     readme_run,
 )
@@ -107,7 +110,7 @@ class _Code:
     spirv: bytes
     entry: str
     note: str  # for the README: "the module's own SPIR-V", ...
-    sources: dict[str, bytes] = field(default_factory=dict)  # folder-relative name -> source text, for reading
+    sources: dict[str, tuple[str, bytes]] = field(default_factory=dict)  # key -> (file name, source text), for reading
     shader_json: dict[str, Any] | None = None  # the substituted shader's resource JSON
 
 
@@ -116,10 +119,11 @@ def segment_list(vgf: Any) -> str:
     return ", ".join(f"{s.index} {vgf.module_of(s).name} ({s.type.name})" for s in vgf.segments)
 
 
-def extract_segment(at: Located, segment: int, out: Path, options: ReplayOptions, divergence: Divergence | None,
-                    argv: list[str] | None, trace_path: Path) -> Extracted:
-    """Write segment ``segment`` of the graph dispatch ``at`` as a standalone scenario into ``out`` (see the
-    module docstring). Called by :func:`replay.extract.extract` while the rebuilt scenario exists."""
+def extract_segment(at: Located, segment: int, target: Target, options: ReplayOptions,
+                    divergence: Divergence | None, argv: list[str] | None, trace_path: Path) -> Extracted:
+    """Write segment ``segment`` of the graph dispatch ``at`` as a standalone scenario into ``target`` (see
+    the module docstring; file names derived from the graph's file and module names go through
+    ``target.names``). Called by :func:`replay.extract.extract` while the rebuilt scenario exists."""
     from vkcore.graphs.vgf import read_vgf
 
     trace, index, seq = at.trace, at.index, at.record.seq
@@ -160,19 +164,19 @@ def extract_segment(at: Located, segment: int, out: Path, options: ReplayOptions
 
     inputs, verdicts = _state_before_segment(at, options, segment, bound, meta)
     expected = _outputs_after_segment(at, vgf, segment, bound)
-    files = _files(trace, at.document, resources, uids)
-    files[f"files/{vgf_name}"] = vgf_bytes
-    files.update(code.sources)
-    result = Extracted(out, seq, index, at.kind_name, at.name, uids, verdicts,
+    files = _files(trace, at.document, resources, uids, target.names)
+    files[embedded_file(target.names, vgf_name)] = vgf_bytes
+    files.update((source_file(target.names, key, name), text) for key, (name, text) in code.sources.items())
+    result = Extracted(target.out, seq, index, at.kind_name, at.name, uids, verdicts,
                        {u: where for u, (where, _) in expected.items()}, segment=segment)
     provenance = at.provenance(trace_path)
     provenance["segment"] = {
-        "index": segment, "name": seg.name, "module": module.name, "type": seg.type.name, "vgf": f"files/{vgf_name}",
+        "index": segment, "name": seg.name, "module": module.name, "type": seg.type.name, "vgf": embedded_file(target.names, vgf_name),
         "code": code.note, "constants": len(seg.constant_bindings), "segments": segment_list(vgf),
         "intermediates": {b.uid: b.trace_name for b in bound if not b.scenario},
     }
-    scenario_doc = _scenario(command, resources, uids, data, writes, meta)
-    _write_folder(out, scenario_doc, files, inputs, expected, meta, result, provenance, options, divergence, argv)
+    scenario_doc = _scenario(command, resources, uids, data, writes, meta, target.names)
+    _write_folder(target, scenario_doc, files, inputs, expected, meta, result, provenance, options, divergence, argv)
     return result
 
 
@@ -234,7 +238,7 @@ def _code(at: Located, vgf: Any, seg: Any, module: Any, graph: Any) -> _Code:
         sources = {}
         src = shader.get("src")
         if isinstance(src, str) and src in trace.files and not src.endswith(".spv"):
-            sources[f"shaders/source/{Path(src).name}"] = trace.file_bytes(src)
+            sources[src] = (Path(src).name, trace.file_bytes(src))
         what = f"the SPIR-V of shader '{sub.shader_ref}', which the scenario substitutes for module '{module.name}'"
         if sub.shader_ref in trace.spirv:
             spirv = bytes(trace.blob(trace.spirv[sub.shader_ref], what=f"SPIR-V of shader '{sub.shader_ref}'"))
@@ -251,7 +255,7 @@ def _code(at: Located, vgf: Any, seg: Any, module: Any, graph: Any) -> _Code:
                                    str(at.scenario.src_path(graph.src)))
     if module.code_kind is CodeKind.GLSL:
         return _Code(compiled.code, compiled.entry, "the module's GLSL, compiled to SPIR-V as vkcap compiles it",
-                     {f"shaders/source/{module.name}.comp": str(module.code).encode("utf-8")})
+                     {f"{graph.uid}::{module.name}": (f"{module.name}.comp", str(module.code).encode("utf-8"))})
     return _Code(compiled.code, compiled.entry, "the module's own SPIR-V")
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from capture.embed import check_trace_name
+from vkcore.safe_text import shown
 
 from .compare import DTYPES, _widen
 
@@ -99,7 +100,7 @@ def write_heatmap(path: Path, err: np.ndarray, title: str) -> Path:
     ramp = colourise(np.linspace(1, 0, max(height, 160))[:, None].repeat(BAR_WIDTH, axis=1))
     canvas.paste(Image.fromarray(ramp, "RGB"), (width + 10, 30))
     draw = ImageDraw.Draw(canvas)
-    draw.text((2, 4), title, fill=(0, 0, 0))
+    draw.text((2, 4), shown(title), fill=(0, 0, 0))  # the title holds a uid: no control or bidi character drawn
     draw.text((width + BAR_WIDTH + 14, 30), f"{top:.3g}", fill=(0, 0, 0))
     draw.text((width + BAR_WIDTH + 14, 30 + max(height, 160) - 12), "0", fill=(0, 0, 0))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -110,6 +111,8 @@ def write_heatmap(path: Path, err: np.ndarray, title: str) -> Path:
 
 
 def heatmap_name(seq: int, uid: str) -> str:
-    """A safe file name for a resource's heatmap (uids are free text)."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in uid).strip(".") or "resource"
-    return check_trace_name(f"frame{seq:05d}-{safe}.png")
+    """A safe file name for a resource's heatmap (uids are free text): see
+    :func:`vkcore.output_folders.unique_stem` (two uids never share one)."""
+    from vkcore.output_folders import unique_stem
+
+    return check_trace_name(f"frame{seq:05d}-{unique_stem(uid)}.png")

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,26 @@ from capture.trace import DispatchSnapshot, FrameRecord, Trace
 from vkcore.errors import DeviceError
 from vkcore.commands import kind_of
 
-from .compare import compare
 from .options import ReplayOptions
+from .reading import reading
 from .replayer import Comparer, rebuild_scenario, replay_trace
-from .results import IDENTICAL, Comparison
+from .results import IDENTICAL, Comparison, Tolerance
+from .tolerances import TolerancePolicy
+from .typed import compare_as
 
 Captures = dict[tuple[int, str], bytes | memoryview]  # (command index, uid) -> bytes after that dispatch
 PLACEHOLDER = "0" * 32
+#: Seconds the reference driver's child may take to replay one frame before it is stopped (a hung or
+#: endlessly slow driver must not hang bisect): 600, ``$VKCAP_PROBE_TIMEOUT`` changes it.
+PROBE_TIMEOUT_S = 600.0
+
+
+def probe_timeout() -> float:
+    try:
+        value = float(os.environ.get("VKCAP_PROBE_TIMEOUT", "") or PROBE_TIMEOUT_S)
+    except ValueError:
+        value = PROBE_TIMEOUT_S
+    return value if 0 < value < 1e6 else PROBE_TIMEOUT_S
 
 
 class _Capturer(Comparer):
@@ -79,7 +93,13 @@ def capture_on_driver(trace_path: Path, seq: int, icd: Path, device: str | None)
         out = Path(tmp) / "probe.vkt"
         env = {**os.environ, "VK_DRIVER_FILES": str(icd.resolve()), "VK_ICD_FILENAMES": str(icd.resolve())}
         cmd = [sys.executable, "-m", "replay.probe", str(trace_path), str(seq), str(out)] + (["--device", device] if device else [])
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        timeout = probe_timeout()
+        try:
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace", timeout=timeout,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise DeviceError(f"the reference driver {icd} did not finish frame {seq} within {timeout:g} s "
+                              "(VKCAP_PROBE_TIMEOUT sets the limit)") from None
         if proc.returncode != 0 or not out.is_file():
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise DeviceError(f"the reference driver {icd} could not run frame {seq} (exit {proc.returncode}: {tail})")
@@ -87,12 +107,15 @@ def capture_on_driver(trace_path: Path, seq: int, icd: Path, device: str | None)
             return {(int(m["command"]), str(m["uid"])): reader.read_blob(m["blob"]) for _, m in reader.metas("probe")}
 
 
-def first_divergent_dispatch(live: Captures, reference: Captures, dtypes: dict[str, str]) -> tuple[int, Comparison] | None:
-    """The first (command, comparison) where the two drivers' dispatch outputs differ."""
+def first_divergent_dispatch(live: Captures, reference: Captures, trace: Trace,
+                             policy: TolerancePolicy) -> tuple[int, Comparison] | None:
+    """The first (command, comparison) where the two drivers' dispatch outputs differ, each output read as
+    the replay reads it (:func:`replay.reading.reading`: ``--dtype``, else the shader's view)."""
+    exact = replace(policy, per_resource={}, default=Tolerance(), preset="", default_keys={})
     for command, uid in sorted(reference):
         if (command, uid) not in live:
             continue
-        c = compare(uid, reference[(command, uid)], live[(command, uid)], dtype=dtypes.get(uid, "bytes"))
+        c = compare_as(uid, reference[(command, uid)], live[(command, uid)], reading(trace, uid, policy), exact)
         if c.status != IDENTICAL:
             return command, c
     return None

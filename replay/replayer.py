@@ -10,16 +10,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from capture import kinds, records
-from capture.embed import safe_join
 from capture.trace import REPLAY_KINDS, FrameRecord, FramesNotJudged, Trace
 from vkcore.device.context import VulkanContext
 from vkcore.device.driver import use_driver
@@ -27,13 +25,19 @@ from vkcore.errors import ScenarioError, TraceError, UnsupportedDeviceFeature, U
 from vkcore.exec.executor import Event, FrameFinished, FrameSnapshot, FrameStarted, StopRequest, execute
 from vkcore.exec.plan import Frame, Plan, make_plan
 from vkcore.exec.runner import scenario_needs, wanted_extensions
+from vkcore.scenario.confine import check_confined
 from vkcore.scenario.model import Scenario, Shader, load_scenario
 from vkcore.exec.session import Session, SessionOptions
 from vkcore.resources.staging import CaptureLayout, build_layout
 
 from .isolate import ProgressFile
+from .materialise import fresh_name, materialise, write_new_file
 from .options import ReplayOptions
+from .reading import dtype_name, effective_policy, identical_in, reading
 from .results import DIVERGED, Comparison, FrameResult, identical
+
+if TYPE_CHECKING:
+    from capture.views import View
 
 NOTHING = CaptureLayout(())
 
@@ -57,7 +61,9 @@ class ReplayReport:
 
 
 def rebuild_scenario(trace: Trace, folder: Path, replace_shaders: tuple[tuple[str, Path], ...] = ()) -> Scenario:
-    """Write the trace's files and portable scenario into ``folder`` and load it from there. Inputs
+    """Write the trace's files and portable scenario into ``folder`` (:mod:`replay.materialise`) and load
+    it from there, confined to it: every path in it relative and inside ``folder``, checked before anything
+    is written or any file looked at (:mod:`vkcore.scenario.confine`), and its ``dst`` dropped. Inputs
     that checkpoint -1 supersedes are written as placeholders (:func:`write_placeholder`): the scenario
     validates, but loading its inputs from ``folder`` would read zeros.
 
@@ -70,24 +76,27 @@ def rebuild_scenario(trace: Trace, folder: Path, replace_shaders: tuple[tuple[st
         document = json.loads(trace.portable_json)
     except ValueError:
         raise TraceError("the trace's scenario is not valid JSON", file=trace.path) from None
+    if not isinstance(document, dict):
+        raise TraceError("the trace's scenario is not a JSON object", file=trace.path)
+    drop_outputs(document)
+    try:  # before anything is written: the trace's own paths, as it stores them (see vkcore.scenario.confine)
+        check_confined(document, trace.path)
+    except ScenarioError as exc:
+        raise TraceError(exc.message, file=trace.path, place=exc.place) from None
     unread = restored_inputs(document, trace.checkpoints.get(-1, {}))
-    for name in trace.files:
-        target = safe_join(folder, name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if name in unread and name in trace.npy_headers:
-            write_placeholder(trace, name, target)
-        else:
-            target.write_bytes(trace.file_bytes(name))
-    shaders = {item["shader"]["uid"]: item["shader"] for item in document.get("resources", []) if isinstance(item, dict) and "shader" in item}
+    materialise(trace, folder, unread)
+    # vkcap's own files go beside the trace's, under names none of the trace's files has.
+    spirv_folder, replaced_folder, scenario_name = (fresh_name(n, trace.files) for n in ("spirv", "replaced", "scenario.json"))
+    resources = document.get("resources")
+    shaders = {item["shader"]["uid"]: item["shader"] for item in (resources if isinstance(resources, list) else [])
+               if isinstance(item, dict) and isinstance(item.get("shader"), dict) and isinstance(item["shader"].get("uid"), str)}
     # The SPIR-V that ran is in the trace: replay it as is (no compiler needed, nothing recompiled);
     # only replaced shaders are compiled again.
     replaced = {uid for uid, _ in replace_shaders}
     for n, (uid, key) in enumerate(sorted(trace.spirv.items())):
         if uid in shaders and uid not in replaced:
-            name = f"spirv/{n}.spv"
-            target = safe_join(folder, name)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(trace.blob(key, what=f"SPIR-V of shader '{uid}'"))
+            name = f"{spirv_folder}/{n}.spv"
+            write_new_file(trace, folder, name, trace.blob(key, what=f"SPIR-V of shader '{uid}'"))
             body = shaders[uid]
             body["src"], body["type"] = name, "SPIR-V"
             body.pop("build_options", None)
@@ -99,26 +108,33 @@ def rebuild_scenario(trace: Trace, folder: Path, replace_shaders: tuple[tuple[st
         given[uid] = path
         if uid not in shaders:
             raise UsageError(f"--replace-shader {uid}={path}: the trace has no shader '{uid}' (it has: {', '.join(sorted(shaders)) or 'none'})")
-        if not path.is_file():
-            raise UsageError(f"--replace-shader {uid}={path}: no such file")
+        code = read_replacement(uid, path)
         spirv = path.suffix == ".spv"
         if spirv:
-            check_spirv_file(uid, path)
-        name = f"replaced/{k}/{copy_name(path)}"  # the user's file name: the compiler's messages name it
-        target = safe_join(folder, name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
+            check_spirv_code(uid, path, code)
+        name = f"{replaced_folder}/{k}/{copy_name(path)}"  # the user's file name: the compiler's messages name it
+        write_new_file(trace, folder, name, code)
         shaders[uid]["src"] = name
         shaders[uid]["type"] = "SPIR-V" if spirv else "GLSL"
-    scenario_file = folder / "scenario.json"
-    scenario_file.write_text(json.dumps(document))
+    scenario_file = write_new_file(trace, folder, scenario_name, json.dumps(document).encode())
     try:
-        scenario = load_scenario(scenario_file)
+        scenario = load_scenario(scenario_file, confined=True)
     except ScenarioError as exc:
         raise TraceError(f"the trace's scenario does not load: {exc.message}", file=trace.path, place=exc.place) from None
     for uid, path in given.items():
         compile_replacement(scenario, uid, path)
     return scenario
+
+
+def drop_outputs(document: dict[str, Any]) -> None:
+    """Remove every resource's ``dst`` from a trace's portable scenario: a rebuilt scenario writes no
+    outputs (``extract`` names its own), and a recording keeps the ``dst`` its user wrote, absolute or
+    not, which must neither be refused nor ever reach a path."""
+    resources = document.get("resources")
+    for item in resources if isinstance(resources, list) else ():
+        for body in item.values() if isinstance(item, dict) else ():
+            if isinstance(body, dict):
+                body.pop("dst", None)
 
 
 def copy_name(path: Path) -> str:
@@ -128,11 +144,33 @@ def copy_name(path: Path) -> str:
     return safe or f"shader{path.suffix}"
 
 
-def check_spirv_file(uid: str, path: Path) -> None:
-    """:class:`UsageError` naming the flag and ``path`` unless it holds a SPIR-V binary (magic, length)."""
+#: The largest ``--replace-shader`` file read (a shader source or SPIR-V module).
+REPLACEMENT_LIMIT = 64 << 20
+
+
+def read_replacement(uid: str, path: Path) -> bytes:
+    """The bytes of ``--replace-shader`` file ``path``: a regular file of at most :data:`REPLACEMENT_LIMIT`
+    bytes (:func:`vkcore.paths.read_regular`: a FIFO or a device is refused without blocking), else
+    :class:`UsageError` naming the flag."""
+    from vkcore.paths import read_regular
+
+    try:
+        return read_regular(path, REPLACEMENT_LIMIT)
+    except FileNotFoundError:
+        raise UsageError(f"--replace-shader {uid}={path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"--replace-shader {uid}={path}: is a folder, not a file") from None
+    except OSError as exc:
+        raise UsageError(f"--replace-shader {uid}={path}: cannot read: {exc.strerror or exc}") from None
+    except ValueError:
+        raise UsageError(f"--replace-shader {uid}={path}: the path holds a NUL character") from None
+
+
+def check_spirv_code(uid: str, path: Path, code: bytes) -> None:
+    """:class:`UsageError` naming the flag and ``path`` unless ``code`` is a SPIR-V binary (magic, length)."""
     from vkcore.shaders.compile import is_spirv_binary
 
-    if not is_spirv_binary(path.read_bytes()):
+    if not is_spirv_binary(code):
         raise UsageError(f"--replace-shader {uid}={path}: not a SPIR-V binary (bad magic or length)")
 
 
@@ -219,6 +257,7 @@ class Comparer:
         # its staging slot until done; in frame order when stopping at the first divergence.
         self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="vkcap-compare")
         self.dtypes = dict(options.dtypes)
+        self._policy_with_dtypes = effective_policy(options)
         self._layouts: dict[int, CaptureLayout] = {}
         self._align = {uid: int(m.get("texel_bytes", 1)) for uid, m in trace.resources.items() if m.get("kind") == "image"}
 
@@ -279,6 +318,10 @@ class Comparer:
     def dtype_for(self, uid: str) -> str:
         return resource_dtype(self.trace, uid, self.options)
 
+    def reading(self, uid: str) -> "str | View":
+        """How snapshots of ``uid`` are compared: a dtype, or the shader's view (:func:`replay.typed.reading`)."""
+        return reading(self.trace, uid, self._policy_with_dtypes)
+
     def shape_of(self, uid: str) -> tuple[int, ...] | None:
         from .tolerances import resource_shape
 
@@ -288,18 +331,18 @@ class Comparer:
                     seq: int = 0) -> Comparison:
         """Compare ``live`` with the recorded blob; ``what`` labels it in messages, ``command`` is set for
         a snapshot taken right after that command (dispatch level); ``seq`` is the frame's."""
-        dtype = self.dtype_for(uid)
+        how = self.reading(uid)
         if records.content_key(live).hex() == recorded_key:
             # The key is the recorded bytes' xxh3-128: equal keys, equal bytes (what deduplication
             # relies on too). Hashing is cheaper than reading and decoding the recorded blob.
-            return identical(uid, len(live), dtype)
-        from .compare import compare  # numpy: loaded by the first snapshot that differs, not at start-up
+            return identical_in(uid, len(live), how)
+        from .typed import compare_as  # numpy: loaded by the first snapshot that differs, not at start-up
 
         recorded = self.trace.blob(recorded_key, what=what)
         shape = self.shape_of(uid)
         policy = self.options.tolerances
-        result = compare(uid, recorded, live, dtype=dtype, tolerance=policy.for_resource(uid, dtype), shape=shape,
-                         top=policy.top)
+        result = compare_as(uid, recorded, live, how, policy, shape=shape, top=policy.top)
+        dtype = dtype_name(how)
         if result.diverged and self.options.heatmap_dir is not None and shape and len(shape) >= 2 and not result.size_mismatch:
             from .heatmap import error_map, heatmap_name, write_heatmap
 
@@ -336,19 +379,13 @@ class Comparer:
 
 
 def resource_dtype(trace: Trace, uid: str, options: ReplayOptions) -> str:
-    """How to read a snapshot: ``--dtype`` / the tolerance file, else the resource's format, else bytes."""
-    explicit = dict(options.dtypes)
-    if uid in explicit:
-        return explicit[uid]
-    fmt = trace.resources.get(uid, {}).get("format")
-    if isinstance(fmt, str):
-        from vkcore.resources.formats import format_info
-
-        try:
-            return format_info(fmt).compare_dtype
-        except KeyError:
-            pass
-    return options.tolerances.dtype_of(uid)
+    """The element type snapshots of ``uid`` are read as: ``--dtype`` / the tolerance file, else the
+    resource's format, else the shader's view (its scalar type; a struct view's comparisons are typed field
+    by field, :func:`replay.typed.compare_in_view`, and read as bytes where one flat type is needed), else
+    the default."""
+    how = reading(trace, uid, effective_policy(options))
+    name = dtype_name(how)
+    return "bytes" if name == "struct" else name
 
 
 def target_frames(trace: Trace, first: int | None, last: int | None) -> dict[int, FrameRecord]:

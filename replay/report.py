@@ -9,6 +9,7 @@ from typing import Any, Iterable
 
 from vkcore.errors import UsageError
 from vkcore.outputs import write_atomic
+from vkcore.safe_text import rich_text, shown, shown_lines
 
 from .results import DIVERGED, IDENTICAL, Comparison, FrameResult, from_json_number, json_safe
 
@@ -38,12 +39,16 @@ def comparison_line(c: Comparison, sides: tuple[str, str] = REPLAY_SIDES) -> str
     if c.inf_mismatches:
         parts.append(f"{c.inf_mismatches} Inf mismatch(es)")
     if c.first_index is not None:
-        idx = ", ".join(map(str, c.first_index))
-        parts.append(f"first at [{idx}]: {sides[0]} {c.first_recorded!r}, {sides[1]} {c.first_live!r}")
+        idx = c.extras.get("first_where") or f"[{', '.join(map(str, c.first_index))}]"  # a struct's names the field
+        parts.append(f"first at {idx}: {sides[0]} {c.first_recorded!r}, {sides[1]} {c.first_live!r}")
     if len(c.top) > 1:
         which = "beyond the tolerance" if c.beyond_tolerance else "differing"
-        listed = ", ".join(f"[{', '.join(map(str, t['index']))}]" for t in c.top)
+        listed = ", ".join(t.get("where") or f"[{', '.join(map(str, t['index']))}]" for t in c.top)
         parts.append(f"first {len(c.top)} {which}: {listed}")
+    for f in c.extras.get("fields", ()):
+        if f["differing"]:
+            ulp = f", up to {f['max_ulp']} ULP" if f["max_ulp"] else ""
+            parts.append(f"field {f['name']} ({f['dtype']}): {f['differing']} differ, {f['beyond_tolerance']} beyond the tolerance{ulp}")
     if c.extras.get("heatmap"):
         parts.append(f"heatmap {c.extras['heatmap']}")
     return "; ".join(parts)
@@ -110,17 +115,17 @@ def write_junit(path: Path, suite: str, frames: Iterable[Any], *, crash: tuple[i
     for f in frames:
         rows = [(c.uid, c) for c in f.comparisons] + [(f"{c.uid}@commands[{cmd}]", c) for cmd, c in f.dispatches]
         for name, c in rows:
-            case = ET.Element("testcase", classname=f"{suite}.frame{f.seq}", name=name)
+            case = ET.Element("testcase", classname=f"{shown(suite)}.frame{f.seq}", name=shown(name))
             if c.status == DIVERGED:
-                failure = ET.SubElement(case, "failure", message=comparison_line(c, sides))
+                failure = ET.SubElement(case, "failure", message=shown(comparison_line(c, sides)))
                 failure.text = json.dumps(c.as_dict(), default=str, allow_nan=False)
             cases.append(case)
     if crash is not None:
-        case = ET.Element("testcase", classname=f"{suite}.{'setup' if crash[0] is None else f'frame{crash[0]}'}",
+        case = ET.Element("testcase", classname=f"{shown(suite)}.{'setup' if crash[0] is None else f'frame{crash[0]}'}",
                           name="driver crash")
-        ET.SubElement(case, "failure", message=crash[1]).text = crash[1]
+        ET.SubElement(case, "failure", message=shown(crash[1])).text = shown_lines(crash[1])
         cases.append(case)
-    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases)),
+    ts = ET.SubElement(root, "testsuite", name=shown(suite), tests=str(len(cases)),
                        failures=str(sum(1 for c in cases if c.find("failure") is not None)))
     ts.extend(cases)
     write_atomic(path, [ET.tostring(root, encoding="utf-8", xml_declaration=True)])
@@ -132,20 +137,23 @@ PIPE_WIDTH = 100_000  # off a terminal: wide enough that no table is ever cut (r
 def report_console(*, stderr: bool = False) -> Any:
     """A rich console for tables and reports that never cuts a number: off a terminal (a CI log, a pipe)
     as wide as any table needs, without colour codes; on a terminal at its width, with tables made by
-    :func:`report_table` folding long cells onto more lines rather than ending them with an ellipsis."""
+    :func:`report_table` folding long cells onto more lines rather than ending them with an ellipsis.
+    Emoji codes (``:smile:``) are never replaced: text from a trace is printed as written (its markup
+    escaped by :func:`~vkcore.safe_text.rich_text`)."""
     import sys
 
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
-        return Console(stderr=stderr)
-    return Console(stderr=stderr, width=PIPE_WIDTH, no_color=True, highlight=False, soft_wrap=True)
+        return Console(stderr=stderr, emoji=False)
+    return Console(stderr=stderr, width=PIPE_WIDTH, no_color=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def report_table(title: str, columns: Iterable[str], *, right: Iterable[str] = ()) -> Any:
     """A rich table whose cells fold (wrap) rather than being cut with an ellipsis; ``right``: the
-    columns aligned right."""
+    columns aligned right. The title and the column names are vkcap's (markup allowed); cells from a
+    trace go through :func:`~vkcore.safe_text.rich_text`."""
     from rich.table import Table
 
     table = Table(title=title)
@@ -165,10 +173,12 @@ def print_frames(frames: list[Any], *, show_identical: bool = False, console: An
             if c.status == IDENTICAL and not show_identical and not f.diverged:
                 continue
             style = "red" if c.status == DIVERGED else ("yellow" if c.status != IDENTICAL else "green")
-            where = "" if c.first_index is None else f"[{', '.join(map(str, c.first_index))}] {c.first_recorded!r} -> {c.first_live!r}"
+            at = c.extras.get("first_where") or f"[{', '.join(map(str, c.first_index or ()))}]"
+            where = "" if c.first_index is None else f"{at} {c.first_recorded!r} -> {c.first_live!r}"
             label = c.uid if cmd is None else f"{c.uid} (after command {cmd})"
-            rows.append((str(f.seq), label, f"[{style}]{c.status}[/{style}]", f"{c.differing}/{c.count}",
-                         f"{c.beyond_tolerance}/{c.count}", f"{c.max_abs:.3g}", f"{c.max_rel:.3g}", str(c.max_ulp), where))
+            rows.append((str(f.seq), rich_text(label), f"[{style}]{rich_text(c.status)}[/{style}]", f"{c.differing}/{c.count}",
+                         f"{c.beyond_tolerance}/{c.count}", f"{c.max_abs:.3g}", f"{c.max_rel:.3g}", str(c.max_ulp),
+                         rich_text(where)))
     if not rows:
         return
     table = report_table(title, ("frame", "resource", "status", "differ", "beyond tol.", "max abs", "max rel",

@@ -32,7 +32,8 @@ import fnmatch
 import json
 import os
 import queue
-import re
+import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -63,11 +64,15 @@ _COMPARE = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, "==": lambda a
             "!=": lambda a, b: a != b, ">": lambda a, b: a > b, "<": lambda a, b: a < b}
 
 
+# a version's numbers: at most 18 digits each (a driver's are a few), so that none is a huge integer
+_VERSION = r"(?<!\d)\d{1,18}(?:\.\d{1,18})*(?!\d)"
+
+
 def version_key(text: str) -> tuple[int, ...]:
     """``"580.159.04"`` -> (580, 159, 4); ``"Mesa 22.3.6"`` -> (22, 3, 6): the numbers, compared as tuples."""
     import re
 
-    match = re.search(r"\d+(?:\.\d+)*", text)
+    match = re.search(_VERSION, text)
     return tuple(int(p) for p in match.group().split(".")) if match else ()
 
 
@@ -78,8 +83,9 @@ def parse_range(text: str, where: str) -> list[tuple[str, tuple[int, ...]]]:
     out = []
     for part in (p.strip() for p in text.split(",")):
         op = next((o for o in _COMPARE if part.startswith(o)), None)  # two-character operators first
-        if op is None or not re.fullmatch(r"\s*\d+(\.\d+)*", part[len(op):]):
-            raise UsageError(f"{where}: a driver-version range such as \">=580.100, <590\", got {text!r}")
+        if op is None or not re.fullmatch(rf"\s*{_VERSION}", part[len(op):]):
+            shown = repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
+            raise UsageError(f"{where}: a driver-version range such as \">=580.100, <590\", got {shown}")
         out.append((op, version_key(part[len(op):])))
     return out
 
@@ -135,71 +141,166 @@ class TraceResult:
         return dict(self.__dict__)
 
 
-def _expectations(table: Any, where: str) -> tuple[Expectation, ...]:
+#: The keys a manifest may hold, at each level. An unknown key is an error, not a warning: a misspelt
+#: ``tolerence`` or ``expected`` silently ignored would judge traces by rules nobody wrote.
+MANIFEST_KEYS = ("traces",)
+ENTRY_KEYS = ("path", "tolerance", "expect")
+EXPECT_KEYS = ("device", "status", "driver", "frame", "reason", "link")
+TOLERANCE_KEYS = ("atol", "rtol", "ulp")
+
+
+def _table_keys(table: Any, known: tuple[str, ...], manifest: Path, place: str) -> dict[str, Any]:
+    """``table`` (a TOML table at ``place``), checked to hold only ``known`` keys."""
+    if not isinstance(table, dict):
+        raise UsageError(f"must be a table, got {_shown(table)}", file=manifest, place=place)
+    for key in table:
+        if key not in known:
+            raise UsageError(f"unknown key {key!r} (known: {', '.join(known)})", file=manifest,
+                             place=f"{place}.{key}" if place else key)
+    return table
+
+
+def _list_of_tables(value: Any, manifest: Path, place: str, example: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise UsageError(f"must be an array of tables ({example}), got {_shown(value)}", file=manifest, place=place)
+    return value
+
+
+def _string(table: dict[str, Any], key: str, manifest: Path, place: str, default: str = "") -> str:
+    value = table.get(key, default)
+    if not isinstance(value, str):
+        raise UsageError(f"must be a string, got {_shown(value)}", file=manifest, place=f"{place}.{key}")
+    return value
+
+
+def _shown(value: Any) -> str:
+    text = "nothing" if value is None else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _expectations(table: Any, manifest: Path, where: str) -> tuple[Expectation, ...]:
+    from vkcore.bounded_numbers import check_number
+
     out = []
-    for i, e in enumerate(table or ()):
+    for i, e in enumerate(_list_of_tables(table, manifest, f"{where}.expect", "[[traces.expect]]")):
         place = f"{where}.expect[{i}]"
-        if not isinstance(e, dict) or not isinstance(e.get("device"), str) or e.get("status") not in STATUSES:
-            raise UsageError(f"{place}: needs device (a pattern) and status (one of: {', '.join(STATUSES)})")
+        e = _table_keys(e, EXPECT_KEYS, manifest, place)
+        if not isinstance(e.get("device"), str) or e.get("status") not in STATUSES:
+            raise UsageError(f"needs device (a pattern) and status (one of: {', '.join(STATUSES)})",
+                             file=manifest, place=place)
         frame = e.get("frame")
-        if frame is not None and (isinstance(frame, bool) or not isinstance(frame, int) or frame < 0):
-            raise UsageError(f"{place}.frame: the first divergent frame (an integer >= 0), got {frame!r}")
+        if frame is not None:
+            frame = int(check_number("frame", frame, file=str(manifest), place=f"{place}.frame"))
         driver = e.get("driver", "")
         if not isinstance(driver, str):
-            raise UsageError(f"{place}.driver: a driver-version range such as \">=580.100, <590\", got {driver!r}")
+            raise UsageError(f"a driver-version range such as \">=580.100, <590\", got {_shown(driver)}",
+                             file=manifest, place=f"{place}.driver")
         if driver:
-            parse_range(driver, f"{place}.driver")
-        out.append(Expectation(e["device"], e["status"], str(e.get("reason", "")), str(e.get("link", "")), frame, driver))
+            parse_range(driver, f"{manifest}: {place}.driver")
+        link = _string(e, "link", manifest, place)
+        if link and not link.startswith(("https://", "http://")):
+            raise UsageError(f"must be an http(s) URL, got {_shown(link)}", file=manifest, place=f"{place}.link")
+        out.append(Expectation(e["device"], e["status"], _string(e, "reason", manifest, place), link, frame, driver))
     return tuple(out)
 
 
-def _tolerance_flags(value: Any, where: str) -> tuple[str, ...]:
-    """A manifest entry's ``tolerance``: a table of atol/rtol/ulp, or a preset name (``"torch"``)."""
+def _tolerance_flags(value: Any, manifest: Path, where: str) -> tuple[str, ...]:
+    """A manifest entry's ``tolerance``: a table of atol/rtol/ulp (each checked by
+    :func:`vkcore.bounded_numbers.check_number`), or a preset name (``"torch"``)."""
+    from vkcore.bounded_numbers import check_number
+
     if value is None:
         return ()
     if isinstance(value, str):
         from .tolerances import preset_policy
 
-        preset_policy(value, where)
+        preset_policy(value, f"{manifest}: {where}")
         return ("--tolerance", f"preset:{value}")
-    if not isinstance(value, dict) or not value or set(value) - {"atol", "rtol", "ulp"}:
-        raise UsageError(f"{where}: a preset name or a table of atol, rtol and ulp")
+    if not isinstance(value, dict) or not value:
+        raise UsageError("a preset name or a table of atol, rtol and ulp", file=manifest, place=where)
+    _table_keys(value, TOLERANCE_KEYS, manifest, where)
     out: list[str] = []
     for key, number in sorted(value.items()):
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or number < 0 or (key == "ulp" and not isinstance(number, int)):
-            raise UsageError(f"{where}.{key}: must be a number >= 0{' (whole)' if key == 'ulp' else ''}, got {number!r}")
-        out += [f"--{key}", str(number)]
+        out += [f"--{key}", repr(check_number(key, number, file=str(manifest), place=f"{where}.{key}"))]
     return tuple(out)
 
 
-def load_suite(paths: list[Path]) -> list[SuiteTrace]:
-    """The traces of folders and manifests, in a stable order (sorted paths), each once."""
+def read_manifest(manifest: Path) -> dict[str, Any]:
+    """The TOML document of ``manifest``, read as untrusted (:func:`replay.small_files.read_small_text`:
+    a regular file of at most a few MiB) and checked to hold only ``traces`` as an array of tables."""
     import tomllib
+
+    from .small_files import read_small_text
+
+    text = read_small_text(manifest, "suite manifest")
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:  # its message holds the line and column
+        raise UsageError(f"invalid TOML: {exc}", file=manifest) from None
+    except RecursionError:
+        raise UsageError("invalid TOML: nested too deeply", file=manifest) from None
+    _table_keys(doc, MANIFEST_KEYS, manifest, "")
+    _list_of_tables(doc.get("traces", []), manifest, "traces", "[[traces]]")
+    return doc
+
+
+def manifest_traces(manifest: Path, *, allow_outside: bool = False) -> list[SuiteTrace]:
+    """The traces of one manifest, each entry checked (its keys, types and numbers) and its ``path``
+    confined to the manifest's folder unless ``allow_outside`` (:mod:`replay.manifest_paths`)."""
+    from .manifest_paths import is_glob, manifest_matches
+
+    out = []
+    for i, entry in enumerate(read_manifest(manifest).get("traces", [])):
+        where = f"traces[{i}]"
+        entry = _table_keys(entry, ENTRY_KEYS, manifest, where)
+        pattern = entry.get("path")
+        if not isinstance(pattern, str):
+            raise UsageError("a trace path or glob is required", file=manifest, place=f"{where}.path")
+        expectations = _expectations(entry.get("expect", []), manifest, where)
+        flags = _tolerance_flags(entry.get("tolerance"), manifest, f"{where}.tolerance")
+        matches = manifest_matches(manifest, pattern, f"{where}.path", allow_outside=allow_outside)
+        if not matches or (not is_glob(pattern) and not matches[0].exists()):
+            raise UsageError(f"no trace matches {pattern!r}", file=manifest, place=f"{where}.path")
+        for trace in matches:
+            _check_regular(trace, f"{manifest}: {where}.path")
+            out.append(SuiteTrace(trace, expectations, flags))
+    return out
+
+
+def _check_regular(trace: Path, where: str) -> None:
+    """A trace a suite will replay must be a regular file: a FIFO would block its worker for ever."""
+    import stat
+
+    try:
+        mode = trace.stat().st_mode
+    except OSError as exc:
+        raise UsageError(f"{where}: {trace}: cannot be read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, device or socket)"
+        raise UsageError(f"{where}: {trace}: is {kind}, not a trace")
+
+
+def load_suite(paths: list[Path], *, allow_outside: bool = False) -> list[SuiteTrace]:
+    """The traces of folders and manifests, in a stable order (sorted paths), each once. A manifest's
+    paths, and the links in a suite folder, stay inside their folder unless ``allow_outside``; every
+    trace is a regular file."""
+    from .manifest_paths import ALLOW_FLAG, resolves_inside
 
     found: dict[Path, SuiteTrace] = {}
     for path in paths:
         if path.is_dir():
+            inside = path.resolve()
             for trace in sorted(path.glob("*.vkt")):
+                if not allow_outside and not resolves_inside(trace, inside):  # said before its target is looked at
+                    raise UsageError(f"{trace.name!r} is a link leading outside the suite folder; {ALLOW_FLAG} allows it",
+                                     file=path)
+                _check_regular(trace, str(path))
                 found.setdefault(trace.resolve(), SuiteTrace(trace))
             continue
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise UsageError(f"{path}: no such suite folder or manifest")
-        try:
-            doc = tomllib.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise UsageError(f"{path}: not a suite manifest: {exc}") from None
-        for i, entry in enumerate(doc.get("traces", ())):
-            where = f"{path}: traces[{i}]"
-            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
-                raise UsageError(f"{where}.path: a trace path or glob is required")
-            matches = sorted(path.parent.glob(entry["path"])) if any(c in entry["path"] for c in "*?[") \
-                else [path.parent / entry["path"]]
-            if not matches or not all(m.is_file() for m in matches):
-                raise UsageError(f"{where}.path: no trace matches {entry['path']!r}")
-            expectations = _expectations(entry.get("expect"), where)
-            flags = _tolerance_flags(entry.get("tolerance"), f"{where}.tolerance")
-            for trace in matches:
-                found[trace.resolve()] = SuiteTrace(trace, expectations, flags)
+        for trace in manifest_traces(path, allow_outside=allow_outside):
+            found[trace.path.resolve()] = trace
     return sorted(found.values(), key=lambda t: str(t.path))
 
 
@@ -254,6 +355,7 @@ class Worker:
         self.driver = ""  # and its driver version
         self.host = ""  # this machine
         self.progress = Path(tempfile.mkdtemp(prefix="vkcap-suite-")) / "progress"  # frames as the worker runs them
+        self.stopped = False  # closed with kill=True: start no new process
 
     def _start(self) -> subprocess.Popen[str]:
         if self.process is None or self.process.poll() is not None:
@@ -262,6 +364,8 @@ class Worker:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1, env=self.env)
             assert self.process.stdout is not None
+            if self.stopped:  # closed while it started
+                self.process.send_signal(signal.SIGINT)
             hello = self.process.stdout.readline()
             said = json.loads(hello) if hello else {}
             self.device, self.driver = said.get("device", ""), said.get("driver", "")
@@ -275,6 +379,8 @@ class Worker:
     def replay(self, trace: Path, flags: tuple[str, ...] = (), pages: Path | None = None) -> dict[str, Any]:
         """The worker's report of one replay (with the trace's own ``flags``); ``{"outcome": "crash", ...}``
         when it died doing it. With ``pages``, the replay also writes its HTML page there (``"page"``)."""
+        if self.stopped:
+            return {"outcome": "crash", "device": self.device, "first_divergence": None, "detail": "interrupted"}
         process = self._start()
         assert process.stdin is not None and process.stdout is not None
         self.progress.unlink(missing_ok=True)
@@ -298,11 +404,27 @@ class Worker:
         return {"outcome": "crash", "device": self.device, "first_divergence": frame,
                 "detail": f"the replay died {where}: {describe_exit(code)}"}
 
-    def close(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            assert self.process.stdin is not None
-            self.process.stdin.close()
-            self.process.wait(timeout=60)
+    def close(self, interrupt: bool = False) -> None:
+        """Stop the worker process and remove this worker's temporary folder (whatever happens).
+        ``interrupt``: stop it now, as Ctrl-C does (SIGINT: it removes its own temporary folders; killed
+        if it has not ended 10 s later), and start no other. Idempotent."""
+        self.stopped = self.stopped or interrupt
+        try:
+            process = self.process
+            if process is not None and process.poll() is None:
+                if interrupt:
+                    process.send_signal(signal.SIGINT)
+                assert process.stdin is not None
+                process.stdin.close()
+                try:
+                    process.wait(timeout=10 if interrupt else 60)
+                except subprocess.TimeoutExpired:
+                    if not interrupt:
+                        raise
+                    process.kill()
+                    process.wait()
+        finally:
+            shutil.rmtree(self.progress.parent, ignore_errors=True)
 
 
 def run_suite(traces: list[SuiteTrace], *, jobs: int = 1, retries: int = 0, flags: list[str] | None = None,
@@ -318,17 +440,23 @@ def run_suite(traces: list[SuiteTrace], *, jobs: int = 1, retries: int = 0, flag
             q.put(i)
     results: dict[tuple[int, int], TraceResult] = {}
     lock = threading.Lock()
+    workers: list[Worker] = []
+    stopping = threading.Event()  # Ctrl-C in the main thread: take no new trace, report nothing more
 
     def work(d: int) -> None:
         selector = selectors[d]
         worker = Worker(list(flags or []) + (["--device", selector] if selector is not None else []), env)
+        with lock:
+            workers.append(worker)
         try:
-            while True:
+            while not stopping.is_set():
                 try:
                     i = todo[d].get_nowait()
                 except queue.Empty:
                     return
                 result = _replay_one(worker, traces[i], retries, pages)
+                if stopping.is_set():
+                    return
                 with lock:
                     results[(i, d)] = result
                     if on_result is not None:
@@ -338,31 +466,32 @@ def run_suite(traces: list[SuiteTrace], *, jobs: int = 1, retries: int = 0, flag
 
     threads = [threading.Thread(target=work, args=(d,), name=f"vkcap-suite-{d}-{k}")
                for d in range(len(selectors)) for k in range(max(1, jobs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    except BaseException:  # Ctrl-C: no new trace, the workers stopped, their temporary folders gone
+        stopping.set()
+        with lock:
+            for worker in workers:
+                worker.close(interrupt=True)
+        raise
     return [results[(i, d)] for i in range(len(traces)) for d in range(len(selectors))]
 
 
 def read_results(folders: list[Path]) -> list[TraceResult]:
     """The result files of ``--results`` folders (shards, devices), one per trace x device (a later
-    folder's wins), sorted by trace then device."""
-    from dataclasses import fields
+    folder's wins), sorted by trace then device. Each file is untrusted input, checked by
+    :func:`replay.result_files.parse_result_file` (one line naming the file and the key, exit 2)."""
+    from .result_files import parse_result_file
 
-    names = {f.name for f in fields(TraceResult)}
     merged: dict[tuple[str, str], TraceResult] = {}
     for folder in folders:
         if not folder.is_dir():
             raise UsageError(f"{folder}: no such results folder")
         for path in sorted(folder.glob("*.json")):
-            try:
-                data = json.loads(path.read_text())
-                result = TraceResult(**{k: v for k, v in data.items() if k in names})
-            except (OSError, ValueError, TypeError) as exc:
-                raise UsageError(f"{path}: not a suite result file ({exc})") from None
-            if result.page and not Path(result.page).is_absolute():
-                result.page = str(folder / result.page)
+            result = TraceResult(**parse_result_file(path, folder))
             merged[(result.trace, result.device)] = result
     return [merged[k] for k in sorted(merged)]
 
@@ -453,111 +582,3 @@ def write_junit(path: Path, results: list[TraceResult]) -> None:
 
 def environment() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1"}
-
-
-def _toml_string(text: str) -> str:
-    return json.dumps(text)  # a JSON string is a TOML basic string for the text a manifest holds
-
-
-def manifest_text(entries: list[dict[str, Any]]) -> str:
-    """A manifest document (the ``traces`` list as :func:`bless` keeps it) as TOML."""
-    return "\n".join(entry_text(entry) for entry in entries)
-
-
-def entry_text(entry: dict[str, Any]) -> str:
-    """One ``[[traces]]`` entry of a manifest as TOML, its expectations included, ending in a blank line."""
-    lines = ["[[traces]]", f"path = {_toml_string(entry['path'])}"]
-    tolerance = entry.get("tolerance")
-    if isinstance(tolerance, str):
-        lines.append(f"tolerance = {_toml_string(tolerance)}")
-    elif isinstance(tolerance, dict):
-        lines.append("tolerance = { " + ", ".join(f"{k} = {v}" for k, v in sorted(tolerance.items())) + " }")
-    for e in entry.get("expect", ()):
-        lines += ["", "[[traces.expect]]", f"device = {_toml_string(e['device'])}", f"status = {_toml_string(e['status'])}"]
-        for key in ("driver", "reason", "link"):
-            if e.get(key):
-                lines.append(f"{key} = {_toml_string(e[key])}")
-        if e.get("frame") is not None:
-            lines.append(f"frame = {int(e['frame'])}")
-    lines.append("")
-    return "\n".join(lines)
-
-
-_TRACES_HEADER = re.compile(r"^[ \t]*\[\[[ \t]*traces[ \t]*\]\][ \t]*(#.*)?$")
-_OTHER_HEADER = re.compile(r"^[ \t]*\[(?![ \t]*\[?[ \t]*traces[ \t]*[.\]])")
-
-
-def _entry_spans(text: str, count: int) -> list[tuple[int, int]] | None:
-    """The line spans [start, end) of the ``count`` ``[[traces]]`` entries of a manifest's text, each
-    from its header to its last line that is neither blank nor a comment (the comments after it
-    introduce what follows); None when the text does not hold them as ``count`` such tables."""
-    lines = text.splitlines()
-    starts = [i for i, line in enumerate(lines) if _TRACES_HEADER.match(line)]
-    if len(starts) != count:
-        return None
-    spans = []
-    for n, start in enumerate(starts):
-        stop = starts[n + 1] if n + 1 < count else len(lines)
-        other = next((i for i in range(start + 1, stop) if _OTHER_HEADER.match(lines[i])), None)
-        end = stop if other is None else other
-        while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
-            end -= 1
-        spans.append((start, end))
-    return spans
-
-
-def _rewrite_entries(text: str, entries: list[dict[str, Any]], changed: set[int]) -> str:
-    """``text`` with the entries in ``changed`` (indices into ``entries``) written anew and everything
-    else kept as it is, comments included; the whole document written anew when its entries are not
-    ``[[traces]]`` tables (an inline array), or when the edited text would not read as ``entries``."""
-    import tomllib
-
-    whole = manifest_text(entries)
-    spans = _entry_spans(text, len(entries))
-    if spans is None:
-        return whole
-    lines = text.splitlines()
-    for index in sorted(changed, reverse=True):
-        start, end = spans[index]
-        lines[start:end] = entry_text(entries[index]).rstrip("\n").splitlines()
-    edited = "\n".join(lines) + "\n"
-    # a line that only looks like a table header (inside a multi-line string or array) shifts the spans
-    try:
-        same = tomllib.loads(edited).get("traces") == tomllib.loads(whole)["traces"]
-    except tomllib.TOMLDecodeError:
-        same = False
-    return edited if same else whole
-
-
-def bless(manifest: Path, results: list[TraceResult]) -> tuple[str, str]:
-    """The manifest before and after taking ``results`` as the new expectations: a trace that failed
-    gets an expectation for its device (its outcome and first divergent frame, an exact device name);
-    one that was ``fixed`` loses the expectation that said it diverges there. Expectations for this
-    device whose driver range excludes the result's driver are kept. Only the entries that change are
-    written anew (with the comments inside them); the rest of the text, comments and formatting
-    included, is kept as it is."""
-    import tomllib
-
-    before = manifest.read_text()
-    doc = tomllib.loads(before)
-    entries = [dict(e) for e in doc.get("traces", ())]
-    root = manifest.parent
-    by_trace = {(Path(r.trace).resolve(), r.device): r for r in results}
-    changed: set[int] = set()
-    for index, entry in enumerate(entries):
-        pattern = entry["path"]
-        matches = sorted(root.glob(pattern)) if any(c in pattern for c in "*?[") else [root / pattern]
-        for trace in matches:
-            for (path, device), r in by_trace.items():
-                if path != trace.resolve() or r.status not in ("fail", "fixed"):
-                    continue
-                if len(matches) > 1:  # a glob: the trace gets an entry of its own first
-                    continue
-                expect = [dict(e) for e in entry.get("expect", ())  # the others stay, those of other drivers too
-                          if not (fnmatch.fnmatch(device, e["device"]) and in_range(r.driver, e.get("driver", "")))]
-                if r.status == "fail" and r.outcome in ("diverged", "crash"):
-                    expect.insert(0, {"device": device, "status": r.outcome, "reason": "blessed: " + (r.detail or r.outcome),
-                                      "frame": r.first_divergence})
-                entry["expect"] = expect
-                changed.add(index)
-    return before, _rewrite_entries(before, entries, changed) if changed else before

@@ -38,10 +38,6 @@ PRESETS: dict[str, dict[str, Tolerance]] = {
     "strict": {},
 }
 
-#: ULP distances are unsigned 64-bit integers; a tolerance in ULP must be below this (a signed 64-bit
-#: integer, which every consumer can hold).
-MAX_ULP = 2**63
-
 #: A trace's resources as :attr:`capture.trace.Trace.resources` describes them: uid -> its metadata
 #: (``kind``, ``size`` in bytes, and ``format``/``dims`` for images and tensors).
 Resources = Mapping[str, Mapping[str, Any]]
@@ -112,7 +108,10 @@ def preset_policy(name: str, where: str) -> TolerancePolicy:
 
 
 def _values(table: Any, place: str, path: Path) -> dict[str, Any]:
-    """The tolerance keys a table sets, checked (finite numbers >= 0; ulp an integer)."""
+    """The tolerance keys a table sets, checked by :func:`vkcore.bounded_numbers.check_number` (finite
+    numbers >= 0; ulp a whole number below 2**63)."""
+    from vkcore.bounded_numbers import check_number
+
     if not isinstance(table, dict):
         raise UsageError(f"{path}: {place}: expected a table")
     values: dict[str, Any] = {}
@@ -121,11 +120,7 @@ def _values(table: Any, place: str, path: Path) -> dict[str, Any]:
             continue
         if key not in KEYS:
             raise UsageError(f"{path}: {place}.{key}: unknown key (expected atol, rtol, ulp or dtype)")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise UsageError(f"{path}: {place}.{key}: must be a finite number >= 0, got {value!r}")
-        if key == "ulp" and (not isinstance(value, int) or value >= MAX_ULP):
-            raise UsageError(f"{path}: {place}.ulp: must be a whole number below 2**63, got {value!r}")
-        values[key] = KEYS[key](value)
+        values[key] = check_number(key, value, file=str(path), place=f"{place}.{key}")
     return values
 
 
@@ -179,15 +174,12 @@ def load_tolerance_file(path: Path, resources: Resources | None = None) -> Toler
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib  # type: ignore[no-redef]
+    from .small_files import read_small_text
+
+    text = read_small_text(path, "tolerance file")
     try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such tolerance file") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a folder, not a tolerance file") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the tolerance file: {exc.strerror or exc}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: invalid TOML: {exc}") from None
     preset = data.get("preset", "")
     if not isinstance(preset, str) or (preset and preset not in PRESETS):

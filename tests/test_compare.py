@@ -524,7 +524,7 @@ def test_command_line_tolerance_reaches_a_resource_whose_table_only_sets_dtype(t
     ("[default]\nulps = 2\n", "default.ulps: unknown key (expected atol, rtol, ulp or dtype)"),
     ("[resources.out]\ntol = 1e-3\n", "resources.out.tol: unknown key (expected atol, rtol, ulp or dtype)"),
     ("[default]\natol = -1e-3\n", "default.atol: must be a finite number >= 0, got -0.001"),
-    ("[resources.out]\nulp = -1\n", "resources.out.ulp: must be a finite number >= 0, got -1"),
+    ("[resources.out]\nulp = -1\n", "resources.out.ulp: must be a whole number >= 0 and below 2**63, got -1"),
     ("[resources.out]\nrtol = \"big\"\n", "resources.out.rtol: must be a finite number >= 0, got 'big'"),
     ("[resources.out]\natol = true\n", "resources.out.atol: must be a finite number >= 0, got True"),
     ('[resources.out]\ndtype = "float8"\n', "resources.out.dtype: unknown type 'float8'"),

@@ -57,7 +57,7 @@ def test_a_dispatch_from_the_middle_of_a_100_frame_trace(tmp_path: Path) -> None
     assert [next(iter(r.values()))["uid"] for r in scenario["resources"]] == ["step", "a", "b"]
     assert [next(iter(c)) for c in scenario["commands"]] == ["dispatch_compute"]
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
-        "README.md", "expected/a.npy", "inputs/a.npy", "inputs/b.npy", "scenario.json", "shaders/source/step.comp",
+        ".vkcap-extract", "README.md", "expected/a.npy", "inputs/a.npy", "inputs/b.npy", "scenario.json", "shaders/source/step.comp",
         "shaders/step.spv", "vkcap.json"]
     where = assert_reproduces(out, tmp_path)
     assert where == {"b": None, "a": "the boundary snapshot of frame 50 (no later command of the frame writes it)"}
@@ -209,7 +209,7 @@ def test_bad_requests_are_one_line(builder: ScenarioBuilder, tmp_path: Path) -> 
         assert not out.exists()
     out.write_text("keep me")
     proc = vkcap("extract", trace, "--frame", "1", "--command", "5", "-o", out)
-    assert (proc.returncode, proc.stderr.strip()) == (2, f"vkcap: error: -o: {out}: exists and is not a folder")
+    assert (proc.returncode, proc.stderr.strip()) == (2, f"vkcap: error: {out}: -o: exists and is not a folder: refusing to replace it")
     assert out.read_text() == "keep me"
 
 

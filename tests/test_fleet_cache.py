@@ -61,4 +61,4 @@ def test_a_fetch_prunes_the_cache_it_grows(tmp_path: Path) -> None:
 
 def test_a_bad_cache_limit_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["suite", "run", str(tmp_path), "--ray", "local", "--ray-cache-limit", "0"]) == 2
-    assert capsys.readouterr().err.strip().splitlines() == ["vkcap: error: --ray-cache-limit 0: a size in GiB, more than 0"]
+    assert capsys.readouterr().err.strip().splitlines() == ["vkcap: error: --ray-cache-limit: must be a number of GiB > 0 and at most 1048576 (1 PiB), got 0.0"]

@@ -4,6 +4,7 @@ reference; each decoding loop against the numpy expression of its inverse. The d
 what capture/kernels_build.py emits."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -214,3 +215,36 @@ def test_the_compiled_declarations_are_current(tmp_path: Path) -> None:
     kernels_build.emit_cdefs(fresh)
     assert fresh.read_text() == (kernels_build.HERE / "_kernels_cdefs.py").read_text(), (
         "capture/kernels_build.py DECLARATIONS changed: run python -m capture.kernels_build --cdefs")
+
+
+def test_an_installed_vkcap_builds_its_loops_on_first_use(tmp_path: Path) -> None:
+    """A vkcap installed from a wheel has ``capture/kernels.c`` (package data) but no ``_kernels.so``: the
+    first command that needs the loops compiles them into the cache folder, once, and records a trace
+    identical to one recorded with the built library."""
+    import shutil
+    import subprocess
+    import sys
+    import tomllib
+
+    repo = Path(__file__).resolve().parent.parent
+    data = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "kernels.c" in data["capture"]  # what a wheel ships beside capture/*.py
+    installed = tmp_path / "site"
+    for package in ("vkcore", "capture", "replay", "vkcap"):
+        shutil.copytree(repo / package, installed / package, ignore=shutil.ignore_patterns("__pycache__", "_kernels.so"))
+    cache = tmp_path / "cache"
+    env = {**os.environ, "PYTHONPATH": str(installed), "VKCAP_CACHE_DIR": str(cache)}
+    traces = []
+    for k, python_path in enumerate((installed, installed, repo)):
+        out = tmp_path / f"t{k}.vkt"
+        done = subprocess.run([sys.executable, "-m", "vkcap", "record", str(repo / "examples/add/scenario.json"), "-o", str(out),
+                               "--output", str(tmp_path / f"o{k}")], cwd=tmp_path, env={**env, "PYTHONPATH": str(python_path)},
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        traces.append(out)
+    built = sorted((cache / "kernels").glob("_kernels-*.so"))
+    assert len(built) == 1 and not (installed / "capture" / "_kernels.so").exists()
+    from capture.trace import Trace
+
+    with Trace.open(traces[0]) as a, Trace.open(traces[2]) as b:
+        assert [f.snapshots for f in a.frames] == [f.snapshots for f in b.frames]  # the same stored contents

@@ -905,7 +905,7 @@ def test_compression_flags_choose_the_zstd_level_and_refuse_what_zstd_cannot_do(
     bad = tmp_path / "bad.vkt"
     for flags, message in (
         (("--compression-level", "23"), "--compression-level must be between -131072 and 22 (zstd's levels), got 23"),
-        (("--compression-threads", "-2"), "--compression-threads must be -1 (one per core), 0 (none) or more, got -2"),
+        (("--compression-threads", "-2"), "--compression-threads: must be -1 (one per core), 0 (none) or a whole number up to 256, got -2"),
     ):
         capsys.readouterr()
         assert cli("record", scenario, "-o", bad, *flags) == 2

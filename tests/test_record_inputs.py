@@ -426,4 +426,4 @@ def test_export_messages_name_the_flag_and_the_file(recorded: Path, tmp_path: Pa
 
 def test_timeout_error_names_the_flag(scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli("record", scenario, "--timeout", 0, "-o", tmp_path / "t.vkt") == EXIT_BAD_INPUT
-    assert error_line(capsys) == "vkcap: error: --timeout: must be a positive number of seconds, got 0.0"
+    assert error_line(capsys) == "vkcap: error: --timeout: must be a number of seconds > 0 and at most 604800 (7 days), got 0.0"

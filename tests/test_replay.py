@@ -426,7 +426,7 @@ def test_bad_replay_arguments_exit_2(base: dict[str, Path], tmp_path: Path, caps
         (("--replace-shader", f"acc={tmp_path / 'missing.comp'}"), "no such file"),
         (("--frame", "100"), "no recorded frame in 100-100 (the trace has frames 0-99)"),
         (("--frames", "9-3"), "expected A-B with 0 <= A <= B"),
-        (("--ulp", "-1"), "--ulp must be 0 or more"),
+        (("--ulp", "-1"), "--ulp: must be a whole number >= 0 and below 2**63, got -1"),
         (("--tolerance", str(tmp_path / "missing.toml")), "no such tolerance file"),
     ]
     for flags, message in cases:
@@ -521,8 +521,9 @@ def test_bisect_exhaustive_finds_an_earlier_one_off_divergence(base: dict[str, P
     assert doc["frame"] == 60 and doc["exhaustive"] is False
     doc = bisect_diverging(base["trace"], tmp_path, change, "--exhaustive")
     assert doc["frame"] == 10 and doc["command"] == 30 and doc["exhaustive"] is True
-    # acc_buf read as bytes: acc[5] is bytes 20-23; 27.5 (0x41DC0000) vs 28.5 (0x41E40000) first differ at byte 22
-    assert doc["resource"]["first_index"] == [5 * 4 + 2]
+    # acc_buf read in the shader's view (float acc[]): element 5, 27.5 against 28.5
+    assert doc["resource"]["first_index"] == [5]
+    assert (doc["resource"]["first_recorded"], doc["resource"]["first_live"]) == (27.5, 28.5)
     assert doc["replays"] == len({(p["segment"], tuple(p["frames"])) for p in doc["probes"]})  # never repeated
 
 
@@ -796,4 +797,4 @@ def test_a_replay_that_finds_nothing_changed_never_imports_numpy(tmp_path: Path)
     assert "replay.replayer" in imported and "numpy" not in imported
     report = json.loads((tmp_path / "r.json").read_text())
     assert [(f["frame"], r["uid"], r["status"], r["count"]) for f in report["frames"] for r in f["resources"]] == [
-        (1, "out", "identical", 16384)]
+        (1, "out", "identical", 4096)]  # out is float result[]: counted in float32 values

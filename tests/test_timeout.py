@@ -16,10 +16,11 @@ layout(set = 0, binding = 0) buffer A { uint acc[]; };
 void main() { acc[gl_GlobalInvocationID.x] += 1u; }
 """
 # Hours of work for a CPU driver: 2**34 invocations (lavapipe ends any loop after 65535 iterations, so the
-# time comes from the dispatch's size); the atomics keep the work from being optimised away.
+# time comes from the dispatch's size); the atomics keep the work from being optimised away. Volatile implies
+# coherent: glslang decorates "coherent volatile" Coherent twice, which spirv-val (run on every module) refuses.
 SPIN = """#version 450
 layout(local_size_x = 1) in;
-layout(set = 0, binding = 0) coherent volatile buffer F { uint flag; uint counter; };
+layout(set = 0, binding = 0) volatile buffer F { uint flag; uint counter; };
 void main() { for (uint i = 0u; i < 64u && atomicAdd(flag, 0u) == 0u; i++) { atomicAdd(counter, 1u); } }
 """
 

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from capture import kinds
+from tests.builders import vkcap
 from capture.container import TraceReader, TraceWriter
 from capture.trace import Trace
 from tests.builders import ScenarioBuilder
@@ -239,7 +240,7 @@ def test_bad_input_is_one_line_exit_2_and_leaves_out_untouched(traces: dict[str,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     trace = traces["trace"]
     out = tmp_path / "out.vkt"
-    kept = b"an existing file that a failed trim must not touch"
+    kept = traces["out"].read_bytes()  # an existing trace that a failed trim must not touch
     damaged = {name: tmp_path / f"{name}.vkt" for name in ("frame", "checkpoint", "blob", "trimmed")}
     for path in damaged.values():
         path.write_bytes(trace.read_bytes())
@@ -303,7 +304,8 @@ def test_a_state_the_device_does_not_reproduce_is_refused(traces: dict[str, Path
 
     rewrite(traces["trace"], lying, change)
     out = tmp_path / "out.vkt"
-    out.write_bytes(b"kept")
+    kept = traces["out"].read_bytes()  # a trace: trim replaces nothing else
+    out.write_bytes(kept)
     capsys.readouterr()
     assert cli("trim", lying, "--frames", "5-9", "-o", out) == 1
     err = capsys.readouterr().err
@@ -311,5 +313,17 @@ def test_a_state_the_device_does_not_reproduce_is_refused(traces: dict[str, Path
                           "state after frame 3 on ")
     assert err.endswith("gave a 'acc_buf' different from the recording at frame 4; trim from a frame right after a "
                         "checkpoint (frames 0, 4, 8), or on the device that recorded the trace\n")
-    assert out.read_bytes() == b"kept" and not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+    assert out.read_bytes() == kept and not [p for p in os.listdir(tmp_path) if p.startswith(".")]
     assert cli("trim", lying, "--frames", "4-9", "-o", out) == 0  # from a checkpoint: nothing to rebuild
+
+
+def test_frame_numbers_out_of_bounds_are_one_line(tmp_path: Path) -> None:
+    """--frames with a frame of 2**31 or of 5000 digits (more than int() reads) is one line, exit 2."""
+    golden = Path(__file__).resolve().parent.parent / "traces" / "add.vkt"
+    done = vkcap("trim", golden, "--frames", "2147483648", "-o", tmp_path / "x.vkt")
+    assert (done.returncode, done.stderr) == (2, f"vkcap: error: {golden}: --frames 2147483648: must be a whole number >= 0 "
+                                              "and below 2**31, got 2147483648\n")
+    done = vkcap("trim", golden, "--frames", "0-" + "9" * 5000, "-o", tmp_path / "x.vkt")
+    assert done.returncode == 2 and done.stderr.endswith("...: must be a whole number >= 0 and below 2**31, got a number of "
+                                                         "5000 digits\n") and done.stderr.count("\n") == 1
+    assert not (tmp_path / "x.vkt").exists()

@@ -53,7 +53,7 @@ def full_document() -> Doc:
         "resources": [
             {"shader": {"uid": "add", "src": "add.spv", "type": "SPIR-V", "entry": "main"}},  # 0
             {"shader": {"uid": "pcs", "src": "pc.comp", "type": "GLSL", "push_constants_size": 16,  # 1
-                        "include_dirs": ["inc"], "build_options": "-O",
+                        "include_dirs": ["inc"], "build_options": "-Os",
                         "specialization_constants": [{"id": 0, "value": 1}, {"id": 1, "value": 2.5}]}},
             {"buffer": {"uid": "A", "size": 40, "shader_access": "readonly", "src": "a.npy"}},  # 2
             {"buffer": {"uid": "B", "size": 40, "shader_access": "readonly", "src": "b.npy"}},  # 3

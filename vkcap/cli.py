@@ -18,8 +18,10 @@ from typing import Any, Callable, Sequence
 # linear algebra, and on a small machine those threads compete with the driver and the compressors.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+from vkcore.bounded_numbers import check_number, number_type
 from vkcore.device import validation
 from vkcore.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED, UsageError, VkcapError
+from vkcore.safe_text import rich_text, shown
 
 from . import __version__
 
@@ -66,7 +68,8 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario_pos", nargs="?", metavar="SCENARIO", help="scenario JSON file")
     p.add_argument("--scenario", help="scenario JSON file (same as the positional argument)")
     p.add_argument("--output", type=Path, help="folder for dst files (default: the scenario's folder)")
-    p.add_argument("--repeat", type=int, default=1, metavar="N", help="run the whole scenario N times")
+    p.add_argument("--repeat", type=number_type("repeat", "--repeat"), default=1, metavar="N",
+                   help="run the whole scenario N times (N: 1 to 1000000)")
     p.add_argument("--dry-run", action="store_true",
                    help="build everything and fill the pipeline cache; execute nothing and write no outputs (the "
                         "dump paths get the set-up times)")
@@ -76,7 +79,8 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fail-on-pipeline-cache-miss", action="store_true", help="error when a pipeline is not in the cache")
     p.add_argument("--profiling-dump-path", type=Path, help="write per-dispatch GPU timestamps as JSON")
     p.add_argument("--perf-counters-dump-path", type=Path, help="write host timings as JSON")
-    p.add_argument("--timeout", type=float, metavar="SECONDS", help="give up on a frame that runs longer than this")
+    p.add_argument("--timeout", type=number_type("timeout", "--timeout"), metavar="SECONDS",
+                   help="give up on a frame that runs longer than this (at most 7 days)")
     p.add_argument("--disable-extension", nargs="+", action="extend", default=[], metavar="EXT", choices=DISABLEABLE,
                    help="never enable these optional extensions (may be repeated): " + ", ".join(DISABLEABLE))
     p.add_argument("--enable-robustness-features", action="store_true",
@@ -151,10 +155,9 @@ def scenario_argument(args: argparse.Namespace) -> Path:
 def check_run_flags(args: argparse.Namespace) -> None:
     """The checks of :func:`run_options` that need no module: callers make them before starting Vulkan."""
     scenario_argument(args)
-    if args.repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
-    if args.timeout is not None and args.timeout <= 0:
-        raise UsageError(f"must be a positive number of seconds, got {args.timeout}", place="--timeout")
+    check_number("repeat", args.repeat, place="--repeat")
+    if args.timeout is not None:
+        check_number("timeout", args.timeout, place="--timeout")
 
 
 def check_run_outputs(args: argparse.Namespace) -> None:
@@ -271,8 +274,8 @@ def _cmd_devices(args: argparse.Namespace) -> int:
     table = report_table("Vulkan devices", ("#", "name", "type", "driver", "driver version", "API", "tensors", "graphs",
                                             "optical flow"))
     for d in devices:
-        table.add_row(str(d.index), d.name, d.type, d.driver_name, d.driver_version, d.api_version, d.tensors, d.graphs,
-                      d.optical_flow)
+        table.add_row(*map(rich_text, (d.index, d.name, d.type, d.driver_name, d.driver_version, d.api_version, d.tensors,
+                                       d.graphs, d.optical_flow)))
     report_console().print(table)
     return 0
 
@@ -311,7 +314,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         i = argv.index("--log-level")
         level = argv[i + 1] if i + 1 < len(argv) else level
     try:
-        logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), format="vkcap: %(message)s", stream=sys.stderr)
+        from .log_format import ShownFormatter
+
+        shown_log = logging.StreamHandler(sys.stderr)
+        shown_log.setFormatter(ShownFormatter())
+        logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[shown_log])
         args = build_parser().parse_args(argv)
         args.argv = ["vkcap", *argv]  # what a trace stores as its command line
         handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
@@ -326,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VkcapError as exc:
         if level == "debug":
             log.exception("details")
-        print(f"vkcap: error: {_first_cause(exc).render()}", file=sys.stderr)
+        print(f"vkcap: error: {shown(_first_cause(exc).render())}", file=sys.stderr)
         return _first_cause(exc).exit_code
     except KeyboardInterrupt:
         print("vkcap: interrupted", file=sys.stderr)
@@ -342,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_FAILURE
         if level == "debug":
             log.exception("internal error")
-        print(f"vkcap: internal error: {type(exc).__name__}: {exc} (rerun with --log-level debug for details)", file=sys.stderr)
+        print(f"vkcap: internal error: {type(exc).__name__}: {shown(exc)} (rerun with --log-level debug for details)", file=sys.stderr)
         return EXIT_FAILURE
 
 

@@ -19,7 +19,9 @@ def register(sub: Any, add_common: AddFlags, add_device: AddFlags) -> None:
     p.add_argument("--segment", type=int, metavar="K",
                    help="only segment K of a graph dispatch (bisect's segment), as a VGF of its own (needs ARM's vgfpy)")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
-                   help="the folder to write (replaced as a whole once complete)")
+                   help="the folder to write: a new or empty one (written once complete)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an earlier extract at DIR (only a folder holding nothing but what vkcap wrote there)")
     add_device(p)
     add_common(p)
     p.set_defaults(handler=cmd_extract)
@@ -59,6 +61,6 @@ def cmd_extract(args: argparse.Namespace) -> int:
 
         vgf_encoder()  # before any work: without vgfpy, one line that says how to install it
     result = extract(args.trace, args.frame, args.command, args.output, extract_options(args),
-                     argv=getattr(args, "argv", []), segment=args.segment)
+                     argv=getattr(args, "argv", []), segment=args.segment, force=args.force)
     log_extracted(result)
     return 0

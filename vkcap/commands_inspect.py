@@ -9,6 +9,7 @@ from typing import Any
 
 from vkcore.errors import TraceError, UsageError
 from vkcore.resources.files import SUFFIXES as EXPORT_SUFFIXES
+from vkcore.safe_text import rich_text, shown
 
 
 def snapshot_figures(summary: dict[str, Any]) -> str:
@@ -154,14 +155,17 @@ def cmd_info(args: argparse.Namespace) -> int:
     from replay.report import report_console, report_table
 
     console = report_console()
-    fp = summary["fingerprint"]
-    console.print(f"[bold]{summary['trace']}[/bold]  ({size_text(summary['file_bytes'])})")
-    console.print(f"scenario   {summary['scenario']}, recorded {summary['recorded']} on {summary['host']} (vkcap {summary['vkcap_version']})")
+    fp = {k: rich_text(v) if isinstance(v, str) else v for k, v in summary["fingerprint"].items()}
+    q = rich_text  # every string the trace holds is shown escaped, its markup too
+    console.print(f"[bold]{q(summary['trace'])}[/bold]  ({size_text(summary['file_bytes'])})")
+    console.print(f"scenario   {q(summary['scenario'])}, recorded {q(summary['recorded'])} on {q(summary['host'])} "
+                  f"(vkcap {q(summary['vkcap_version'])})")
     console.print(
         f"device     {fp.get('device_name')} [{fp.get('vendor_id', 0):#06x}:{fp.get('device_id', 0):#06x}], "
         f"driver {fp.get('driver_name')} {fp.get('driver_version')} ({fp.get('driver_info')}), Vulkan {fp.get('api_version')}"
     )
-    console.print(f"           pipelineCacheUUID {fp.get('pipeline_cache_uuid')}, layers: {', '.join(fp.get('layers') or []) or 'none'}")
+    console.print(f"           pipelineCacheUUID {fp.get('pipeline_cache_uuid')}, "
+                  f"layers: {q(', '.join(fp.get('layers') or []) or 'none')}")
     span = summary["frame_range"]
     numbered = f" ({span[0]}-{span[1]})" if span and span != [0, summary["frames"] - 1] else ""
     console.print(f"frames     {summary['frames']}{numbered} in {summary['passes']} pass(es); checkpoints at {_checkpoints(summary)}; "
@@ -171,15 +175,15 @@ def cmd_info(args: argparse.Namespace) -> int:
         bindings = ", ".join(f"{b['set']}.{b['binding']} {b['descriptor_type']} {b['resource']}" for b in p["bindings"])
         same.setdefault(f"{p['stage']} shader '{p['shader']}': {bindings or 'no bindings'}", []).append(p["command"])
     for layout, commands in same.items():
-        console.print(f"pipeline   commands[{', '.join(map(str, commands))}] {layout}")
+        console.print(f"pipeline   commands[{', '.join(map(str, commands))}] {q(layout)}")
     status = summary["status"]
     if summary["recovered"]:
-        console.print(f"[yellow]recovered[/yellow]  {summary['recovery_note']}")
+        console.print(f"[yellow]recovered[/yellow]  {q(summary['recovery_note'])}")
     if status != "complete":
-        console.print(f"[yellow]status[/yellow]     {status}{': ' + summary['error'] if summary['error'] else ''}")
-    for c in summary["corrupt_records"]:  # kind and reason may hold trace text: printed as it is
+        console.print(f"[yellow]status[/yellow]     {q(status)}{': ' + q(summary['error']) if summary['error'] else ''}")
+    for c in summary["corrupt_records"]:  # kind and reason may hold trace text: shown escaped, no markup
         frames = f", frame{'s' if len(c['frames']) > 1 else ''} {', '.join(map(str, c['frames']))}" if c["frames"] else ""
-        console.print(f"damaged    {c['type']} record at offset {c['offset']} ({c['kind']}{frames}): {c['reason']}",
+        console.print(f"damaged    {c['type']} record at offset {c['offset']} ({shown(c['kind'])}{frames}): {shown(c['reason'])}",
                       markup=False, highlight=False)
     if summary["lost_frames"]:
         from capture.trace import seq_ranges
@@ -191,11 +195,11 @@ def cmd_info(args: argparse.Namespace) -> int:
         console.print(f"missing    blob {m['key']} of frames {', '.join(map(str, m['frames']))}: not in the trace",
                       markup=False, highlight=False)
     if summary["bytes_after_trailer"]:
-        console.print(f"appended   {summary['trailer_note']}", markup=False, highlight=False)
+        console.print(f"appended   {shown(summary['trailer_note'])}", markup=False, highlight=False)
     if summary["trimmed_from"] is not None:
         from capture.trim import describe_provenance
 
-        console.print(f"trimmed    {describe_provenance(summary['trimmed_from'])}", markup=False, highlight=False)
+        console.print(f"trimmed    {shown(describe_provenance(summary['trimmed_from']))}", markup=False, highlight=False)
     dispatch_level = summary["dispatch_level"]
     columns = ("resource", "snapshots", *(("after dispatches",) if dispatch_level else ()), "unique", "deltas", "raw",
                "stored", "ratio")
@@ -203,11 +207,11 @@ def cmd_info(args: argparse.Namespace) -> int:
     for uid, e in summary["resources"].items():
         after = (str(e["dispatch_snapshots"]),) if dispatch_level else ()
         ratio = f"{e['ratio']:.1f}x" if e["ratio"] else "-"
-        table.add_row(uid, str(e["snapshots"]), *after, str(e["unique"]), str(e["deltas"]), size_text(e["raw_bytes"]),
+        table.add_row(q(uid), str(e["snapshots"]), *after, str(e["unique"]), str(e["deltas"]), size_text(e["raw_bytes"]),
                       size_text(e["stored_bytes"]), ratio)
     console.print(table)
     console.print(f"snapshots: {snapshot_figures(summary)}" if summary["resources"] else "snapshots: none")
-    console.print(f"embedded files: {len(summary['files'])} ({', '.join(summary['files'])})")
+    console.print(f"embedded files: {len(summary['files'])} ({q(', '.join(summary['files']))})")
     return 0
 
 

@@ -24,13 +24,13 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     from .cli import TRACE_CODECS, check_run_flags, run_options, start_vulkan_early
 
-    if args.checkpoint_every < 0:
-        raise UsageError(f"--checkpoint-every must be 0 or more, got {args.checkpoint_every}")
+    from vkcore.bounded_numbers import check_number
+
+    check_number("checkpoint_every", args.checkpoint_every, place="--checkpoint-every")
     if not ZSTD_MIN_LEVEL <= args.compression_level <= ZSTD_MAX_LEVEL:
         raise UsageError(f"--compression-level must be between {ZSTD_MIN_LEVEL} and {ZSTD_MAX_LEVEL} (zstd's levels), "
                          f"got {args.compression_level}")
-    if args.compression_threads < -1:
-        raise UsageError(f"--compression-threads must be -1 (one per core), 0 (none) or more, got {args.compression_threads}")
+    check_number("compression_threads", args.compression_threads, place="--compression-threads")
     check_run_flags(args)
     start_vulkan_early(device=args.device, also=TRACE_CODECS)  # before the imports below, which it overlaps
     run = run_options(args, capture_all=args.capture == "all")
@@ -90,6 +90,7 @@ def check_trace_target(target: Path, run: Any) -> tuple["Scenario", ExistingTrac
     uses it instead of loading it again), and where a failed recording would go when a trace already
     exists at ``target`` (see :func:`capture.container.failed_trace_path`), else None."""
     from capture.container import failed_trace_path
+    from capture.trace_target import clear_partials
     from vkcore.outputs import check_output_target
     from vkcore.scenario.model import load_scenario
 
@@ -99,10 +100,12 @@ def check_trace_target(target: Path, run: Any) -> tuple["Scenario", ExistingTrac
     if clash is not None:
         raise UsageError(f"{clash}: refusing to overwrite it with the trace", file=target, place="-o")
     if not os.path.exists(target):
+        clear_partials(target)
         return scenario, None
     _check_is_trace(target)
     failed = Path(failed_trace_path(target))
     check_output_target(failed, place="-o")
+    clear_partials(target)
     return scenario, ExistingTrace(failed, _signature(failed))
 
 
@@ -124,17 +127,9 @@ def _scenario_clash(target: Path, scenario: Any, output: Path | None) -> str | N
 
 def _check_is_trace(path: Path) -> None:
     """Refuse an existing ``path`` that does not start with the trace magic (docs/trace-format.md §3)."""
-    from capture.records import MAGIC
+    from capture.trace_target import check_replaceable
 
-    try:
-        with open(path, "rb") as f:
-            head = f.read(len(MAGIC))
-    except OSError as exc:
-        raise UsageError(f"cannot read it to check that it is a trace ({exc.strerror or exc})", file=path,
-                         place="-o") from None
-    if head != MAGIC:
-        raise UsageError("exists and is not a vkcap trace: refusing to replace it (delete it, or choose another "
-                         "name)", file=path, place="-o")
+    check_replaceable(path, place="-o")
 
 
 def _signature(path: Path) -> FileSignature | None:

@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vkcore.bounded_numbers import check_number, number_type, parse_number
 from vkcore.errors import UsageError
+from vkcore.safe_text import rich_text, shown_lines
 
 # Flags handed on to every worker's replays (their values are checked here first).
 FORWARDED = ("atol", "rtol", "ulp", "tolerance")
@@ -19,12 +21,17 @@ def add_suite_parser(sub: Any) -> None:
     actions = suite.add_subparsers(dest="suite_command", required=True)
     run = actions.add_parser("run", help="replay every trace of folders and suite.toml manifests")
     run.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="a folder of .vkt files or a suite.toml")
-    run.add_argument("-j", "--jobs", type=int, default=1, help="worker processes (default 1)")
-    run.add_argument("--retries", type=int, default=0, help="replay a failing trace up to K more times (flaky)")
-    run.add_argument("--shard", metavar="I/N", help="run shard I of N (balanced by trace size)")
-    run.add_argument("--atol", type=float)
-    run.add_argument("--rtol", type=float)
-    run.add_argument("--ulp", type=int)
+    run.add_argument("-j", "--jobs", type=number_type("jobs", "-j/--jobs"), default=1,
+                     help="worker processes (default 1, at most 256)")
+    run.add_argument("--retries", type=number_type("retries", "--retries"), default=0,
+                     help="replay a failing trace up to K more times (flaky; at most 10)")
+    run.add_argument("--shard", metavar="I/N", help="run shard I of N (balanced by trace size; N at most 10000)")
+    run.add_argument("--atol", type=number_type("atol", "--atol"))
+    run.add_argument("--rtol", type=number_type("rtol", "--rtol"))
+    run.add_argument("--ulp", type=number_type("ulp", "--ulp"))
+    run.add_argument("--allow-outside-manifest", action="store_true",
+                     help="let a manifest name traces outside its own folder (absolute paths, '..', links out), and "
+                          "a suite folder hold links to traces elsewhere")
     run.add_argument("--tolerance", metavar="preset:NAME", help="per-dtype defaults (preset:torch, preset:strict)")
     run.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     run.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
@@ -42,7 +49,8 @@ def add_suite_parser(sub: Any) -> None:
     run.add_argument("--ray-shared", action="store_true",
                      help="with --ray: every node reads the traces at their paths here (a shared file system) instead of "
                           "getting them through Ray's object store")
-    run.add_argument("--ray-cache-limit", type=float, default=20.0, metavar="GIB",
+    run.add_argument("--ray-cache-limit", type=number_type("ray_cache_limit", "--ray-cache-limit"), default=20.0,
+                     metavar="GIB",
                      help="with --ray: prune each node's trace cache to this many GiB, least recently used first "
                           "(default 20; traces used in the last 10 minutes stay)")
     run.set_defaults(handler=cmd_suite_run)
@@ -56,6 +64,8 @@ def add_suite_parser(sub: Any) -> None:
     bless.add_argument("manifest", type=Path, metavar="MANIFEST")
     bless.add_argument("--results", type=Path, action="append", required=True, metavar="DIR",
                        help="the --results folder(s) of the run to bless")
+    bless.add_argument("--allow-outside-manifest", action="store_true",
+                       help="let the manifest name traces outside its own folder (as suite run allows)")
     bless.set_defaults(handler=cmd_suite_bless)
     worker = actions.add_parser("worker", help=argparse.SUPPRESS)
     worker.add_argument("--replay-flags", default="[]", help=argparse.SUPPRESS)  # a JSON list
@@ -66,9 +76,13 @@ def _shard(text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
     parts = text.split("/")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts) or not 1 <= int(parts[0]) <= int(parts[1]):
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() for p in parts):
         raise UsageError(f"--shard {text}: expected I/N with 1 <= I <= N")
-    return int(parts[0]), int(parts[1])
+    count = int(parse_number("shard_count", parts[1], "--shard"))
+    index = int(parts[0]) if len(parts[0]) <= 6 else 0  # more digits than any count allowed: out of range
+    if not 1 <= index <= count:
+        raise UsageError(f"--shard {text}: expected I/N with 1 <= I <= N")
+    return index, count
 
 
 def cmd_suite_run(args: argparse.Namespace) -> int:
@@ -77,22 +91,26 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     from replay.suite import load_suite, run_suite, shard
 
     log = logging.getLogger("vkcap")
-    if args.jobs < 1 or args.retries < 0:
-        raise UsageError("-j must be at least 1 and --retries at least 0")
+    check_number("jobs", args.jobs, place="-j/--jobs")
+    check_number("retries", args.retries, place="--retries")
     if args.tolerance and not args.tolerance.startswith("preset:"):
         raise UsageError(f"--tolerance {args.tolerance}: a suite takes preset:NAME (per-trace files: in the manifest, later)")
     if args.ray is None and args.ray_shared:
         raise UsageError("--ray-shared: only with --ray")
-    if not args.ray_cache_limit > 0:
-        raise UsageError(f"--ray-cache-limit {args.ray_cache_limit:g}: a size in GiB, more than 0")
+    check_number("ray_cache_limit", args.ray_cache_limit, place="--ray-cache-limit")
     if args.ray is not None:
         from replay.fleet import import_ray
 
         if args.jobs != 1:
             raise UsageError("-j: --ray replays with one actor per Vulkan device of each node (no worker processes)")
         import_ray()  # says how to install it, before any work
-    traces = load_suite(args.paths)
     which = _shard(args.shard)
+    traces = load_suite(args.paths, allow_outside=args.allow_outside_manifest)
+    from vkcore.outputs import check_outputs_apart
+
+    check_outputs_apart([("--json", args.json), ("--junit", args.junit), ("--html", args.html), ("--results", args.results)],
+                        [*((p, "the suite's manifest") for p in args.paths if p.is_file()),
+                         *((t.path, "one of the suite's traces") for t in traces)])
     if which is not None:
         traces = shard(traces, *which)
     flags: list[str] = []
@@ -126,21 +144,19 @@ def cmd_suite_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_suite_bless(args: argparse.Namespace) -> int:
-    """Rewrite the manifest's expectations from the results; print the unified diff (nothing when they
-    already agree). Exit 0."""
+    """Rewrite the manifest's expectations from the results (:mod:`replay.suite_bless`); print the
+    unified diff (nothing when they already agree). Exit 0."""
     import difflib
 
-    from replay.suite import bless, read_results
-    from vkcore.outputs import write_atomic
+    from replay.suite import read_results
+    from replay.suite_bless import bless, write_manifest
 
-    if not args.manifest.is_file():
-        raise UsageError(f"{args.manifest}: no such suite manifest")
-    before, after = bless(args.manifest, read_results(args.results))
+    before, after = bless(args.manifest, read_results(args.results), allow_outside=args.allow_outside_manifest)
     diff = "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), str(args.manifest),
                                         f"{args.manifest} (blessed)"))
     if diff and before != after:
-        print(diff, end="")
-        write_atomic(args.manifest, [after.encode()])
+        print(shown_lines(diff), end="")
+        write_manifest(args.manifest, after)
     return 0
 
 
@@ -156,8 +172,8 @@ def _report(args: argparse.Namespace, results: list[Any]) -> int:
     table = report_table("suite", ("trace", "device", *(("host",) if hosts else ()), "status", "outcome", "expected",
                                    "frames", "seconds", "reason"))
     for r in results:
-        table.add_row(Path(r.trace).name, r.device, *((r.host,) if hosts else ()), r.status, r.outcome, r.expected,
-                      str(r.frames), f"{r.seconds:.2f}", r.reason or r.detail)
+        table.add_row(*map(rich_text, (Path(r.trace).name, r.device, *((r.host,) if hosts else ()), r.status, r.outcome,
+                                       r.expected, r.frames, f"{r.seconds:.2f}", r.reason or r.detail or "")))
     report_console().print(table)
     document = {"results": [r.as_dict() for r in results]}
     if args.json:
@@ -193,7 +209,12 @@ def cmd_suite_worker(args: argparse.Namespace) -> int:
     contexts: dict[Any, Any] = {}  # the worker's devices, kept across traces
     try:
         for line in sys.stdin:
-            sys.stdout.write(json.dumps(answer(parser, flags, json.loads(line), contexts)) + "\n")
+            request = json.loads(line)
+            try:
+                result = answer(parser, flags, request, contexts)
+            except Exception as exc:  # noqa: BLE001 - bad input no check foresaw: the trace's error, not a crash
+                result = {"outcome": "error", "detail": f"{request.get('trace')}: internal error: {type(exc).__name__}: {exc}"}
+            sys.stdout.write(json.dumps(result) + "\n")
             sys.stdout.flush()
         return 0
     finally:

@@ -4,10 +4,12 @@ compare: replay, diff and bisect. ``record`` is in :mod:`vkcap.commands_record`,
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from vkcore.errors import UsageError
+from vkcore.safe_text import rich_text, shown
 
 from .commands_inspect import cmd_export, cmd_info
 from .commands_record import cmd_record
@@ -98,6 +100,8 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
                           "dispatch by dispatch on both drivers to name the dispatch")
     bis.add_argument("--extract", type=Path, metavar="DIR",
                      help="write the first divergent dispatch as a standalone scenario into DIR (see vkcap extract)")
+    bis.add_argument("--force", action="store_true",
+                     help="with --extract: replace an earlier extract at DIR (only what vkcap wrote there)")
     add_common(bis)
     bis.set_defaults(handler=cmd_bisect)
 
@@ -142,18 +146,33 @@ def report_outputs(args: argparse.Namespace, kind: str, document: dict[str, Any]
                    crashed=None if crash is None else crash[0], bisect=bisect)
 
 
-def prepare_html(args: argparse.Namespace) -> None:
+@contextlib.contextmanager
+def html_scratch(args: argparse.Namespace) -> Iterator[None]:
     """``--html``: the replay draws both sides and the error of each diverged 2-d+ resource (into
-    ``--heatmap`` or a temporary folder) for the page to show."""
+    ``--heatmap`` or a temporary folder) for the page to show. A temporary folder is removed when the
+    block ends, on every exit path (an error, Ctrl-C)."""
+    scratch = None
     if getattr(args, "html", None):
         args.value_maps = True
         if args.heatmap is None:
             import tempfile
 
-            args.heatmap = Path(tempfile.mkdtemp(prefix="vkcap-html-"))
+            scratch = args.heatmap = Path(tempfile.mkdtemp(prefix="vkcap-html-"))
+    try:
+        yield
+    finally:
+        if scratch is not None:
+            import shutil
+
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    with html_scratch(args):
+        return _replay(args)
+
+
+def _replay(args: argparse.Namespace) -> int:
     import logging
 
     from .cli import TRACE_CODECS, start_vulkan_early
@@ -162,7 +181,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     check_compare_flags(args, [args.trace])  # before Vulkan starts, and before an isolated child does
     from replay.isolate import in_isolated_child
 
-    prepare_html(args)
     if args.isolate and not args.serve_probes and not in_isolated_child():  # a child never isolates again
         return replay_isolated(args, log)
     start_vulkan_early(args.icd, args.device, also=TRACE_CODECS)  # the replay runs in this process (perhaps the probes' child)
@@ -222,7 +240,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         log.info("fingerprint %s: %s -> %s", key, va, vb)
     for name in report.file_changes:
         log.info("embedded file differs: %s", name)
-    print_frames(report.frames, title=f"diff: A = {args.trace}, B = {args.other}")
+    print_frames(report.frames, title=f"diff: A = {rich_text(args.trace)}, B = {rich_text(args.other)}")
     document = {
         "a": str(args.trace), "b": str(args.other), "diverged": report.diverged,
         "fingerprint_changes": {k: list(v) for k, v in report.fingerprint_changes.items()},
@@ -262,6 +280,10 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     from vkcore.device.driver import use_driver
 
     check_compare_flags(args, [args.trace])  # --reference-icd's manifest too
+    if args.extract is not None:  # a folder that must not be written is refused before the search
+        from vkcore.output_folders import check_folder_target
+
+        check_folder_target(args.extract, place="--extract", force=args.force, inputs=[args.trace])
     use_driver(args.icd)
     if server is None:  # the probes run here: let the driver start while the modules load
         from .cli import TRACE_CODECS, start_vulkan_early
@@ -298,7 +320,7 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
             document.update({"diverged": True, "crashed": True, "frame": result.crash_frame, "crash": result.crash})
             report_outputs(args, "bisect", document, [], crash=(result.crash_frame, result.crash),
                            fingerprints=[("recorded", trace.fingerprint)], bisect=document)
-            print(f"first divergence: {result.crash}")
+            print(f"first divergence: {shown(result.crash)}")
             print(f"search: {search_size(result)} in {result.child_processes} child process(es), a new one after a crash")
             return 1
         if result.frame is None:
@@ -320,11 +342,11 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     if result.command is not None:
         via = " (found by running the frame on both drivers)" if result.side_by_side else ""
         segment = f", segment {extras['segment']} (module {extras['module']})" if "segment" in extras else ""
-        print(f"first divergent dispatch: commands[{result.command}] ({name}){segment}{via}")
+        print(f"first divergent dispatch: commands[{result.command}] ({shown(name)}){shown(segment)}{via}")
     else:
         print("first divergent dispatch: unknown (record with --dispatch-level, or give --reference-icd, to locate it)")
     if result.resource is not None:
-        print(comparison_line(result.resource))
+        print(shown(comparison_line(result.resource)))
     if args.extract is not None:
         _extract_divergence(args, result, trace.fingerprint, options.replace_shaders, segment.removeprefix(", "),
                             extras.get("segment"))
@@ -363,7 +385,8 @@ def _extract_divergence(args: argparse.Namespace, result: "BisectResult", record
     line = comparison_line(compared) if compared is not None else "diverged"
     divergence = Divergence(line, recorded, {}, replaced, segment)
     log_extracted(extract(args.trace, result.frame.seq, result.command, args.extract, extract_options(args),
-                          divergence, argv=getattr(args, "argv", []), segment=segment_index))
+                          divergence, argv=getattr(args, "argv", []), segment=segment_index, place="--extract",
+                          force=args.force))
 
 
 def search_size(result: "BisectResult") -> str:

@@ -34,7 +34,7 @@ def cmd_vgf(args: argparse.Namespace) -> int:
         return 0
     from rich.console import Console
 
-    Console().print(vgf_tree(vgf))
+    Console(emoji=False).print(vgf_tree(vgf))
     return 0
 
 
@@ -57,12 +57,14 @@ def vgf_tree(vgf: Any) -> Any:
     from rich.markup import escape
     from rich.tree import Tree
 
+    from vkcore.safe_text import shown
+
     from vkcore.graphs.vgf import (
         BORDER_COLORS, SAMPLER_ADDRESS_MODES, SAMPLER_FILTERS, CodeKind, descriptor_type_name, stage_flags_name,
     )
 
     def q(text: object) -> str:
-        return escape(str(text))
+        return escape(shown(text))
 
     def dtype(value: int | None) -> str:
         return q(_short(descriptor_type_name(value), "VK_DESCRIPTOR_TYPE_") or "none")

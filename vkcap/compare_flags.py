@@ -25,49 +25,43 @@ def _pairs(values: list[str], flag: str) -> list[tuple[str, str]]:
 
 
 def frame_range(args: argparse.Namespace) -> tuple[int | None, int | None]:
+    """``--frame F`` or ``--frames A-B`` as (first, last), each a frame number of the bounds table
+    (:func:`vkcore.bounded_numbers.check_number`); (None, None) when neither is given."""
+    from vkcore.bounded_numbers import check_number
+
     if getattr(args, "frame", None) is not None:
         if args.frame < 0:
             raise UsageError(f"--frame must be 0 or more, got {args.frame}")
-        return args.frame, args.frame
+        frame = int(check_number("frame", args.frame, place="--frame"))
+        return frame, frame
     if getattr(args, "frames", None):
         a, sep, b = args.frames.partition("-")
-        if not sep or not a.isdigit() or not b.isdigit() or int(a) > int(b):
+        digits = a.isascii() and a.isdigit() and b.isascii() and b.isdigit() and len(a) < 12 and len(b) < 12
+        if not sep or not digits or int(a) > int(b):
             raise UsageError(f"--frames {args.frames!r}: expected A-B with 0 <= A <= B")
-        return int(a), int(b)
+        return int(check_number("frame", int(a), place="--frames")), int(check_number("frame", int(b), place="--frames"))
     return None, None
-
-
-MAX_TIMEOUT_S = 1e9  # seconds (31 years): a frame timeout is held in nanoseconds, in 64 bits
 
 
 def check_compare_flags(args: argparse.Namespace, inputs: list[Path]) -> None:
     """The checks of replay, diff and bisect flags that need no trace, made before any replay work
-    (and before Vulkan starts): tolerance numbers (finite, >= 0, ``--ulp`` below 2**63), the tolerance
-    file's own content, ``--timeout``
-    (positive, finite), report paths (:func:`replay.report.check_output`; none may be one of
-    ``inputs``, the traces read), driver manifests (:func:`vkcore.device.driver.check_manifest`). Raises
+    (and before Vulkan starts): the numbers ``--atol``, ``--rtol``, ``--ulp``, ``--timeout`` and ``--top``
+    (:func:`vkcore.bounded_numbers.check_number`: finite, in range), the tolerance file's own content,
+    report paths (:func:`replay.report.check_output`; none may be one of ``inputs``, the traces read), driver manifests (:func:`vkcore.device.driver.check_manifest`). Raises
     :class:`UsageError` (exit 2) naming the flag."""
-    import math
-
     from replay.report import check_output
-    from replay.tolerances import MAX_ULP, load_tolerance_file, preset_policy
+    from replay.tolerances import load_tolerance_file, preset_policy
+    from vkcore.bounded_numbers import check_number
     from vkcore.device.driver import check_manifest
 
-    for name, value in (("--atol", args.atol), ("--rtol", args.rtol), ("--ulp", args.ulp)):
-        if value is not None and not math.isfinite(value):
-            raise UsageError(f"{name} must be a finite number, got {value}")
-        if value is not None and value < 0:
-            raise UsageError(f"{name} must be 0 or more, got {value}")
-    if args.ulp is not None and args.ulp >= MAX_ULP:
-        raise UsageError(f"--ulp must be less than 2**63, got {args.ulp}")
+    for key in ("atol", "rtol", "ulp", "timeout", "top"):
+        value = getattr(args, key, None)
+        if value is not None:
+            check_number(key, value, place=f"--{key}")
     if args.tolerance and args.tolerance.startswith("preset:"):
         preset_policy(args.tolerance.removeprefix("preset:"), f"--tolerance {args.tolerance}")
     elif args.tolerance and args.tolerance != "auto":
         load_tolerance_file(Path(args.tolerance))  # the file itself; its uids are checked against the trace later
-    timeout = getattr(args, "timeout", None)
-    if timeout is not None and not 0 < timeout <= MAX_TIMEOUT_S:  # NaN fails every comparison
-        raise UsageError(f"must be a positive number of seconds (finite, at most {MAX_TIMEOUT_S:g}), got {timeout}",
-                         place="--timeout")
     reports = (("--json", args.json, False), ("--junit", args.junit, False), ("--html", getattr(args, "html", None), False),
                ("--heatmap", getattr(args, "heatmap", None), True))
     for flag, path, folder in reports:
@@ -147,9 +141,9 @@ def tolerance_policy(args: argparse.Namespace, resources: "Resources | None" = N
         dtypes[uid] = dtype
     from dataclasses import replace
 
-    top = getattr(args, "top", 5)
-    if top < 1:
-        raise UsageError(f"--top {top}: must be at least 1")
+    from vkcore.bounded_numbers import check_number
+
+    top = int(check_number("top", getattr(args, "top", 5), place="--top"))
     return replace(policy, dtypes=dtypes, top=top)
 
 

@@ -40,31 +40,31 @@ def answer(parser: argparse.ArgumentParser, flags: list[str], request: dict[str,
     from replay.report import comparison_line
     from replay.results import WITHIN
 
-    from .commands_trace import prepare_html, report_outputs
+    from .commands_trace import html_scratch, report_outputs
     from .compare_flags import replay_options
 
     try:
         page = ["--html", request["page"]] if request.get("page") else []
         replay_args = parser.parse_args(["replay", request["trace"], *flags, *request.get("flags", []),
                                          "--progress-file", request["progress"], *page])
-        prepare_html(replay_args)
-        options = replay_options(replay_args)
-        report = replay(options, contexts=contexts)
-        comparisons = [c for f in report.frames for c in [*f.comparisons, *(c for _, c in f.dispatches)]]
-        outcome = ("diverged" if report.diverged else
-                   "within" if any(c.status == WITHIN for c in comparisons) else "identical")
-        first = report.first_divergence
-        result: dict[str, Any] = {
-            "outcome": outcome, "device": report.device.get("device_name", ""), "frames": len(report.frames),
-            "first_divergence": None if first is None else first.seq,
-            "beyond_tolerance": sum(c.beyond_tolerance for c in comparisons),
-            "max_ulp": max((c.max_ulp for c in comparisons), default=0)}
-        if first is not None:  # the first diverged resource, as replay prints it
-            bad = next(c for c in [*first.comparisons, *(c for _, c in first.dispatches)] if c.diverged)
-            result["detail"] = f"frame {first.seq}: {comparison_line(bad)}"
-        if page:
-            report_outputs(replay_args, "replay", {}, report.frames,
-                           fingerprints=[("recorded", report.recorded_device), ("live", report.device)])
-        return result
+        with html_scratch(replay_args):
+            options = replay_options(replay_args)
+            report = replay(options, contexts=contexts)
+            comparisons = [c for f in report.frames for c in [*f.comparisons, *(c for _, c in f.dispatches)]]
+            outcome = ("diverged" if report.diverged else
+                       "within" if any(c.status == WITHIN for c in comparisons) else "identical")
+            first = report.first_divergence
+            result: dict[str, Any] = {
+                "outcome": outcome, "device": report.device.get("device_name", ""), "frames": len(report.frames),
+                "first_divergence": None if first is None else first.seq,
+                "beyond_tolerance": sum(c.beyond_tolerance for c in comparisons),
+                "max_ulp": max((c.max_ulp for c in comparisons), default=0)}
+            if first is not None:  # the first diverged resource, as replay prints it
+                bad = next(c for c in [*first.comparisons, *(c for _, c in first.dispatches)] if c.diverged)
+                result["detail"] = f"frame {first.seq}: {comparison_line(bad)}"
+            if page:
+                report_outputs(replay_args, "replay", {}, report.frames,
+                               fingerprints=[("recorded", report.recorded_device), ("live", report.device)])
+            return result
     except VkcapError as exc:
         return {"outcome": "error", "detail": str(exc)}

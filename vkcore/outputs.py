@@ -268,3 +268,24 @@ def _create_temporary(target: Path) -> tuple[int, str]:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666), tmp
         except FileExistsError:
             continue
+
+
+def check_outputs_apart(outputs: Iterable[tuple[str, str | Path | None]],
+                        inputs: Iterable[tuple[str | Path, str]]) -> None:
+    """Refuse (:class:`OutputTargetError`: ``PATH: FLAG: is WHAT, an input of this command``, exit 2),
+    before any work, an output (``(flag, path)``; None: not asked for) that is one of the command's
+    ``inputs`` (``(path, what it is)``) or another of the outputs (see :func:`same_file`)."""
+    seen: list[tuple[str | Path, str]] = []
+    known = list(inputs)
+    for flag, path in outputs:
+        if path is None:
+            continue
+        for other, what in known:
+            if same_file(path, other):
+                raise OutputTargetError(f"is {what}, an input of this command: refusing to overwrite it",
+                                        file=os.fspath(path), place=flag)
+        for other, other_flag in seen:
+            if same_file(path, other):
+                raise OutputTargetError(f"is also {other_flag}: name two different files", file=os.fspath(path),
+                                        place=flag)
+        seen.append((path, flag))

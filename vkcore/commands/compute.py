@@ -11,7 +11,7 @@ import vulkan as vk
 from ..device import validation
 from ..errors import ScenarioError, UnsupportedDeviceFeature
 from .limits import refuse_beyond_stage_limits
-from ..shaders.pipelines import ComputePipeline
+from ..shaders.pipelines import ComputePipeline, check_shared_memory
 from ..scenario.model import Binding, DispatchCompute, Scenario, Shader
 from ..shaders.bindings import resolve_bindings, signature
 from ..shaders.spirv import Reflection
@@ -128,6 +128,7 @@ def _reflect(session: "Session", spec: Shader) -> Reflection | None:
     if r is None:
         return None
     ctx, path = session.ctx, session.scenario.path
+    check_shared_memory(ctx, session.module(spec).code, spec, path)
     if r.local_size is not None:
         limits = ctx.limits
         size = r.local_size

@@ -9,6 +9,7 @@ import vulkan as vk
 from ..errors import ScenarioError, UnsupportedDeviceFeature
 from ..scenario.model import Shader
 from ..shaders.bindings import LayoutBinding
+from ..shaders.pipelines import check_specialization
 from ..shaders.spirv import CAPABILITY_FEATURES, Reflection, SpirvError, reflect
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ def reflect_shader(session: "Session", spec: Shader) -> Reflection | None:
     """The reflection of shader ``spec``, its entry point (of the shader's stage) and the capabilities
     it declares checked against the device; ``None`` when its SPIR-V cannot be read (then only the
     scenario decides, and the driver reports the rest). Records what it cannot write."""
+    check_specialization(spec, session.module(spec).code)  # typed values first: sizes below are computed from them
     try:
         r = reflect(session.module(spec).code, {c.id: c.value for c in spec.specialization_constants})
     except SpirvError:

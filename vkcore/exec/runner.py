@@ -125,6 +125,10 @@ def check_outputs(scenario: Scenario, options: RunOptions) -> None:
             problem = output_target_problem(target)
             if problem is not None:
                 raise ScenarioError(f"{target}: {problem}", file=scenario.path, place=f"{resource.place}.dst")
+    if not options.dry_run:
+        from .output_clash import check_dst_clashes
+
+        check_dst_clashes(scenario, options.output)  # no dst is an input, or another dst
     for flag, path in (("--profiling-dump-path", options.profiling_dump_path),
                        ("--perf-counters-dump-path", options.perf_counters_dump_path)):
         if path is not None:

@@ -85,6 +85,7 @@ from ..device.sync import (
 from ..resources.tensor_resources import TensorResource
 from ..resources.buffers import DeviceBuffer
 from ..resources.tensors import TENSOR_FORMATS, DeviceTensor, TensorBarrier, TensorDescription
+from .vgf import check_graph_module
 from .vgf import (
     CodeKind,
     Module,
@@ -796,6 +797,7 @@ class _Checker:
         except DeviceError as exc:
             raise VgfError(f"module '{module.name}': {exc.message}", file=self.vgf_label,
                            place=f"module table modules[{module.index}]") from None
+        check_graph_module(module, self.vgf_label)  # spirv-val, before the driver sees the module
         keys = [(ds.set_index, b.binding) for ds in seg.descriptor_sets for b in ds.bindings]
         problems = pipeline_problems(info, module.entry_point, resources, constants, keys)
         if problems:

@@ -768,6 +768,19 @@ class VgfFile:
 # --- parsing ------------------------------------------------------------------------------------------------
 
 
+def check_graph_module(module: Module, label: str | None) -> None:
+    """Refuse (:class:`VgfError`, exit 2) a module of the VGF that ``spirv-val`` rejects, naming the
+    file and the module; run before any driver sees it (a damaged module aborts the emulation layer)."""
+    from ..shaders.spirv_validate import validate
+
+    if not isinstance(module.code, bytes):
+        return
+    message = validate(module.code)
+    if message is not None:
+        raise VgfError(f"module '{module.name}': invalid SPIR-V (spirv-val: {message})", file=label,
+                       place=f"module table modules[{module.index}]")
+
+
 def read_vgf(path: str | os.PathLike[str]) -> VgfFile:
     """Read and check a VGF file. Constant payloads stay on disk until :meth:`Constant.read`.
 

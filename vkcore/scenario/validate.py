@@ -578,6 +578,28 @@ def _check_memory_groups(ctx: _Context) -> None:
             first_src[name] = entry
 
 
+def _check_path_characters(ctx: _Context) -> None:
+    """No path field holds a NUL (no file system can name such a file; the OS would refuse it late)."""
+    for entry in ctx.resources:
+        for name in ("src", "dst"):
+            if "\0" in str(entry.body.get(name, "")):
+                ctx.fail(entry.place(name), "holds a NUL character")
+        for j, folder in enumerate(entry.body.get("include_dirs", ()) if entry.kind == "shader" else ()):
+            if "\0" in str(folder):
+                ctx.fail(entry.place("include_dirs", j), "holds a NUL character")
+
+
+def _check_build_options(ctx: _Context) -> None:
+    """A shader's build_options hold only what may reach the compiler (:mod:`vkcore.scenario.build_options`)."""
+    from .build_options import build_options_problem
+
+    for entry in ctx.resources:
+        if entry.kind == "shader":
+            problem = build_options_problem(entry.body.get("build_options", ""))
+            if problem is not None:
+                ctx.fail(entry.place("build_options"), problem)
+
+
 def _check_files(ctx: _Context) -> None:
     """Every src exists (and .npy ones are readable); shader include folders exist."""
     for entry in ctx.resources:
@@ -833,6 +855,8 @@ _CHECKS: tuple[Callable[[_Context], None], ...] = (
     _check_references,
     _check_bindings,
     _check_resource_fields,
+    _check_path_characters,
+    _check_build_options,
     _check_files,
     _check_payload_sizes,
     _check_push_constants,

@@ -4,6 +4,11 @@ GLSL is compiled with Debian's ``glslangValidator``; sources that use ``GL_ARM_t
 glslang >= 15.4 and go to the ``glslc`` shipped inside ``ai-ml-sdk-scenario-runner`` instead.
 Compiled SPIR-V is cached by the hash of the source, the options, the compiler and the content of
 every file the compiler reported as a dependency, so an edited include recompiles.
+
+What reaches the compiler is bounded: ``build_options`` only through the allow-list of
+:mod:`vkcore.scenario.build_options`; for a scenario from a trace (``Scenario.confined``) include folders
+only inside its folder and every ``#include`` checked first (:mod:`vkcore.shaders.includes`); and the
+compiler runs under a time limit (:data:`COMPILER_TIMEOUT_S`, ``$VKCAP_COMPILER_TIMEOUT``).
 """
 from __future__ import annotations
 
@@ -18,14 +23,34 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ScenarioError
+from ..errors import ScenarioError, UsageError
 from ..outputs import write_atomic
-from ..paths import cache_root
+from ..paths import cache_root, read_regular
 from ..scenario.model import Scenario, Shader
+from ..scenario.build_options import BuildOptionsError, parse_build_options
+from .includes import SOURCE_LIMIT, check_includes
 
 SPIRV_MAGIC = 0x07230203
 GLSLANG_STAGES = {"compute": "comp", "vertex": "vert", "fragment": "frag"}  # a shader's stage -> glslang's -S
 TENSOR_EXTENSION_RE = re.compile(rb"GL_ARM_tensors")
+#: Seconds a shader compiler may run before it is stopped and the shader refused; ``$VKCAP_COMPILER_TIMEOUT``
+#: (seconds, more than 0) changes it.
+COMPILER_TIMEOUT_S = 60.0
+COMPILER_TIMEOUT_VARIABLE = "VKCAP_COMPILER_TIMEOUT"
+
+
+def compiler_timeout() -> float:
+    """:data:`COMPILER_TIMEOUT_S`, or ``$VKCAP_COMPILER_TIMEOUT`` when set (finite seconds, more than 0)."""
+    text = os.environ.get(COMPILER_TIMEOUT_VARIABLE, "")
+    if not text:
+        return COMPILER_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < 1e6):
+        raise UsageError(f"{COMPILER_TIMEOUT_VARIABLE}={text!r}: expected seconds, more than 0 (and finite)")
+    return value
 
 
 @dataclass(frozen=True)
@@ -66,14 +91,32 @@ def _check_spirv(code: bytes, spec: Shader, path: Path) -> None:
         raise ScenarioError(f"{path} is not a SPIR-V binary (bad magic or length)", file=None, place=f"{spec.place}.src")
 
 
+def read_source(scenario: Scenario, spec: Shader, path: Path) -> bytes:
+    """The bytes of shader file ``path``: a regular file of at most :data:`SOURCE_LIMIT` bytes (a FIFO or a
+    device is refused without blocking), else :class:`ScenarioError` at ``spec``'s ``src``."""
+    try:
+        return read_regular(path, SOURCE_LIMIT)
+    except OSError as exc:
+        raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}", file=scenario.path, place=f"{spec.place}.src") from None
+
+
 def load_shader(scenario: Scenario, spec: Shader) -> SpirvModule:
     """Return the SPIR-V of ``spec``, compiling GLSL (cached). Errors are :class:`ScenarioError`."""
     path = scenario.src_path(spec.src)
     if spec.type == "SPIR-V":
-        code = path.read_bytes()
+        code = read_source(scenario, spec, path)
         _check_spirv(code, spec, path)
         return SpirvModule(spec.uid, code, spec.entry, path)
     return compile_glsl(scenario, spec, path)
+
+
+def build_arguments(scenario: Scenario, spec: Shader) -> tuple[str, ...]:
+    """``spec``'s build_options as the compiler's arguments (the allow-list's canonical spelling), else
+    :class:`ScenarioError` at ``build_options``."""
+    try:
+        return parse_build_options(spec.build_options)
+    except BuildOptionsError as exc:
+        raise ScenarioError(str(exc), file=scenario.path, place=f"{spec.place}.build_options") from None
 
 
 def _compiler_for(source: bytes) -> tuple[str, Path]:
@@ -112,8 +155,8 @@ def scan_includes(source: Path, folders: list[Path], seen: set[Path] | None = No
     seen = set() if seen is None else seen
     found: list[Path] = []
     try:
-        text = source.read_bytes()
-    except OSError:
+        text = read_regular(source, SOURCE_LIMIT)
+    except (OSError, ValueError):
         return found
     for name in INCLUDE_RE.findall(text):
         rel = name.decode("utf8", "replace")
@@ -130,13 +173,13 @@ def scan_includes(source: Path, folders: list[Path], seen: set[Path] | None = No
 
 def _command(kind: str, compiler: Path, spec: Shader, scenario: Scenario, src: Path, out: Path, dep: Path) -> list[str]:
     includes = [str(scenario.src_path(d)) for d in spec.include_dirs]
-    options = shlex.split(spec.build_options)
+    options = list(build_arguments(scenario, spec))
     if kind == "glslc":
         # ARM's wrapper: its own flags, the options as one string (a leading space keeps its argument
         # parser from reading "-D..." as a flag), one include folder, no depfile.
         cmd = [str(compiler), "--stage", spec.stage, "--input", str(src), "--output", str(out)]
-        if spec.build_options.strip():
-            cmd += ["--build-opts", " " + spec.build_options.strip()]
+        if options:
+            cmd += ["--build-opts", " " + shlex.join(options)]
         if includes:
             merged = _merged_include_dir([Path(d) for d in includes], dep.parent / "include")
             cmd += ["--include", str(merged)]
@@ -175,7 +218,11 @@ def _depends_on_location(source: bytes, spec: Shader) -> bool:
 
 
 def compile_glsl(scenario: Scenario, spec: Shader, path: Path) -> SpirvModule:
-    source = path.read_bytes()
+    source = read_source(scenario, spec, path)
+    build_arguments(scenario, spec)  # refused before anything runs
+    folders = [scenario.src_path(d) for d in spec.include_dirs]
+    check_includes(path, source, scenario.base_dir if scenario.confined else None, folders, file=scenario.path,
+                   place=f"{spec.place}.src", shown=repr(spec.uid))
     try:
         kind, compiler = _compiler_for(source)
     except FileNotFoundError as exc:
@@ -205,15 +252,28 @@ def compile_glsl(scenario: Scenario, spec: Shader, path: Path) -> SpirvModule:
     with tempfile.TemporaryDirectory(prefix="vkcap-glsl-") as tmp:
         out, dep = Path(tmp) / "out.spv", Path(tmp) / "out.d"
         cmd = _command(kind, compiler, spec, scenario, path, out, dep)
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        timeout = compiler_timeout()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise ScenarioError(f"shader compilation took longer than {timeout:g} s and was stopped "
+                                f"({COMPILER_TIMEOUT_VARIABLE} sets the limit)", file=scenario.path,
+                                place=f"{spec.place}.src") from None
         if proc.returncode != 0 or not out.is_file():
             message = _compiler_message(proc.stdout + proc.stderr, path)
             raise ScenarioError(f"shader compilation failed: {message}", file=scenario.path, place=f"{spec.place}.src")
         code = out.read_bytes()
         if dep.is_file():
-            deps = _parse_depfile(dep.read_text())
+            deps = _parse_depfile(dep.read_text(errors="surrogateescape"))
         else:
             deps = [str(p) for p in scan_includes(path, [scenario.src_path(d) for d in spec.include_dirs])]
+    if scenario.confined:
+        base = scenario.base_dir.resolve()
+        outside = [p for p in deps if not Path(p).resolve().is_relative_to(base)]
+        if outside:  # never expected after check_includes: a last guard, naming no host path
+            raise ScenarioError(f"shader {spec.uid!r}: the compiler read a file outside the trace's folder",
+                                file=scenario.path, place=f"{spec.place}.src")
     try:
         write_atomic(cached, [code])
         write_atomic(manifest, [json.dumps({p: _file_digest(p) for p in {str(path), *deps}}).encode()])

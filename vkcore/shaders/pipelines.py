@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,10 +12,13 @@ from typing import Any
 import vulkan as vk
 
 from ..device.context import VulkanContext
-from ..errors import DeviceError
+from ..errors import DeviceError, ScenarioError, UnsupportedDeviceFeature
 from ..outputs import write_atomic
 from ..scenario.model import Shader, SpecializationConstant
+from . import specialization
 from .compile import SpirvModule
+from .spirv import SpirvError, reflect
+from .spirv_validate import validate
 
 FEEDBACK_VALID = 0x1  # VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT
 FEEDBACK_CACHE_HIT = 0x2  # VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT
@@ -29,18 +31,65 @@ class PipelineCacheMiss(DeviceError):
     """``--fail-on-pipeline-cache-miss`` was given and a pipeline was not in the cache."""
 
 
-def pack_specialization(constants: tuple[SpecializationConstant, ...]) -> tuple[list[Any], bytes]:
-    """Map entries and data: integers as 32-bit (signed or unsigned by value), floats as float32."""
-    entries, data = [], b""
-    for c in constants:
-        if isinstance(c.value, bool) or isinstance(c.value, int):
-            v = int(c.value)
-            raw = struct.pack("<i", v) if v < 0 else struct.pack("<I", v & 0xFFFFFFFF)
-        else:
-            raw = struct.pack("<f", float(c.value))
-        entries.append(vk.VkSpecializationMapEntry(constantID=c.id, offset=len(data), size=4))
-        data += raw
+def pack_specialization(constants: tuple[SpecializationConstant, ...], code: bytes = b"", uid: str = "",
+                        place: str | None = None) -> tuple[list[Any], bytes]:
+    """Map entries and data, each constant packed as the type the module ``code`` declares for it
+    (:mod:`vkcore.shaders.specialization`). A value that does not fit is a :class:`ScenarioError`
+    naming the constant (``place.specialization_constants[j]``)."""
+    try:
+        declared = reflect(code).spec_constants if code else {}
+    except SpirvError:
+        declared = {}
+    try:
+        packed, data = specialization.pack([(c.id, c.value) for c in constants], declared)
+    except specialization.UnfitConstant as exc:
+        raise ScenarioError(exc.describe(uid), place=f"{place}.specialization_constants[{exc.index}]" if place else None) from None
+    entries = [vk.VkSpecializationMapEntry(constantID=i, offset=offset, size=size) for i, offset, size in packed]
     return entries, data
+
+
+def check_specialization(spec: Shader, code: bytes) -> None:
+    """Refuse, naming the constant, a specialization value of ``spec`` that does not fit the type its
+    module ``code`` declares (what :func:`pack_specialization` would refuse), before limits computed
+    from the values (the workgroup size) are judged."""
+    pack_specialization(spec.specialization_constants, code, spec.uid, spec.place)
+
+
+def validation_flags(ctx: VulkanContext) -> tuple[str, ...]:
+    """The ``spirv-val`` layout flags the device's enabled features imply (vkcap enables every core
+    feature the device has; relaxed block layout is part of Vulkan 1.1 and on by default there)."""
+    f12 = vk.VkPhysicalDeviceVulkan12Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)
+    features = vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=f12)
+    vk.vkGetPhysicalDeviceFeatures2(ctx.physical, features)
+    flags = []
+    if f12.scalarBlockLayout:
+        flags.append("--scalar-block-layout")
+    if f12.uniformBufferStandardLayout:
+        flags.append("--uniform-buffer-standard-layout")
+    return tuple(flags)
+
+
+def check_module(code: bytes, flags: tuple[str, ...], what: str, place: str | None) -> None:
+    """Refuse (:class:`ScenarioError`, exit 2) a module ``spirv-val`` rejects, before any driver sees
+    it: ``what`` names it (``shader 'add'``), the message is the validator's first."""
+    message = validate(code, flags)
+    if message is not None:
+        raise ScenarioError(f"{what}: invalid SPIR-V (spirv-val: {message})", place=place)
+
+
+def check_shared_memory(ctx: VulkanContext, code: bytes, spec: Shader, file: Path | str | None = None) -> None:
+    """Refuse a compute shader whose shared (workgroup) variables, with its specialization applied,
+    exceed the device's ``maxComputeSharedMemorySize`` (drivers crash on it)."""
+    values: dict[int, int | float] = {c.id: c.value for c in spec.specialization_constants}
+    try:
+        needed = reflect(code, values).workgroup_bytes
+    except SpirvError:
+        return
+    limit = int(ctx.limits.maxComputeSharedMemorySize)
+    if needed > limit:
+        raise UnsupportedDeviceFeature(
+            f"shader '{spec.uid}' declares {needed} bytes of shared memory; this device allows {limit} "
+            f"(maxComputeSharedMemorySize)", file=file, place=spec.place)
 
 
 RECORD_SUFFIX = ".vkcap"  # beside the cache file: vkcap's record of the pipelines it holds
@@ -191,6 +240,7 @@ class PipelineFactory:
         self._modules: dict[str, Any] = {}
         self._set_layouts: dict[tuple[tuple[tuple[int, int], ...], int], Any] = {}
         self._pipelines: dict[tuple[str, LayoutSignature], ComputePipeline] = {}
+        self._validation_flags: tuple[str, ...] | None = None
 
     def set_layout(self, bindings: tuple[tuple[int, int], ...], stages: int = vk.VK_SHADER_STAGE_COMPUTE_BIT) -> Any:
         """The descriptor set layout of (binding, VkDescriptorType) pairs, visible to ``stages``, made once."""
@@ -221,16 +271,16 @@ class PipelineFactory:
         if key in self._pipelines:  # type: ignore[comparison-overlap]
             return self._pipelines[key]  # type: ignore[index]
         stages_bits = vk.VK_SHADER_STAGE_VERTEX_BIT | vk.VK_SHADER_STAGE_FRAGMENT_BIT
-        layout, set_layouts = self.pipeline_layout(signature, push_constants_size, stages_bits)
         keep: list[Any] = []
         stages = []
         for bit, module, spec in ((vk.VK_SHADER_STAGE_VERTEX_BIT, vertex, vs), (vk.VK_SHADER_STAGE_FRAGMENT_BIT, fragment, fs)):
-            entries, data = pack_specialization(spec.specialization_constants)
+            entries, data = pack_specialization(spec.specialization_constants, module.code, spec.uid, spec.place)
             keep.append(data)
             spec_info = (vk.VkSpecializationInfo(pMapEntries=entries, dataSize=len(data), pData=vk.ffi.from_buffer(data))
                          if entries else None)
-            stages.append(vk.VkPipelineShaderStageCreateInfo(stage=bit, module=self.module(module), pName=spec.entry,
+            stages.append(vk.VkPipelineShaderStageCreateInfo(stage=bit, module=self.module(module, spec.place), pName=spec.entry,
                                                              pSpecializationInfo=spec_info))
+        layout, set_layouts = self.pipeline_layout(signature, push_constants_size, stages_bits)  # after the checks
         width, height = extent
         write_all = (vk.VK_COLOR_COMPONENT_R_BIT | vk.VK_COLOR_COMPONENT_G_BIT | vk.VK_COLOR_COMPONENT_B_BIT
                      | vk.VK_COLOR_COMPONENT_A_BIT)
@@ -287,8 +337,13 @@ class PipelineFactory:
         :attr:`cache`'s handle) by what makes it (JSON-ready ``material``), and refuse a miss."""
         self.refuse_miss(self.cache.lookup(_digest(["other", material])), what)
 
-    def module(self, spirv: SpirvModule) -> Any:
+    def module(self, spirv: SpirvModule, place: str | None = None) -> Any:
+        """The VkShaderModule of ``spirv``, made once, after ``spirv-val`` accepted it (a refusal is a
+        :class:`ScenarioError` at ``place``, the shader's JSON place)."""
         if spirv.uid not in self._modules:
+            if self._validation_flags is None:
+                self._validation_flags = validation_flags(self.ctx)
+            check_module(spirv.code, self._validation_flags, f"shader '{spirv.uid}'", place)
             info = vk.VkShaderModuleCreateInfo(codeSize=len(spirv.code), pCode=spirv.code)
             try:
                 self._modules[spirv.uid] = vk.vkCreateShaderModule(self.ctx.device, info, None)
@@ -301,8 +356,10 @@ class PipelineFactory:
         key = (spec.uid, signature)
         if key in self._pipelines:
             return self._pipelines[key]
+        module = self.module(spirv, spec.place)  # validated before anything else is made
+        check_shared_memory(self.ctx, spirv.code, spec)
+        entries, data = pack_specialization(spec.specialization_constants, spirv.code, spec.uid, spec.place)
         layout, set_layouts = self.pipeline_layout(signature, spec.push_constants_size, vk.VK_SHADER_STAGE_COMPUTE_BIT)
-        entries, data = pack_specialization(spec.specialization_constants)
         keep: list[Any] = [data]
         spec_info = (
             vk.VkSpecializationInfo(pMapEntries=entries, dataSize=len(data), pData=vk.ffi.from_buffer(data))
@@ -312,7 +369,7 @@ class PipelineFactory:
         entry_name = vk.ffi.new("char[]", spec.entry.encode())
         keep.append(entry_name)
         stage = vk.VkPipelineShaderStageCreateInfo(
-            stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=self.module(spirv), pName=spec.entry, pSpecializationInfo=spec_info
+            stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=module, pName=spec.entry, pSpecializationInfo=spec_info
         )
         feedback = vk.ffi.new("VkPipelineCreationFeedback *")
         feedback_info = vk.VkPipelineCreationFeedbackCreateInfo(pPipelineCreationFeedback=feedback, pipelineStageCreationFeedbackCount=0)

@@ -4,11 +4,17 @@ A pipeline layout that differs from its shader is undefined behaviour: lavapipe 
 SIGSEGV inside ``vkCreateComputePipelines``, other drivers compute garbage. :func:`reflect` reads, from
 the module's own words, every descriptor it declares (set, binding, kind, array size; for images the
 dimensionality, format and numeric type), which of them the entry point statically uses, which it
-cannot write through, its entry points with their execution models, and the effective workgroup size.
-Pure Python over the binary form (SPIR-V specification, "Binary Form"); nothing here talks to Vulkan.
+cannot write through, its entry points with their execution models, and the effective workgroup size;
+also the type each specialization constant is declared with (so that values are packed as that type:
+:mod:`vkcore.shaders.specialization`) and the size of its shared (Workgroup) variables. Pure Python over
+the binary form (SPIR-V specification, "Binary Form"); nothing here talks to Vulkan. Damaged words
+reflect to something or raise :class:`SpirvError`, and every walk over types is bounded (a damaged
+module may declare a type of itself); whether a module is valid is ``spirv-val``'s to say
+(:mod:`vkcore.shaders.spirv_validate`).
 """
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass, field
 from typing import Callable
@@ -20,9 +26,11 @@ OP_NAME = 5
 OP_CAPABILITY = 17
 OP_ENTRY_POINT = 15
 OP_EXECUTION_MODE = 16
+OP_TYPE_BOOL = 20
 OP_TYPE_INT = 21
 OP_TYPE_FLOAT = 22
 OP_TYPE_VECTOR = 23
+OP_TYPE_MATRIX = 24
 OP_TYPE_IMAGE = 25
 OP_TYPE_SAMPLER = 26
 OP_TYPE_SAMPLED_IMAGE = 27
@@ -32,6 +40,8 @@ OP_TYPE_STRUCT = 30
 OP_TYPE_POINTER = 32
 OP_CONSTANT = 43
 OP_CONSTANT_COMPOSITE = 44
+OP_SPEC_CONSTANT_TRUE = 48
+OP_SPEC_CONSTANT_FALSE = 49
 OP_SPEC_CONSTANT = 50
 OP_SPEC_CONSTANT_COMPOSITE = 51
 OP_FUNCTION = 54
@@ -73,10 +83,12 @@ DECORATION_NON_READABLE = 25
 DECORATION_BINDING = 33
 DECORATION_DESCRIPTOR_SET = 34
 BUILTIN_WORKGROUP_SIZE = 25
+MAX_TYPE_DEPTH = 64  # nesting of arrays, structs and matrices followed when sizing or describing a type
 MODE_LOCAL_SIZE = 17
 MODE_LOCAL_SIZE_ID = 38
 
 STORAGE_UNIFORM_CONSTANT = 0
+STORAGE_WORKGROUP = 4
 STORAGE_UNIFORM = 2
 STORAGE_STORAGE_BUFFER = 12
 DESCRIPTOR_STORAGE_CLASSES = frozenset({STORAGE_UNIFORM_CONSTANT, STORAGE_UNIFORM, STORAGE_STORAGE_BUFFER})
@@ -170,6 +182,22 @@ class DeclaredDescriptor:
         return out
 
 
+@dataclass(frozen=True)
+class SpecConstantType:
+    """The scalar type a module declares for one specialization constant (``OpSpecConstant*`` with a
+    ``SpecId``): ``kind`` is "bool", "int", "uint" or "float", ``width`` its bits (32 for a bool, whose
+    VkBool32 is 4 bytes), ``name`` the constant's debug name when the module keeps one."""
+
+    kind: str
+    width: int
+    name: str = ""
+
+    @property
+    def text(self) -> str:
+        """How messages name the type: ``bool``, ``int32``, ``uint64``, ``float16``."""
+        return "bool" if self.kind == "bool" else f"{self.kind}{self.width}"
+
+
 @dataclass
 class Reflection:
     descriptors: dict[tuple[int, int], DeclaredDescriptor] = field(default_factory=dict)
@@ -177,6 +205,8 @@ class Reflection:
     entry_points: dict[str, str] = field(default_factory=dict)  # name -> execution model ("compute", ...)
     version: tuple[int, int] = (1, 0)
     capabilities: frozenset[int] = frozenset()  # OpCapability operands
+    spec_constants: dict[int, SpecConstantType] = field(default_factory=dict)  # SpecId -> declared type
+    workgroup_bytes: int = 0  # shared (Workgroup) variables' total size, with the specialization applied
 
     @property
     def bindings(self) -> set[tuple[int, int]]:
@@ -221,15 +251,27 @@ def _string(words: tuple[int, ...]) -> str:
     return raw.split(b"\0", 1)[0].decode("utf8", "replace")
 
 
+def _integral(value: object) -> int | None:
+    """``value`` as an integer when it is one (a bool, an int, a finite float with no fraction)."""
+    if isinstance(value, (bool, int)):
+        return int(value)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return None
+
+
 def reflect(code: bytes, specialization: dict[int, int | float] | None = None) -> Reflection:
     """Everything :class:`Reflection` holds, read from the module ``code``. Raises :class:`SpirvError`
-    when ``code`` is not a SPIR-V module."""
+    when ``code`` is not a SPIR-V module; any other words (a damaged or hostile module) reflect to
+    something without raising, so that the validator can name what is wrong. A specialization value
+    that is not an integer leaves the module's default where an integer is needed (sizes, lengths)."""
     spec = specialization or {}
     version, instructions = _instructions(code)
     decorations: dict[int, dict[int, tuple[int, ...]]] = {}
     names: dict[int, str] = {}
     variables: dict[int, tuple[int, int]] = {}  # id -> (pointer type id, storage class)
     constants: dict[int, int] = {}  # id -> value (first word)
+    spec_types: dict[int, int] = {}  # spec constant id -> its result type id
     composites: dict[int, tuple[int, ...]] = {}
     local_size: tuple[int, ...] | None = None
     local_size_ids: tuple[int, ...] | None = None
@@ -261,6 +303,11 @@ def reflect(code: bytes, specialization: dict[int, int | float] | None = None) -
             variables[ops[1]] = (ops[0], ops[2])
         elif opcode in (OP_CONSTANT, OP_SPEC_CONSTANT) and len(ops) >= 3:
             constants[ops[1]] = ops[2]
+            if opcode == OP_SPEC_CONSTANT:
+                spec_types[ops[1]] = ops[0]
+        elif opcode in (OP_SPEC_CONSTANT_TRUE, OP_SPEC_CONSTANT_FALSE) and len(ops) >= 2:
+            constants[ops[1]] = int(opcode == OP_SPEC_CONSTANT_TRUE)
+            spec_types[ops[1]] = ops[0]
         elif opcode in (OP_CONSTANT_COMPOSITE, OP_SPEC_CONSTANT_COMPOSITE) and len(ops) >= 2:
             composites[ops[1]] = ops[2:]
         elif opcode == OP_EXECUTION_MODE and len(ops) >= 5 and ops[1] == MODE_LOCAL_SIZE:
@@ -271,10 +318,19 @@ def reflect(code: bytes, specialization: dict[int, int | float] | None = None) -
     def value(const_id: int) -> int:
         spec_id = decorations.get(const_id, {}).get(DECORATION_SPEC_ID)
         if spec_id and spec_id[0] in spec:
-            return int(spec[spec_id[0]])
+            given = _integral(spec[spec_id[0]])
+            if given is not None:
+                return given
         return constants.get(const_id, 1)
 
     result = Reflection(entry_points=entry_points, version=version, capabilities=frozenset(capabilities))
+    for const_id, type_id in spec_types.items():
+        spec_id = decorations.get(const_id, {}).get(DECORATION_SPEC_ID)
+        declared = types.scalar_type(type_id)
+        if spec_id and declared is not None:
+            result.spec_constants[spec_id[0]] = SpecConstantType(*declared, names.get(const_id, ""))
+    result.workgroup_bytes = sum(types.size(pointee, value) for pointer_type, storage in variables.values()
+                                 if storage == STORAGE_WORKGROUP and (pointee := types.pointee.get(pointer_type)) is not None)
     for var, (pointer_type, storage) in variables.items():
         deco = decorations.get(var, {})
         if storage not in DESCRIPTOR_STORAGE_CLASSES or DECORATION_BINDING not in deco or DECORATION_DESCRIPTOR_SET not in deco:
@@ -320,6 +376,11 @@ class _Types:
     def __init__(self) -> None:
         self.pointee: dict[int, int] = {}  # pointer type id -> the type it points to
         self.structs: dict[int, int] = {}  # struct id -> member count
+        self.members: dict[int, tuple[int, ...]] = {}  # struct id -> member type ids
+        self.widths: dict[int, int] = {}  # int/float type id -> bits
+        self.bools: set[int] = set()
+        self.matrices: dict[int, tuple[int, int]] = {}  # matrix type -> (column type, column count)
+        self._sizes: dict[int, int] = {}
         self.nonwritable_members: dict[int, set[int]] = {}
         self.nonreadable_members: dict[int, set[int]] = {}
         self.arrays: dict[int, tuple[int, int | None]] = {}  # array type -> (element type, length id or None)
@@ -336,6 +397,7 @@ class _Types:
             self.pointee[ops[0]] = ops[2]
         elif opcode == OP_TYPE_STRUCT and ops:
             self.structs[ops[0]] = len(ops) - 1
+            self.members[ops[0]] = ops[1:]
         elif opcode == OP_MEMBER_DECORATE and len(ops) >= 3 and ops[2] == DECORATION_NON_WRITABLE:
             self.nonwritable_members.setdefault(ops[0], set()).add(ops[1])
         elif opcode == OP_MEMBER_DECORATE and len(ops) >= 3 and ops[2] == DECORATION_NON_READABLE:
@@ -356,13 +418,53 @@ class _Types:
             self.acceleration_structures.add(ops[0])
         elif opcode == OP_TYPE_FLOAT and ops:
             self.scalars[ops[0]] = "float"
+            self.widths[ops[0]] = ops[1] if len(ops) >= 2 else 32
         elif opcode == OP_TYPE_INT and len(ops) >= 3:
             self.scalars[ops[0]] = "int" if ops[2] else "uint"
+            self.widths[ops[0]] = ops[1]
+        elif opcode == OP_TYPE_BOOL and ops:
+            self.bools.add(ops[0])
         elif opcode == OP_TYPE_VECTOR and len(ops) >= 2:
             self.vectors[ops[0]] = ops[1]
+            self.matrices[ops[0]] = (ops[1], ops[2] if len(ops) >= 3 else 1)  # a vector is sized as a column
+        elif opcode == OP_TYPE_MATRIX and len(ops) >= 3:
+            self.matrices[ops[0]] = (ops[1], ops[2])
+
+    def scalar_type(self, type_id: int) -> tuple[str, int] | None:
+        """(kind, bits) of a bool, int or float type; ``None`` for anything else."""
+        if type_id in self.bools:
+            return "bool", 32
+        if type_id in self.scalars and type_id in self.widths:
+            return self.scalars[type_id], self.widths[type_id]
+        return None
+
+    def size(self, type_id: int, value: Callable[[int], int], depth: int = 0) -> int:
+        """Bytes a variable of ``type_id`` needs, tightly packed (a lower bound of any layout; a bool
+        as 4 bytes). Types it cannot size (opaque, cyclic in a damaged module) count 0. Each type is
+        sized once (``value`` is fixed for one reflection), so shared subtypes cost nothing twice."""
+        if type_id in self._sizes:
+            return self._sizes[type_id]
+        if depth > MAX_TYPE_DEPTH:
+            return 0
+        if type_id in self.bools:
+            out = 4
+        elif type_id in self.widths:
+            out = max(self.widths[type_id], 8) // 8
+        elif type_id in self.matrices:
+            column, count = self.matrices[type_id]
+            out = count * self.size(column, value, depth + 1)
+        elif type_id in self.arrays:
+            element, length = self.arrays[type_id]
+            out = 0 if length is None else max(value(length), 0) * self.size(element, value, depth + 1)
+        else:
+            out = sum(self.size(m, value, depth + 1) for m in self.members.get(type_id, ()))
+        self._sizes[type_id] = out
+        return out
 
     def innermost(self, type_id: int | None) -> int | None:
-        while type_id in self.arrays:
+        for _ in range(MAX_TYPE_DEPTH):  # bounded: a damaged module may declare an array of itself
+            if type_id not in self.arrays:
+                break
             type_id = self.arrays[type_id][0]
         return type_id
 
