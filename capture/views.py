@@ -143,7 +143,7 @@ def _part(obj: Any, index: int) -> Part:
     if not isinstance(obj, dict):
         raise ViewError(f"part {index} is not a table")
     dtype = obj.get("dtype")
-    if dtype not in SCALARS:
+    if not isinstance(dtype, str) or dtype not in SCALARS:  # a list or table is no name (nor hashable)
         raise ViewError(f"part {index}: dtype {dtype!r} is not one of {', '.join(SCALARS)}")
     shape, offsets = obj.get("shape"), obj.get("offsets")
     if not isinstance(shape, list) or len(shape) > 8 or not isinstance(offsets, list):
