@@ -230,6 +230,7 @@ def derive_views(document: Mapping[str, Any], spirv: Mapping[str, bytes]) -> dic
                for kind, body in item.items() if kind == "buffer" and isinstance(body, dict)}
     reflected: dict[str, tuple[dict[tuple[int, int], BlockLayout], frozenset[tuple[int, int]]] | None] = {}
     uses: dict[str, list[_Use]] = {}
+    seen: dict[tuple[str, int, int], View | None] = {}
     for item in _list(document.get("commands")):
         if not isinstance(item, dict) or len(item) != 1:
             continue
@@ -254,9 +255,14 @@ def derive_views(document: Mapping[str, Any], spirv: Mapping[str, bytes]) -> dic
             declaring = [(shader, blocks[(s, b)], (s, b) not in read_only) for shader, (blocks, read_only) in stages  # type: ignore[misc]
                          if (s, b) in blocks]
             declaring.sort(key=lambda d: not d[2])
-            view = view_of_block(declaring[0][1]) if declaring else None
-            if view is not None:
-                uses.setdefault(uid, []).append(_Use(_with_source(view, declaring[0][0], f"{s}.{b}"), declaring[0][2]))
+            if not declaring:
+                continue
+            shader, block, writes = declaring[0]
+            if (shader, s, b) not in seen:  # a scenario repeats its dispatches: each block is viewed once
+                view = view_of_block(block)
+                seen[(shader, s, b)] = None if view is None else _with_source(view, shader, f"{s}.{b}")
+            if seen[(shader, s, b)] is not None:
+                uses.setdefault(uid, []).append(_Use(seen[(shader, s, b)], writes))  # type: ignore[arg-type]
     out: dict[str, View] = {}
     for uid, found in uses.items():
         writers = [u for u in found if u.writes]

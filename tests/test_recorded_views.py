@@ -367,3 +367,14 @@ def test_any_accepted_view_exports_exactly_or_says_why(view: View, data: bytes) 
         n, base, stride = len(array), arrays[0].base, arrays[0].stride
         assert array.dtype.itemsize == stride and array.tobytes() == data[base: base + n * stride]
         assert n == arrays[0].elements(len(data))
+
+
+def test_info_shows_struct_views_with_their_counts(blocks_trace: Path) -> None:
+    done = vkcap("info", blocks_trace)
+    assert done.returncode == 0
+    assert [line for line in done.stdout.splitlines() if line.startswith("view")] == [
+        "view       f: struct{data: float32[8]} (shader 'blocks', binding 0.3)",
+        f"view       h: struct{{count: uint32, scale: float32, items: struct{{pos: float32[2], id: int32}}[{N}]}} (shader 'blocks', binding 0.0)",
+        "view       mm: struct{m: float32[3x3], tag: uint32[2]} (shader 'blocks', binding 0.4)",
+        f"view       pd: float32[{N}] (shader 'blocks', binding 0.2)",
+        f"view       s: struct{{pos: float32[2], id: int32}}[{N}] (shader 'blocks', binding 0.1)"]
