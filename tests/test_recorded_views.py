@@ -304,13 +304,10 @@ def test_export_struct_views(blocks_trace: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("view, why", [
     ({"text": "x", "parts": [{"name": "a", "dtype": "float32", "shape": [], "offsets": [0], "base": 0, "stride": 8, "count": None},
-                             {"name": "b", "dtype": "float32", "shape": [], "offsets": [0], "base": 0, "stride": 16, "count": None}]},
-     "its runtime array's parts have different bases or strides"),
-    ({"text": "x", "parts": [{"name": "a", "dtype": "float32", "shape": [], "offsets": [0], "base": 0, "stride": 8, "count": None},
                              {"name": "a", "dtype": "float32", "shape": [], "offsets": [4], "base": 0, "stride": 8, "count": None}]},
      "its fields' names are empty or repeated"),
-    ({"text": "x", "parts": [{"name": "a", "dtype": "float32", "shape": [3], "offsets": [8, 0, 4], "base": 0, "stride": 12, "count": None},
-                             {"name": "b", "dtype": "float32", "shape": [], "offsets": [0], "base": 0, "stride": 12, "count": None}]},
+    ({"text": "x", "parts": [{"name": "a", "dtype": "float32", "shape": [3], "offsets": [8, 0, 4], "base": 0, "stride": 16, "count": None},
+                             {"name": "b", "dtype": "float32", "shape": [], "offsets": [12], "base": 0, "stride": 16, "count": None}]},
      "field 'a': its offsets are no regular layout"),
     ({"text": "x", "parts": [{"name": "a", "dtype": "float32", "shape": [], "offsets": [0], "base": 0, "stride": 4, "count": 9999}]},
      "the snapshot's 16384 bytes hold fewer than the view's 9999 elements"),
@@ -330,19 +327,34 @@ def test_a_view_that_cannot_shape_an_array_is_one_line(add_trace: Path, tmp_path
 @st.composite
 def bounded_views(draw: st.DrawFn) -> View:
     """Views as a stranger's trace may hold them, every one accepted by View.from_json: parts of any
-    scalar type, shape and offsets inside their stride, at any base, repeated or fixed, names that clash."""
+    scalar type and shape, their values anywhere in the element (in any order, with gaps), fixed or
+    repeated, at any base, with names that clash."""
     from capture.views import SCALARS
 
-    parts = []
+    def values(cursor: int, dtype: str, count: int) -> tuple[list[int], int]:
+        offsets = []
+        for _ in range(count):
+            cursor += draw(st.integers(0, 3))
+            offsets.append(cursor)
+            cursor += SCALARS[dtype]
+        return draw(st.permutations(offsets)), cursor
+
+    parts, cursor = [], 0
+    array_base = draw(st.integers(0, 80))
     for _ in range(draw(st.integers(1, 4))):
         dtype = draw(st.sampled_from(sorted(SCALARS)))
         shape = draw(st.lists(st.integers(1, 3), max_size=2))
-        values = int(np.prod(shape)) if shape else 1
-        stride = draw(st.integers(SCALARS[dtype], 64))
-        offsets = draw(st.lists(st.integers(0, stride - SCALARS[dtype]), min_size=values, max_size=values))
+        repeated = draw(st.booleans())
+        offsets, end = values(cursor if repeated else 0, dtype, int(np.prod(shape)) if shape else 1)
+        if repeated:
+            cursor = end
         parts.append({"name": draw(st.sampled_from(["", "a", "b", "x.a", "x.b", "\x1b[m"])), "dtype": dtype, "shape": shape,
-                      "offsets": offsets, "base": draw(st.integers(0, 80)), "stride": stride,
-                      "count": draw(st.one_of(st.none(), st.integers(0, 5)))})
+                      "offsets": offsets, "base": array_base if repeated else draw(st.integers(0, 80)),
+                      "stride": end + draw(st.integers(0, 8)), "count": None if repeated else draw(st.integers(0, 5))})
+    stride = cursor + draw(st.integers(0, 8))
+    for part in parts:
+        if part["count"] is None:
+            part["stride"] = stride
     return View.from_json({"text": draw(st.sampled_from(["float32[]", "struct{a: int8}", "x[]y[]", ""])), "parts": parts})
 
 
@@ -378,3 +390,33 @@ def test_info_shows_struct_views_with_their_counts(blocks_trace: Path) -> None:
         "view       mm: struct{m: float32[3x3], tag: uint32[2]} (shader 'blocks', binding 0.4)",
         f"view       pd: float32[{N}] (shader 'blocks', binding 0.2)",
         f"view       s: struct{{pos: float32[2], id: int32}}[{N}] (shader 'blocks', binding 0.1)"]
+
+
+@pytest.mark.parametrize("parts, why", [
+    ([{"name": "a", "dtype": "float32", "shape": [4096], "offsets": [0] * 4096, "base": 0, "stride": 4, "count": None}],
+     "two of its values overlap"),  # 4096 values read from each 4-byte element: 4096 times the snapshot
+    ([{"name": "a", "dtype": "float32", "shape": [], "offsets": [0], "base": 0, "stride": 8, "count": None},
+      {"name": "b", "dtype": "float32", "shape": [], "offsets": [2], "base": 0, "stride": 8, "count": None}],
+     "two of its values overlap"),
+    ([{"name": "a", "dtype": "float32", "shape": [], "offsets": [0], "base": 0, "stride": 8, "count": None},
+      {"name": "b", "dtype": "float32", "shape": [], "offsets": [4], "base": 0, "stride": 16, "count": None}],
+     "the runtime array's parts have different bases or strides"),
+    ([{"name": "a", "dtype": "float64", "shape": [], "offsets": [0], "base": 0, "stride": 8, "count": 1 << 24}],
+     "its fixed parts hold more than 67108864 bytes"),
+])
+def test_a_view_whose_values_overlap_is_refused(parts: list[dict[str, Any]], why: str) -> None:
+    """What a view reads out of a snapshot of N bytes is at most N + 64 MiB: overlapping values, which no
+    block has, are refused when the view is read from a trace."""
+    from capture.views import ViewError
+
+    with pytest.raises(ViewError) as refused:
+        View.from_json({"text": "x", "parts": parts})
+    assert str(refused.value) == why
+
+
+@settings(max_examples=100, deadline=None)
+@given(view=bounded_views(), nbytes=st.integers(0, 400))
+def test_an_accepted_view_reads_at_most_the_snapshot_plus_its_fixed_parts(view: View, nbytes: int) -> None:
+    read = sum(p.extract(bytes(nbytes)).nbytes for p in view.parts)
+    fixed = sum(p.count * len(p.offsets) * np.dtype(p.dtype).itemsize for p in view.parts if p.count is not None)
+    assert read <= nbytes + fixed
