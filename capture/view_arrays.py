@@ -17,7 +17,8 @@ What a view exports as:
 
 Views come from traces, so they are untrusted: one that no numpy dtype can describe (array parts with
 different strides, a field's offsets that are no regular layout, a field name empty or repeated) is a
-:class:`ViewExportError` saying why, never a crash.
+:class:`ViewExportError` saying why, never a crash. A field name that is not printable ASCII is written
+as its Python escapes (a .npy header is Latin-1 text).
 """
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ def typed_array(view: View, data: bytes | memoryview) -> "tuple[np.ndarray, list
         values = part.extract(data)
         if part.elements(len(data)) != part.count:
             raise ViewExportError(f"the snapshot's {len(data)} bytes hold fewer than the view's {part.count} elements")
-        return (values[0] if part.count == 1 else values), []
+        return (values.reshape(part.shape) if part.count == 1 else values), []
     if any(p.count != 1 for p in fixed):
         raise ViewExportError("several fixed parts that are not one element each")
     return _structured([_absolute(p) for p in fixed], data, 1), []
@@ -105,7 +106,7 @@ def _structured(parts: list[Part], data: bytes | memoryview, n: int) -> "np.ndar
     parts' stride (the largest, for fixed parts), read from ``data`` at the parts' base."""
     import numpy as np
 
-    names = [p.name for p in parts]
+    names = [_field_name(p.name) for p in parts]
     if any(not name for name in names) or len(set(names)) != len(names):
         raise ViewExportError("its fields' names are empty or repeated")
     formats, offsets = [], []
@@ -124,6 +125,12 @@ def _structured(parts: list[Part], data: bytes | memoryview, n: int) -> "np.ndar
     if base + n * itemsize > len(data):
         raise ViewExportError(f"the snapshot's {len(data)} bytes hold fewer than the view's elements")
     return np.frombuffer(data, dtype, count=n, offset=base) if n else np.zeros(0, dtype)
+
+
+def _field_name(name: str) -> str:
+    """A part's name as a field of the .npy header, which is Latin-1 text: printable ASCII as it is (every
+    GLSL identifier), anything else as its Python escapes (``\\u03c0``, ``\\x1b``)."""
+    return name if name.isascii() and name.isprintable() else ascii(name)[1:-1]
 
 
 def _field_dtype(part: Part) -> "np.dtype | None":

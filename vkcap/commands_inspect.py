@@ -325,24 +325,33 @@ def _export_typed(trace: Path, out: Path, uid: str, view: Any, data: bytes | mem
 
 
 def write_npy(path: Path, array: Any) -> None:
-    """``array`` as a .npy file written atomically (numpy's header: version 1.0, or 2.0 for a header of
-    more than 64 KiB, a structured dtype's many fields)."""
-    import io
-
+    """``array`` as a .npy file written atomically (the header :func:`npy_header` gives, then its bytes)."""
     import numpy as np
-    from numpy.lib import format as npy
 
     from vkcore.outputs import write_atomic
 
-    array = np.ascontiguousarray(array)
-    header = io.BytesIO()
+    array = np.asarray(array)
+    if not array.flags.c_contiguous:  # np.ascontiguousarray would make a 0-d array 1-d
+        array = array.copy(order="C")
+    write_atomic(path, (npy_header(array), memoryview(array.reshape(-1).view(np.uint8))))
+
+
+def npy_header(array: Any) -> bytes:
+    """numpy's .npy header for ``array`` (C order): version 1.0, or 2.0 when it is longer than 64 KiB (a
+    structured dtype of many fields)."""
+    import io
+
+    from numpy.lib import format as npy
+
     info = npy.header_data_from_array_1_0(array)
-    try:
-        npy.write_array_header_1_0(header, info)
-    except ValueError:
+    for write in (npy.write_array_header_1_0, npy.write_array_header_2_0):
         header = io.BytesIO()
-        npy.write_array_header_2_0(header, info)
-    write_atomic(path, (header.getvalue(), memoryview(array.reshape(-1).view(np.uint8))))
+        try:
+            write(header, info)
+            return header.getvalue()
+        except ValueError:
+            continue
+    raise ValueError("no .npy header version holds this array's dtype")
 
 
 def _check_export_request(trace: Any, seq: int, uid: str) -> None:
