@@ -96,7 +96,7 @@ def test_a_recording_holds_the_views_derivation_gives(name: str, tmp_path: Path)
 def hostile_values() -> st.SearchStrategy[Any]:
     return st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.floats(allow_nan=True),
                      st.text(max_size=8), st.binary(max_size=8), st.lists(st.integers(-3, 3), max_size=3),
-                     st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+                     st.dictionaries(st.text(max_size=3), st.integers(-9, 9), max_size=2))
 
 
 @st.composite
@@ -427,3 +427,27 @@ def test_an_accepted_view_reads_at_most_the_snapshot_plus_its_fixed_parts(view: 
     read = sum(p.extract(bytes(nbytes)).nbytes for p in view.parts)
     fixed = sum(p.count * len(p.offsets) * np.dtype(p.dtype).itemsize for p in view.parts if p.count is not None)
     assert read <= nbytes + fixed
+
+
+def test_replay_and_diff_read_the_record(add_trace: Path, tmp_path: Path) -> None:
+    """replay compares in the recorded view (a forged int32[] is int32), and in the derived one where the
+    recorded view is malformed, after one warning line; diff reads the damaged record's trace as well."""
+    with Trace.open(add_trace) as good:
+        recorded = {uid: v.to_json() for uid, v in good.views.items()}  # type: ignore[union-attr]
+    as_int = {**ADD_OUT_VIEW, "text": "int32[]", "parts": [{**ADD_OUT_VIEW["parts"][0], "dtype": "int32"}]}
+    for view, dtype in ((as_int, "int32"), ({"parts": "no"}, "float32")):
+        forged = rewrite(add_trace, tmp_path / f"{dtype}.vkt", {**recorded, "out": view})
+        done = vkcap("replay", forged, "--json", tmp_path / f"{dtype}.json")
+        assert done.returncode == 0, done.stderr
+        warnings = [line for line in done.stderr.splitlines() if "damaged" in line]
+        assert warnings == ([] if dtype == "int32" else [
+            f"vkcap: {forged}: damaged views record at offset {_views_offset(forged)} (before the first frame): the view of "
+            "'out' is malformed (a view needs 1 to 4096 parts); derived from the SPIR-V instead; replaying the rest"])
+        frames = json.loads((tmp_path / f"{dtype}.json").read_text())["frames"]
+        assert {(c["uid"], c["dtype"]) for f in frames for c in f["resources"]} == {("out", dtype)}
+    assert vkcap("diff", tmp_path / "float32.vkt", add_trace).returncode == 0
+
+
+def _views_offset(trace: Path) -> int:
+    with TraceReader(trace) as reader:
+        return next(offset for offset, kind in reader.meta_index() if kind == kinds.VIEWS)
