@@ -266,7 +266,8 @@ class Trace:
             self.views_malformed = frozenset(malformed)
             first = next(iter(malformed))
             others = f" and {len(malformed) - 1} more" if len(malformed) > 1 else ""
-            self.damaged.append(DamagedRecord(kinds.VIEWS, offset, f"the view of '{first}'{others} is malformed "
+            name = first if len(first) <= 64 else f"{first[:64]}..."  # a uid from the trace: any length
+            self.damaged.append(DamagedRecord(kinds.VIEWS, offset, f"the view of '{name}'{others} is malformed "
                                               f"({malformed[first]}); derived from the SPIR-V instead",
                                               self.frames[-1].seq if self.frames else None))
 

@@ -131,6 +131,12 @@ class View:
                    _text(obj.get("role", ""), "role"), tuple(cls.from_json(a, depth + 1) for a in alternatives))
 
 
+def _quoted(value: Any, limit: int = 40) -> str:
+    """``value`` as a message quotes it, at most ``limit`` characters of it (a trace's text can be megabytes)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def _text(value: Any, what: str) -> str:
     if not isinstance(value, str) or len(value) > MAX_TEXT:
         raise ViewError(f"a view's {what} is not a string of at most {MAX_TEXT} characters")
@@ -148,7 +154,7 @@ def _part(obj: Any, index: int) -> Part:
         raise ViewError(f"part {index} is not a table")
     dtype = obj.get("dtype")
     if not isinstance(dtype, str) or dtype not in SCALARS:  # a list or table is no name (nor hashable)
-        raise ViewError(f"part {index}: dtype {dtype!r} is not one of {', '.join(SCALARS)}")
+        raise ViewError(f"part {index}: dtype {_quoted(dtype)} is not one of {', '.join(SCALARS)}")
     shape, offsets = obj.get("shape"), obj.get("offsets")
     if not isinstance(shape, list) or len(shape) > 8 or not isinstance(offsets, list):
         raise ViewError(f"part {index}: shape and offsets must be lists")

@@ -477,3 +477,14 @@ def test_real_layouts_read_back_and_export_every_field(source: str, tmp_path: Pa
                 while values.dtype.names == ("v",):
                     values = values["v"]
                 assert np.array_equal(values, part.extract(data), equal_nan=True), (view.text, name)
+
+
+def test_a_long_uid_or_type_name_is_cut_short_in_the_damage_line(add_trace: Path, tmp_path: Path) -> None:
+    with Trace.open(add_trace) as good:
+        recorded = {uid: v.to_json() for uid, v in good.views.items()}  # type: ignore[union-attr]
+    bad = {**ADD_OUT_VIEW, "parts": [{**ADD_OUT_VIEW["parts"][0], "dtype": "f" * 1_000_000}]}
+    with Trace.open(rewrite(add_trace, tmp_path / "long.vkt", {**recorded, "u" * 1_000_000: bad})) as trace:
+        (damage,) = trace.damaged
+        assert damage.reason == (f"the view of '{'u' * 64}...' is malformed (part 0: dtype '{'f' * 39}... (1000002 characters) "
+                                 "is not one of int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, float32, "
+                                 "float64); derived from the SPIR-V instead")
