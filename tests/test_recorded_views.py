@@ -375,9 +375,11 @@ def test_any_accepted_view_exports_exactly_or_says_why(view: View, data: bytes) 
         array, header = typed_array(view, data)
     except ViewExportError:
         return
-    contiguous = array.copy(order="C")
-    back = np.load(io.BytesIO(npy_header(contiguous) + contiguous.tobytes()))
-    assert back.dtype == array.dtype and back.shape == array.shape and back.tobytes() == contiguous.tobytes()
+    payload = np.asarray(array).reshape(-1).view(np.uint8).tobytes()  # as write_npy writes it
+    back = np.load(io.BytesIO(npy_header(array) + payload))
+    assert back.dtype == array.dtype and back.shape == array.shape
+    if array.dtype.names is None:  # a structured array read back from memory is copied, its padding bytes not
+        assert back.tobytes() == payload
     arrays = [p for p in view.parts if p.count is None]
     if len(arrays) == 1:
         assert array.dtype == np.dtype(arrays[0].dtype).newbyteorder("<") and np.array_equal(array, arrays[0].extract(data), equal_nan=array.dtype.kind == "f")
