@@ -55,6 +55,7 @@ from . import kinds, records
 from .container import DELTA_MIN_BYTES, PARALLEL_PLANES_MIN_BYTES, PLANE_WIDTH, PreparedBlob, TraceWriter
 from .embed import EmbeddedFile, portable_scenario
 from .tally import SnapshotTally
+from .views import derive_views
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -112,6 +113,7 @@ class Preamble:
     spirv: dict[str, bytes]  # shader uid -> its SPIR-V
     fingerprint: dict[str, Any]
     described: dict[str, Any]  # uid -> resource description, graph intermediates included
+    views: dict[str, Any]  # uid -> the buffer's view (capture.views.View.to_json)
 
 
 @dataclass
@@ -478,6 +480,10 @@ class TraceRecorder:
                 for name in seg.writes:
                     if name not in described:
                         described[name] = graph.resource(name).meta()
+        spirv = {uid: m.code for uid, m in session.modules.items()}
+        portable_text = json.dumps(portable, separators=(",", ":"))
+        # derived from the JSON a reader loads, so that reading derives the same views from an older trace
+        views = derive_views(json.loads(portable_text), spirv)
         return Preamble(
             header={
                 "schema": TRACE_SCHEMA,
@@ -493,12 +499,13 @@ class TraceRecorder:
                 "repeat": self.options.run.repeat,
                 "pipeline_layouts": session.pipeline_layouts(),
             },
-            portable=json.dumps(portable, separators=(",", ":")),
+            portable=portable_text,
             files=files,
             initial=initial,
-            spirv={uid: m.code for uid, m in session.modules.items()},
+            spirv=spirv,
             fingerprint=session.ctx.fingerprint(),
             described=described,
+            views={uid: view.to_json() for uid, view in views.items()},
         )
 
     def _seed(self, initial: dict[str, bytes | memoryview]) -> None:
@@ -547,6 +554,7 @@ class TraceRecorder:
             self.writer.add_meta(kinds.SPIRV, {"shader": uid, "blob": key})
         self.writer.add_meta(kinds.FINGERPRINT, p.fingerprint)
         self.writer.add_meta(kinds.RESOURCES, {"resources": p.described})
+        self.writer.add_meta(kinds.VIEWS, {"views": p.views})  # even empty: readers then derive nothing
         self.initial_keys = dict(zip(p.initial, initial_keys))
         self.writer.add_meta(kinds.CHECKPOINT, {"seq": -1, "state": self.initial_keys})
         p.initial.clear()  # some are live mappings, valid only while the session is open

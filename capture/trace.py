@@ -19,6 +19,7 @@ from .container import ContainerError, NotARegularFile
 from .embed import check_trace_name
 from .limits import MAX_LOST_LISTED, NestingTooDeep, check_json_nesting
 from .records import RecordType
+from .views import View, ViewError
 
 
 class FramesNotJudged(VkcapError):
@@ -90,6 +91,11 @@ class Trace:
     spirv: dict[str, str] = field(default_factory=dict)  # shader uid -> blob
     fingerprint: dict[str, Any] = field(default_factory=dict)
     resources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # each buffer's view as the recorder derived it (None: no intact views record, as in traces recorded
+    # before it existed: readers derive them, see replay.reading.trace_views); views_malformed: the uids
+    # whose recorded view failed View.from_json (the record is listed as damaged; those are derived)
+    views: dict[str, View] | None = None
+    views_malformed: frozenset[str] = frozenset()
     checkpoints: dict[int, dict[str, str]] = field(default_factory=dict)  # seq -> uid -> blob
     frames: list[FrameRecord] = field(default_factory=list)
     end: dict[str, Any] | None = None
@@ -161,6 +167,7 @@ class Trace:
             kinds.SPIRV: self._on_spirv,
             kinds.FINGERPRINT: self._on_fingerprint,
             kinds.RESOURCES: self._on_resources,
+            kinds.VIEWS: self._on_views,
             kinds.CHECKPOINT: self._on_checkpoint,
             kinds.FRAME: self._on_frame,
             kinds.END: self._on_end,
@@ -240,6 +247,29 @@ class Trace:
         if not isinstance(resources, dict):
             raise TypeError
         self.resources = {_str(k): dict(v) for k, v in resources.items()}
+
+    def _on_views(self, body: dict[str, Any], offset: int) -> None:
+        """Each view checked by :meth:`View.from_json`; a malformed one makes the record damaged (listed
+        once, naming the uids) and leaves the others in use."""
+        recorded = body["views"]
+        if not isinstance(recorded, dict) or self.views is not None:
+            raise ValueError  # a second views record is no recording's either
+        views: dict[str, View] = {}
+        malformed: dict[str, str] = {}
+        for uid, obj in recorded.items():
+            try:
+                views[_str(uid)] = View.from_json(obj)
+            except ViewError as exc:
+                malformed[uid] = str(exc)
+        self.views = views
+        if malformed:
+            self.views_malformed = frozenset(malformed)
+            first = next(iter(malformed))
+            others = f" and {len(malformed) - 1} more" if len(malformed) > 1 else ""
+            name = first if len(first) <= 64 else f"{first[:64]}..."  # a uid from the trace: any length
+            self.damaged.append(DamagedRecord(kinds.VIEWS, offset, f"the view of '{name}'{others} is malformed "
+                                              f"({malformed[first]}); derived from the SPIR-V instead",
+                                              self.frames[-1].seq if self.frames else None))
 
     def _on_checkpoint(self, body: dict[str, Any], offset: int) -> None:
         self.checkpoints[_int(body["seq"], minimum=-1)] = {_str(k): _key(v) for k, v in body["state"].items()}

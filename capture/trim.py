@@ -58,7 +58,8 @@ if TYPE_CHECKING:
 TRIMMED_FROM = "trimmed_from"
 #: Records OUT copies; damage to one of these (beyond the essential ones) makes trimming impossible.
 NEEDED_KINDS: frozenset[str] = REPLAY_KINDS | {kinds.FINGERPRINT}
-_PREAMBLE_KINDS = (kinds.HEADER, kinds.SCENARIO, kinds.FILE, kinds.SPIRV, kinds.FINGERPRINT, kinds.RESOURCES)
+_PREAMBLE_KINDS = (kinds.HEADER, kinds.SCENARIO, kinds.FILE, kinds.SPIRV, kinds.FINGERPRINT, kinds.RESOURCES,
+                   kinds.VIEWS)
 _HASH_CHUNK = 8 << 20
 _RANGE = re.compile(r"([0-9]+)(?:(-)([0-9]*))?")
 

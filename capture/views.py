@@ -11,7 +11,8 @@ A view is a list of :class:`Part`: each part is one scalar type repeated in a pa
 (shaped ``shape``). A plain ``float result[]`` is one part; a struct is one part per scalar leaf
 (``pos``, ``inner.b``), so each field is judged in its own type. Views are plain JSON (:meth:`View.to_json`)
 and :meth:`View.from_json` checks every number of one read from a trace: a view from a stranger's trace
-can name no type outside :data:`SCALARS`, and no offset or count beyond the limits below.
+can name no type outside :data:`SCALARS`, no offset or count beyond the limits below, and no two values
+that overlap (so what it reads out of a snapshot is at most the snapshot's size plus MAX_FIXED_BYTES).
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ MAX_VALUES_PER_ELEMENT = 1 << 16
 MAX_STRIDE = 1 << 24
 MAX_OFFSET = 1 << 40
 MAX_TEXT = 4096  # characters of a view's description kept from a trace
+MAX_FIXED_BYTES = 64 << 20  # the values of a block's members before its runtime array
 
 
 class ViewError(ValueError):
@@ -122,9 +124,17 @@ class View:
         alternatives = obj.get("alternatives", [])
         if not isinstance(alternatives, list) or (alternatives and depth > 0) or len(alternatives) > 16:
             raise ViewError("a view's alternatives are malformed")
-        return cls(tuple(_part(p, i) for i, p in enumerate(parts)), _text(obj.get("text", ""), "text"),
+        checked = tuple(_part(p, i) for i, p in enumerate(parts))
+        _check_disjoint(checked)
+        return cls(checked, _text(obj.get("text", ""), "text"),
                    _text(obj.get("shader", ""), "shader"), _text(obj.get("binding", ""), "binding"),
                    _text(obj.get("role", ""), "role"), tuple(cls.from_json(a, depth + 1) for a in alternatives))
+
+
+def _quoted(value: Any, limit: int = 40) -> str:
+    """``value`` as a message quotes it, at most ``limit`` characters of it (a trace's text can be megabytes)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _text(value: Any, what: str) -> str:
@@ -143,8 +153,8 @@ def _part(obj: Any, index: int) -> Part:
     if not isinstance(obj, dict):
         raise ViewError(f"part {index} is not a table")
     dtype = obj.get("dtype")
-    if dtype not in SCALARS:
-        raise ViewError(f"part {index}: dtype {dtype!r} is not one of {', '.join(SCALARS)}")
+    if not isinstance(dtype, str) or dtype not in SCALARS:  # a list or table is no name (nor hashable)
+        raise ViewError(f"part {index}: dtype {_quoted(dtype)} is not one of {', '.join(SCALARS)}")
     shape, offsets = obj.get("shape"), obj.get("offsets")
     if not isinstance(shape, list) or len(shape) > 8 or not isinstance(offsets, list):
         raise ViewError(f"part {index}: shape and offsets must be lists")
@@ -157,6 +167,25 @@ def _part(obj: Any, index: int) -> Part:
     return Part(_text(obj.get("name", ""), f"part {index} name"), dtype, shape_t, offsets_t,
                 _int(obj.get("base"), f"part {index} base", 0, MAX_OFFSET), stride,
                 None if count is None else _int(count, f"part {index} count", 0, MAX_OFFSET))
+
+
+def _check_disjoint(parts: tuple[Part, ...]) -> None:
+    """Refuse parts whose values overlap, as no block's fields do: the runtime array's parts share one
+    base and stride and no two of their values share a byte of an element, nor do two values of a fixed
+    part, and the fixed parts hold at most :data:`MAX_FIXED_BYTES`. So reading every part of a view out of
+    a snapshot of N bytes gives at most N + MAX_FIXED_BYTES bytes of values (a forged view of overlapping
+    values could otherwise ask for thousands of times the snapshot)."""
+    array = [p for p in parts if p.count is None]
+    if any((p.base, p.stride) != (array[0].base, array[0].stride) for p in array):
+        raise ViewError("the runtime array's parts have different bases or strides")
+    groups = [[(o, SCALARS[p.dtype]) for p in array for o in p.offsets]]
+    groups += [[(o, SCALARS[p.dtype]) for o in p.offsets] for p in parts if p.count is not None]
+    for values in groups:
+        values.sort()
+        if any(at < before + size for (before, size), (at, _) in zip(values, values[1:])):
+            raise ViewError("two of its values overlap")
+    if sum(p.count * len(p.offsets) * SCALARS[p.dtype] for p in parts if p.count is not None) > MAX_FIXED_BYTES:
+        raise ViewError(f"its fixed parts hold more than {MAX_FIXED_BYTES} bytes")
 
 
 def _leaves(t: Type, name: str, offset: int) -> Iterable[tuple[str, Scalar, tuple[int, ...], list[int]]]:
@@ -230,6 +259,7 @@ def derive_views(document: Mapping[str, Any], spirv: Mapping[str, bytes]) -> dic
                for kind, body in item.items() if kind == "buffer" and isinstance(body, dict)}
     reflected: dict[str, tuple[dict[tuple[int, int], BlockLayout], frozenset[tuple[int, int]]] | None] = {}
     uses: dict[str, list[_Use]] = {}
+    seen: dict[tuple[str, int, int], View | None] = {}
     for item in _list(document.get("commands")):
         if not isinstance(item, dict) or len(item) != 1:
             continue
@@ -254,9 +284,14 @@ def derive_views(document: Mapping[str, Any], spirv: Mapping[str, bytes]) -> dic
             declaring = [(shader, blocks[(s, b)], (s, b) not in read_only) for shader, (blocks, read_only) in stages  # type: ignore[misc]
                          if (s, b) in blocks]
             declaring.sort(key=lambda d: not d[2])
-            view = view_of_block(declaring[0][1]) if declaring else None
-            if view is not None:
-                uses.setdefault(uid, []).append(_Use(_with_source(view, declaring[0][0], f"{s}.{b}"), declaring[0][2]))
+            if not declaring:
+                continue
+            shader, block, writes = declaring[0]
+            if (shader, s, b) not in seen:  # a scenario repeats its dispatches: each block is viewed once
+                view = view_of_block(block)
+                seen[(shader, s, b)] = None if view is None else _with_source(view, shader, f"{s}.{b}")
+            if seen[(shader, s, b)] is not None:
+                uses.setdefault(uid, []).append(_Use(seen[(shader, s, b)], writes))  # type: ignore[arg-type]
     out: dict[str, View] = {}
     for uid, found in uses.items():
         writers = [u for u in found if u.writes]

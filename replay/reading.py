@@ -25,16 +25,30 @@ if TYPE_CHECKING:
 
 
 def trace_views(trace: "Trace") -> dict[str, View]:
-    """Each buffer's view in ``trace``, derived once per trace from the SPIR-V and scenario it holds."""
+    """Each buffer's view in ``trace``: the views its ``views`` record holds (checked when the trace was
+    opened), else, for a trace recorded before that record existed, a damaged record or a malformed view
+    in it, derived once per trace from the SPIR-V and scenario it holds. Both give the same views: the
+    recorder derives them with :func:`capture.views.derive_views` from the same scenario and SPIR-V."""
     known: dict[str, View] | None = vars(trace).get("_views")  # kept with the trace: one derivation each
     if known is None:
-        try:
-            document = json.loads(trace.portable_json) if trace.portable_json else {}
-        except ValueError:
-            raise TraceError("the trace's scenario is not valid JSON", file=trace.path) from None
-        spirv = {uid: bytes(trace.blob(key, what=f"SPIR-V of shader '{uid}'")) for uid, key in trace.spirv.items()}
-        known = vars(trace)["_views"] = derive_views(document if isinstance(document, dict) else {}, spirv)
+        recorded = trace.views
+        if recorded is not None and not trace.views_malformed:
+            known = dict(recorded)
+        else:
+            derived = _derived_views(trace)
+            known = derived if recorded is None else {**{u: derived[u] for u in trace.views_malformed if u in derived},
+                                                      **recorded}
+        vars(trace)["_views"] = known
     return known
+
+
+def _derived_views(trace: "Trace") -> dict[str, View]:
+    try:
+        document = json.loads(trace.portable_json) if trace.portable_json else {}
+    except ValueError:
+        raise TraceError("the trace's scenario is not valid JSON", file=trace.path) from None
+    spirv = {uid: bytes(trace.blob(key, what=f"SPIR-V of shader '{uid}'")) for uid, key in trace.spirv.items()}
+    return derive_views(document if isinstance(document, dict) else {}, spirv)
 
 
 def effective_policy(options: "ReplayOptions") -> TolerancePolicy:

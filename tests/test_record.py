@@ -72,7 +72,7 @@ def info_json(trace: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]
 
 
 def export(trace: Path, frame: int, uid: str, out: Path) -> np.ndarray:
-    assert cli("export", trace, "--frame", frame, "--resource", uid, "-o", out) == 0
+    assert cli("export", trace, "--frame", frame, "--resource", uid, "-o", out, "--raw") == 0  # bytes, as run writes them
     return load_output(out, np.float32)
 
 

@@ -34,7 +34,9 @@ def trace_summary(path: Path) -> dict[str, Any]:
     checkpoints after frames; ``initial_state`` says whether checkpoint -1 (the state before the first
     frame) is there. ``frame_range`` is [first, last] frame number (None without frames);
     ``trimmed_from`` is what ``vkcap trim`` recorded of a trimmed trace's source (None for a
-    recording). Checkpoint-only state, embedded files and metadata are in ``file_bytes`` only.
+    recording). Checkpoint-only state, embedded files and metadata are in ``file_bytes`` only. ``views``
+    maps each buffer that has a view (:mod:`capture.views`: recorded in the trace, or derived from its
+    SPIR-V) to :func:`view_summary`; a resource row with snapshots repeats its buffer's as ``view``.
 
     Damage (this reads the whole file once, hashing every record): ``corrupt_records`` lists every
     damaged record (offset, type, kind, the frames it belongs to where known, reason); ``lost_frames``
@@ -59,6 +61,11 @@ def trace_summary(path: Path) -> dict[str, Any]:
                 return BlobInfo(0, 0, 0)
 
             tally.add_frame(f.snapshots, ((d.uid, d.blob) for d in f.dispatches), blob_info)
+        rows = tally.resources()
+        views = {uid: view_summary(view, trace.resources.get(uid, {}).get("size")) for uid, view in sorted(_views(trace).items())}
+        for uid, view in views.items():
+            if uid in rows:
+                rows[uid]["view"] = view
         size = path.stat().st_size
         header = trace.header
         return {
@@ -79,7 +86,8 @@ def trace_summary(path: Path) -> dict[str, Any]:
             "dispatch_level": bool(header.get("dispatch_level")),
             "pipeline_layouts": _pipeline_layouts(header.get("pipeline_layouts")),
             "files": {name: {"role": role, "size": size_} for name, (role, _, size_) in sorted(trace.files.items())},
-            "resources": tally.resources(),
+            "resources": rows,
+            "views": views,
             **tally.totals(),
             "status": _text_or_none((trace.end or {}).get("status", "unfinished")) or "unfinished",
             "error": _text_or_none((trace.end or {}).get("error") or None),
@@ -92,6 +100,39 @@ def trace_summary(path: Path) -> dict[str, Any]:
             "trailer_note": trace.reader.trailer_note or None,
             "intact": not (damaged or lost or missing or trace.reader.bytes_after_trailer),
         }
+
+
+def _views(trace: Any) -> dict[str, Any]:
+    """The trace's buffer views (recorded, or derived from its SPIR-V); none when its SPIR-V is damaged:
+    info describes a damaged trace rather than refuse it."""
+    from replay.reading import trace_views
+
+    try:
+        return trace_views(trace)
+    except TraceError:
+        return {}
+
+
+def view_summary(view: Any, size: Any) -> dict[str, Any]:
+    """What info says of a buffer's view: ``text`` with the element count a snapshot of ``size`` bytes
+    holds (``float32[4096]``), ``type`` without it (``float32[]``), ``elements`` (None without a runtime array or a size), the shader and
+    binding it comes from, ``role`` (writer or reader), its ``parts`` (as the trace records them) and the
+    ``alternatives`` other shaders have (text, shader, binding)."""
+    from capture.view_arrays import elements, sized_text
+
+    nbytes = size if _is_int(size) and size >= 0 else None
+    return {"text": sized_text(view, nbytes), "type": view.text, "elements": elements(view, nbytes) if nbytes is not None else None,
+            "shader": view.shader, "binding": view.binding, "role": view.role,
+            "parts": [p.to_json() for p in view.parts],
+            "alternatives": [{"text": a.text, "shader": a.shader, "binding": a.binding} for a in view.alternatives]}
+
+
+def view_line(uid: str, view: dict[str, Any]) -> str:
+    """``out: float32[4096] (shader 'add', binding 0.2)``, with other shaders' views of another type after it."""
+    source = f" (shader '{view['shader']}', binding {view['binding']})" if view["shader"] else ""
+    others = "".join(f"; shader '{a['shader']}' (binding {a['binding']}) sees {a['text']}" for a in view["alternatives"]
+                     if a["text"] != view["type"])
+    return f"{uid}: {view['text']}{source}{others}"
 
 
 # What info shows of a trace's header and fingerprint is the trace's to say, so it is untrusted: each value
@@ -210,6 +251,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         table.add_row(q(uid), str(e["snapshots"]), *after, str(e["unique"]), str(e["deltas"]), size_text(e["raw_bytes"]),
                       size_text(e["stored_bytes"]), ratio)
     console.print(table)
+    for uid, view in summary["views"].items():  # every part is the trace's text: shown escaped, no markup
+        console.print(f"view       {shown(view_line(uid, view))}", markup=False, highlight=False)
     console.print(f"snapshots: {snapshot_figures(summary)}" if summary["resources"] else "snapshots: none")
     console.print(f"embedded files: {len(summary['files'])} ({q(', '.join(summary['files']))})")
     return 0
@@ -232,12 +275,17 @@ def _ranges(values: list[int]) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Buffers as flat int8 .npy (like run); tensors as .npy typed by their format, shaped by dims.
+    """A buffer as a .npy typed by its shader's view (:mod:`capture.view_arrays`: ``float32[]`` a float32
+    array, ``vec4[]`` shape (n, 4), a struct a structured dtype laid out as the shader lays it out, a
+    block's runtime array with its fixed members printed in a line), or as flat int8 like run with
+    ``--raw`` or when no shader declares a block for it; tensors as .npy typed by their format, shaped by
+    dims; images as .npy, .dds or .png.
 
     Checked before any snapshot is read, each a one-line error naming the file and the flag: ``-o``
     (see :func:`vkcore.outputs.check_output_target`: not a folder, device node or FIFO, not under a file,
     writable; the suffix the resource's kind exports as), ``--resource`` (a resource of the trace) and
-    ``--frame`` (a frame of the trace). The output is written atomically."""
+    ``--frame`` (a frame of the trace). A view that cannot shape an array (a forged one) is one line
+    naming ``views.UID``, exit 2, nothing written. The output is written atomically."""
     from capture.trace import Trace
     from vkcore.outputs import check_output_target
     from vkcore.resources.files import write_resource_file
@@ -246,11 +294,64 @@ def cmd_export(args: argparse.Namespace) -> int:
     with Trace.open(args.trace) as trace:
         _check_export_request(trace, args.frame, args.resource)
         meta = trace.resources.get(args.resource, {})
-        _check_export_suffix(args.output, meta.get("kind", "buffer"))
+        kind = meta.get("kind", "buffer")
+        _check_export_suffix(args.output, kind)
         _check_export_meta(trace.path, args.resource, meta)
+        view = None
+        if kind == "buffer" and not getattr(args, "raw", False):
+            from replay.reading import trace_views
+
+            view = trace_views(trace).get(args.resource)
         data = trace.snapshot(args.frame, args.resource)
+        if view is not None:
+            _export_typed(trace.path, args.output, args.resource, view, data)
+            return 0
     write_resource_file(args.output, {"kind": "buffer", **meta}, data)
     return 0
+
+
+def _export_typed(trace: Path, out: Path, uid: str, view: Any, data: bytes | memoryview) -> None:
+    """Write ``data`` as the array ``view`` shapes; say the fixed members a runtime array leaves out."""
+    from capture.view_arrays import ViewExportError, header_line, typed_array
+
+    try:
+        array, header = typed_array(view, data)
+    except ViewExportError as exc:
+        raise TraceError(f"the view of '{uid}' cannot shape an array: {exc} (--raw exports its bytes)",
+                         file=trace, place=f"views.{uid}") from None
+    write_npy(out, array)
+    if header:
+        print(shown(header_line(uid, view, header, len(array))))
+
+
+def write_npy(path: Path, array: Any) -> None:
+    """``array`` as a .npy file written atomically (the header :func:`npy_header` gives, then its bytes)."""
+    import numpy as np
+
+    from vkcore.outputs import write_atomic
+
+    array = np.asarray(array)
+    if not array.flags.c_contiguous:  # np.ascontiguousarray would make a 0-d array 1-d
+        array = array.copy(order="C")
+    write_atomic(path, (npy_header(array), memoryview(array.reshape(-1).view(np.uint8))))
+
+
+def npy_header(array: Any) -> bytes:
+    """numpy's .npy header for ``array`` (C order): version 1.0, or 2.0 when it is longer than 64 KiB (a
+    structured dtype of many fields)."""
+    import io
+
+    from numpy.lib import format as npy
+
+    info = npy.header_data_from_array_1_0(array)
+    for write in (npy.write_array_header_1_0, npy.write_array_header_2_0):
+        header = io.BytesIO()
+        try:
+            write(header, info)
+            return header.getvalue()
+        except ValueError:
+            continue
+    raise ValueError("no .npy header version holds this array's dtype")
 
 
 def _check_export_request(trace: Any, seq: int, uid: str) -> None:

@@ -56,6 +56,8 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     export.add_argument("--frame", type=int, required=True, help="frame (position in the recording, from 0)")
     export.add_argument("--resource", required=True, metavar="UID")
     export.add_argument("-o", "--output", type=Path, required=True, help="output file (.npy)")
+    export.add_argument("--raw", action="store_true",
+                        help="a buffer as its bytes (a flat int8 array, as run writes it), not typed by its shader's view")
     add_common(export)
     export.set_defaults(handler=cmd_export)
 
