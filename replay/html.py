@@ -261,11 +261,12 @@ def _dispatch_text(bisect: dict[str, Any]) -> str:
     """Bisect's first divergent dispatch in words."""
     command = bisect.get("command")
     if command is None:
-        return "unknown (record with --dispatch-level, or give --reference-icd, to locate it)"
+        return f"unknown: {bisect['unnamed']}" if bisect.get("unnamed") else "unknown"
     name = bisect.get("command_name") or bisect.get("dispatch") or ""
     segment = (f", segment {bisect['segment']} (module {bisect.get('module') or 'unknown'})"
                if bisect.get("segment") is not None else "")
-    return f"commands[{command}] {name}{segment}".rstrip()
+    how = f", found by {bisect['found_by']}" if bisect.get("found_by") else ""
+    return f"commands[{command}] {name}{segment}".rstrip() + how
 
 
 def _bisect_view(bisect: dict[str, Any]) -> dict[str, Any]:
