@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from capture.trace import Trace
+from capture.trace import FramesNotJudged, Trace
 
 from .options import ReplayOptions
 from .reading import effective_policy
@@ -135,6 +135,9 @@ def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Sp
     before ``--icd`` (None: do not look for the recording device). ``result.found_by`` says how the
     dispatch was found, ``result.unnamed`` why it was not.
     """
+    not_judged = trace.not_judged()
+    if not_judged:  # a lost frame may hold the first divergence, and probes replay frame ranges whole
+        raise FramesNotJudged(f"{not_judged}; bisect needs every frame (replay judges the others)", file=trace.path)
     segments = segments_of(trace)
     result = BisectResult(len(segments), exhaustive=exhaustive)
     if probe_server is not None:

@@ -274,6 +274,10 @@ def test_replay_diff_and_suite_fail_naming_the_frames_not_judged(traces: dict[st
         assert proc.returncode == 1, proc.stderr
         assert one_line_error(proc.stderr).endswith(f"{bad}: frame 1 not judged: damaged records in the trace; "
                                                     "of the 2 frame(s) compared: all within tolerance")
+    proc = vkcap("bisect", bad)  # a lost frame may hold the first divergence: never a pass
+    assert proc.returncode == 1, proc.stderr
+    assert one_line_error(proc.stderr).endswith(f"{bad}: frame 1 not judged: damaged records in the trace; "
+                                                "bisect needs every frame (replay judges the others)")
     assert folder_state(tmp_path) == before
     proc = vkcap("suite", "run", bad.parent, "--json", tmp_path / "r.json")
     assert proc.returncode == 1, proc.stderr

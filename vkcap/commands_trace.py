@@ -213,8 +213,14 @@ def html_scratch(args: argparse.Namespace) -> Iterator[None]:
     finally:
         if scratch is not None:
             import shutil
+            import time
 
-            shutil.rmtree(scratch, ignore_errors=True)
+            # after Ctrl-C a compare thread may still be drawing into it for a moment: try again for up to 2 s
+            for _ in range(100):
+                shutil.rmtree(scratch, ignore_errors=True)
+                if not scratch.exists():
+                    break
+                time.sleep(0.02)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
