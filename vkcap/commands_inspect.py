@@ -205,6 +205,10 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"device     {fp.get('device_name')} [{fp.get('vendor_id', 0):#06x}:{fp.get('device_id', 0):#06x}], "
         f"driver {fp.get('driver_name')} {fp.get('driver_version')} ({fp.get('driver_info')}), Vulkan {fp.get('api_version')}"
     )
+    if fp.get("device_uuid"):  # traces recorded before vkcap named the exact device have none
+        pci = f", PCI {fp['pci_bus']}" if fp.get("pci_bus") else ""
+        console.print(f"           device #{fp.get('device_index')}, deviceUUID {fp['device_uuid']}, "
+                      f"driverUUID {fp.get('driver_uuid')}{pci}")
     console.print(f"           pipelineCacheUUID {fp.get('pipeline_cache_uuid')}, "
                   f"layers: {q(', '.join(fp.get('layers') or []) or 'none')}")
     span = summary["frame_range"]
