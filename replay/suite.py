@@ -22,6 +22,9 @@ A suite is folders of ``.vkt`` files (each expected to replay within tolerance) 
 
 (Tolerances and dtypes: :mod:`replay.suite_tolerances`.)
 
+With ``--device-pool`` the devices share one queue: each trace is replayed once, on whichever device is
+free, its result naming that device (name, deviceUUID, index).
+
 Workers (``-j N``) are child processes that replay trace after trace through the same replay path as
 ``vkcap replay`` (:func:`replay.replayer.replay`), one JSON line per trace. A worker that dies (a driver
 crash) is replaced, and the trace it was replaying is reported as ``crash``. With ``--retries K`` a trace

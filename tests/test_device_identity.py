@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from replay.html import _fingerprint_row
 from replay.suite import TraceResult, device_labels, write_results
 from tests.builders import ScenarioBuilder, vkcap
 from tests.test_suite import record
@@ -146,3 +147,12 @@ def test_a_forged_result_identity_is_bad_input(tmp_path: Path, field: str, value
     proc = vkcap("suite", "merge", folder)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert f"{path}: {message}" in proc.stderr
+
+
+def test_a_replay_page_names_the_device_by_uuid() -> None:
+    """A replay page's fingerprint rows: the device's name and short UUID; a trace without one (older),
+    or with one that is not text, names it as before or as the text of what it holds (escaped by the
+    template, as every string is)."""
+    assert _fingerprint_row("live", {"device_name": "gpu", "device_uuid": "ab" * 16})["device"] == "gpu [abababab]"
+    assert _fingerprint_row("recorded", {"device_name": "gpu"})["device"] == "gpu"
+    assert _fingerprint_row("recorded", {"device_name": "gpu", "device_uuid": ["<b>"]})["device"] == "gpu [['<b>']]"

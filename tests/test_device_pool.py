@@ -58,12 +58,15 @@ def test_a_pool_replays_each_trace_once(builder: ScenarioBuilder, tmp_path: Path
     assert snapshot(folder) == before
 
     proc = vkcap("suite", "run", folder, "--device", "0", "--device", "1", "--json", tmp_path / "both.json",
-                 "--results", tmp_path / "both", env=two_lavapipes)
+                 "--results", tmp_path / "both", "--html", tmp_path / "both.html", env=two_lavapipes)
     assert proc.returncode == 0, proc.stderr
     rows = json.loads((tmp_path / "both.json").read_text())["results"]
     assert sorted((Path(r["trace"]).stem, r["device_index"]) for r in rows) == [(n, i) for n in names for i in (0, 1)]
     assert len(list((tmp_path / "both").glob("*.json"))) == 12  # identical devices: a file each
-    assert "] #0" in proc.stdout and "] #1" in proc.stdout
+    label = f"[{rows[0]['device_uuid'][:8]}]"
+    assert f"{label} #0" in proc.stdout and f"{label} #1" in proc.stdout
+    page = (tmp_path / "both.html").read_text()
+    assert page.count(f"{label} #0</th>") == 1 and page.count(f"{label} #1</th>") == 1  # two columns of the matrix
     assert snapshot(folder) == before
 
 
