@@ -223,7 +223,8 @@ def _device_line(fp: Any) -> str:
     fp = fp if isinstance(fp, dict) else {}
     driver = " ".join(str(fp.get(k, "")) for k in ("driver_name", "driver_version") if fp.get(k))
     info = f" ({fp['driver_info']})" if fp.get("driver_info") else ""
-    return f"{fp.get('device_name') or 'unknown device'}, driver {driver or 'unknown'}{info}"
+    exact = f" [{str(fp['device_uuid'])[:8]}]" if fp.get("device_uuid") else ""
+    return f"{fp.get('device_name') or 'unknown device'}{exact}, driver {driver or 'unknown'}{info}"
 
 
 def _fingerprint_row(name: str, fp: Any) -> dict[str, Any]:

@@ -59,6 +59,9 @@ def test_a_trace_names_the_device_it_was_recorded_on(builder: ScenarioBuilder, t
         assert (fp["device_index"], fp["device_uuid"], fp["driver_uuid"]) == (0, uuid, here[0].driver_uuid)
     shown = vkcap("info", again)
     assert shown.returncode == 0 and f"deviceUUID {uuid}" in shown.stdout and "device #0" in shown.stdout
+    replayed = vkcap("replay", again, "--device", uuid[:6])
+    assert replayed.returncode == 0, replayed.stderr
+    assert f"replayed on {here[0].name} [{uuid[:8]}]: all within tolerance" in replayed.stderr
     old = Path(__file__).parent / "data" / "depth_storage" / "recorded_on_h100.vkt"
     before = old.read_bytes()
     info = vkcap("info", old, "--json")
