@@ -73,6 +73,8 @@ def test_a_pool_replays_each_trace_once(builder: ScenarioBuilder, tmp_path: Path
 @pytest.mark.parametrize("args, message", [
     (["--device-pool", "no-such-gpu*"], "no device matches --device-pool 'no-such-gpu*'"),
     (["--device-pool", "llvmpipe*", "--device", "0"], "--device-pool: not with --device or --ray"),
+    (["--device-pool", "²"], "no device matches --device-pool '²'"),
+    (["--device-pool", "9" * 5000], "no device matches --device-pool '99999"),
 ])
 def test_a_bad_pool_is_bad_input(builder: ScenarioBuilder, tmp_path: Path, args: list[str], message: str) -> None:
     """A pool matching no device, or mixed with ``--device``: one line, exit 2, nothing written."""

@@ -196,13 +196,14 @@ def _pool(specs: list[str]) -> list[Any]:
     one line, exit 2, listing the devices."""
     import fnmatch
 
-    from vkcore.device.context import choose_device, list_devices, uuid_matches
+    from vkcore.device.context import choose_device, device_index, list_devices, uuid_matches
 
     devices = list_devices()
     chosen: dict[int, Any] = {}
     for spec in specs:
-        if spec.isdigit() and int(spec) < len(devices):
-            found = [devices[int(spec)]]
+        index = device_index(spec)
+        if index is not None and index < len(devices):
+            found = [devices[index]]
         else:
             found = uuid_matches(devices, spec)
         if not found and spec:

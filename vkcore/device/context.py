@@ -257,8 +257,9 @@ def choose_device(devices: list[DeviceInfo], selector: str | int | None) -> Devi
     if selector is None or selector == "":
         return min(devices, key=lambda d: (_rank_of(d), d.index))
     text = str(selector)
-    if text.isdigit() and 0 <= int(text) < len(devices):
-        return devices[int(text)]
+    index = device_index(text)
+    if index is not None and index < len(devices):
+        return devices[index]
     by_uuid = uuid_matches(devices, text)
     if by_uuid:
         return by_uuid[0]
@@ -267,6 +268,12 @@ def choose_device(devices: list[DeviceInfo], selector: str | int | None) -> Devi
         return matches[0]
     names = ", ".join(f"{d.index}: {d.label}" for d in devices)
     raise UsageError(f"no device matches --device {_shown_selector(text)} (devices: {names})")  # bad input: exit 2
+
+
+def device_index(text: str) -> int | None:
+    """``text`` as a device index: ASCII digits only (``int`` would take "²" or "٣", and refuse
+    thousands of digits with an error of its own), at most 6 of them; None otherwise."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 6 else None
 
 
 def uuid_matches(devices: list[DeviceInfo], text: str) -> list[DeviceInfo]:
