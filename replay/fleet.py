@@ -161,6 +161,8 @@ class ActorProxy:
             self.stop()
             raise Lost(self.host, hello["error"], gone=True)
         self.device, self.driver = hello["device"], hello["driver"]
+        self.device_uuid, self.device_index = str(hello.get("device_uuid", "")), hello.get("device_index")
+        self.pci_bus = str(hello.get("pci_bus", ""))
         return dict(hello)
 
     def start(self) -> str:
@@ -235,6 +237,8 @@ class _Dead:
 
     def __init__(self, like: ActorProxy, detail: str) -> None:
         self.device, self.driver, self.host, self.detail = like.device, like.driver, like.host, detail
+        self.device_uuid = getattr(like, "device_uuid", "")
+        self.device_index, self.pci_bus = getattr(like, "device_index", None), getattr(like, "pci_bus", "")
 
     def start(self) -> str:
         return self.device

@@ -67,7 +67,8 @@ class DeviceActor:
                                  "Vulkan device(s)")
             chosen = matching[ordinal]
             self.flags = ["--device", str(chosen.index)]
-            self.hello.update(device=chosen.name, driver=driver_of(chosen.fingerprint()))
+            self.hello.update(device=chosen.name, driver=driver_of(chosen.fingerprint()), device_uuid=chosen.device_uuid,
+                              device_index=chosen.index, pci_bus=chosen.pci_bus)
         except VkcapError as exc:
             self.hello["error"] = str(exc)
 

@@ -223,14 +223,17 @@ def _device_line(fp: Any) -> str:
     fp = fp if isinstance(fp, dict) else {}
     driver = " ".join(str(fp.get(k, "")) for k in ("driver_name", "driver_version") if fp.get(k))
     info = f" ({fp['driver_info']})" if fp.get("driver_info") else ""
-    return f"{fp.get('device_name') or 'unknown device'}, driver {driver or 'unknown'}{info}"
+    exact = f" [{str(fp['device_uuid'])[:8]}]" if fp.get("device_uuid") else ""
+    return f"{fp.get('device_name') or 'unknown device'}{exact}, driver {driver or 'unknown'}{info}"
 
 
 def _fingerprint_row(name: str, fp: Any) -> dict[str, Any]:
     fp = fp if isinstance(fp, dict) else {}
     layers = fp.get("layers") or []
     listed = ", ".join(map(str, layers)) if isinstance(layers, (list, tuple)) else str(layers)
-    return {"name": name, "device": fp.get("device_name", ""),
+    uuid = fp.get("device_uuid")
+    exact = f" [{str(uuid)[:8]}]" if uuid else ""  # the short deviceUUID tells identical GPUs apart
+    return {"name": name, "device": f"{fp.get('device_name', '')}{exact}",
             "driver": f"{fp.get('driver_name', '')} {fp.get('driver_version', '')} ({fp.get('driver_info', '')})",
             "vulkan": fp.get("api_version", ""), "layers": listed or "none"}
 
@@ -415,9 +418,12 @@ def write_suite_html(path: Path, results: list[Any]) -> None:
     else shown unlinked), else to that result's details below (outcome, expectation, frames, the first
     divergent frame, the reason or the crash, the attempts of a retried trace). Every string is escaped
     (see the module's docstring)."""
-    devices = sorted({r.device for r in results}, key=str)
+    from .suite import device_labels
+
+    labels = device_labels(results)  # the exact device: name and short UUID
+    devices = sorted({r.device_key for r in results}, key=str)
     traces = sorted({r.trace for r in results}, key=str)
-    by_key = {(r.trace, r.device): r for r in results}
+    by_key = {(r.trace, r.device_key): r for r in results}
     matrix, details = [], []
     for n, trace in enumerate(traces):
         cells: list[dict[str, Any] | None] = []
@@ -430,13 +436,14 @@ def write_suite_html(path: Path, results: list[Any]) -> None:
             cells.append({"colour": SUITE_COLOUR.get(r.status, ""), "status": r.status, "link": page or f"#r{n}-{m}",
                           "expected": expected_text(r), "actual": actual_text(r)})
             expected_frame = getattr(r, "expected_frame", None)
-            rows = [("trace", r.trace), ("device", r.device), ("driver", r.driver), ("status", r.status),
+            rows = [("trace", r.trace), ("device", r.device), ("device UUID", r.device_uuid), ("PCI bus", r.pci_bus),
+                    ("driver", r.driver), ("status", r.status),
                     ("verdict", getattr(r, "verdict", None)),  # why the status, where the result says it
                     ("expected", expected_text(r)), ("actual", actual_text(r)), ("outcome", r.outcome),
                     ("expected first divergent frame", expected_frame), ("frames", r.frames),
                     ("first divergent frame", r.first_divergence), ("seconds", r.seconds), ("attempts", r.attempts),
                     ("reason", r.reason), ("detail", r.detail)]
-            details.append({"anchor": f"r{n}-{m}", "trace": Path(trace).name, "device": device or "unknown device",
+            details.append({"anchor": f"r{n}-{m}", "trace": Path(trace).name, "device": labels[device] or "unknown device",
                             "colour": SUITE_COLOUR.get(r.status, ""),
                             "rows": [(key, value) for key, value in rows if value is not None and value != ""],
                             "page": page if r.page else None})
@@ -444,4 +451,4 @@ def write_suite_html(path: Path, results: list[Any]) -> None:
     counts = ", ".join(f"{sum(r.status == s for r in results)} {s}" for s in SUITE_STATUSES)
     _render(path, "suite.html.j2", title="vkcap suite", counts=counts, palette=PALETTE,
             legend=[(status, SUITE_COLOUR[status]) for status in SUITE_STATUSES],
-            devices=[d or "unknown device" for d in devices], matrix=matrix, details=details)
+            devices=[labels[d] or "unknown device" for d in devices], matrix=matrix, details=details)

@@ -28,7 +28,8 @@ log = logging.getLogger("vkcap")
 RESULT_STATUSES = ("pass", "expected", "fixed", "flaky", "fail", "skip")
 OUTCOMES = ("identical", "within", "diverged", "crash", "error", "skipped")
 EXPECTED = ("pass", "diverged", "flaky", "skip", "crash")
-TEXT_FIELDS = ("detail", "reason", "page", "driver", "host", "verdict")
+TEXT_FIELDS = ("detail", "reason", "page", "driver", "host", "verdict", "pci_bus")
+_DEVICE_UUID = re.compile(r"[0-9a-f]{0,32}")  # VkPhysicalDeviceIDProperties.deviceUUID in hex
 #: numbers of a result, by field: the key of their bound
 NUMBER_FIELDS = {"frames": "frames", "seconds": "seconds", "attempts": "attempts"}
 #: what one attempt of a retried trace (``spread``) may hold: field -> a bound's key, or str
@@ -80,6 +81,13 @@ def parse_result_file(path: Path, folder: Path) -> dict[str, Any]:
     for key in TEXT_FIELDS:
         if key in data:
             fields[key] = _text(data, key, path)
+    if "device_uuid" in data:
+        fields["device_uuid"] = _text(data, "device_uuid", path)
+        if not _DEVICE_UUID.fullmatch(fields["device_uuid"]):
+            raise UsageError(f"must be at most 32 hex digits, got {_shown(fields['device_uuid'])}", file=path,
+                             place="device_uuid")
+    if data.get("device_index") is not None:
+        fields["device_index"] = check_number("device_index", data["device_index"], file=str(path), place="device_index")
     for key, bound in NUMBER_FIELDS.items():
         if key in data:
             fields[key] = check_number(bound, data[key], file=str(path), place=key)

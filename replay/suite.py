@@ -22,6 +22,9 @@ A suite is folders of ``.vkt`` files (each expected to replay within tolerance) 
 
 (Tolerances and dtypes: :mod:`replay.suite_tolerances`.)
 
+With ``--device-pool`` the devices share one queue: each trace is replayed once, on whichever device is
+free, its result naming that device (name, deviceUUID, index).
+
 Workers (``-j N``) are child processes that replay trace after trace through the same replay path as
 ``vkcap replay`` (:func:`replay.replayer.replay`), one JSON line per trace. A worker that dies (a driver
 crash) is replaced, and the trace it was replaying is reported as ``crash``. With ``--retries K`` a trace
@@ -151,9 +154,35 @@ class TraceResult:
     expected_resources: list[str] = field(default_factory=list)  # the expectation's resources, when it names some
     resources: list[dict[str, Any]] = field(default_factory=list)  # each resource's verdict (replay.verdicts)
     verdict: str = ""  # why the status: replay.verdicts.explain
+    device_uuid: str = ""  # the exact device it ran on (deviceUUID, hex); "" in results of older vkcaps
+    device_index: int | None = None  # that device's index on its host
+    pci_bus: str = ""  # and its PCI address, where the driver gives it
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    @property
+    def device_key(self) -> tuple[str, str, int]:
+        """The exact device: two identical GPUs have one name but two keys."""
+        return self.device, self.device_uuid, -1 if self.device_index is None else self.device_index
+
+    @property
+    def device_label(self) -> str:
+        """``NAME [UUID8]``, as reports name the device (the name alone for results without a UUID)."""
+        return device_label(self.device, self.device_uuid)
+
+
+def device_label(name: str, uuid: str) -> str:
+    return f"{name} [{uuid[:8]}]" if uuid else name
+
+
+def device_labels(results: list[TraceResult]) -> dict[tuple[str, str, int], str]:
+    """Each exact device of ``results`` (:attr:`TraceResult.device_key`) as reports name it: its label,
+    and ``#INDEX`` after it where two devices share name and UUID (one driver listed twice)."""
+    keys = sorted({r.device_key for r in results}, key=str)
+    labels = {k: device_label(k[0], k[1]) for k in keys}
+    shared = {label for label in labels.values() if list(labels.values()).count(label) > 1}
+    return {k: f"{label} #{k[2]}" if label in shared and k[2] >= 0 else label for k, label in labels.items()}
 
 
 #: The keys a manifest may hold, at each level. An unknown key is an error, not a warning: a misspelt
@@ -359,6 +388,7 @@ class Worker:
         self.device = ""  # the device the worker replays on, as it says when it starts
         self.driver = ""  # and its driver version
         self.host = ""  # this machine
+        self.device_uuid, self.device_index, self.pci_bus = "", None, ""  # the exact device, as it says
         self.error = ""  # why the worker could not open its device, as it says when it starts
         self.progress = Path(tempfile.mkdtemp(prefix="vkcap-suite-")) / "progress"  # frames as the worker runs them
         self.stopped = False  # closed with kill=True: start no new process
@@ -375,6 +405,8 @@ class Worker:
             hello = self.process.stdout.readline()
             said = json.loads(hello) if hello else {}
             self.device, self.driver = said.get("device", ""), said.get("driver", "")
+            self.device_uuid, self.pci_bus = str(said.get("device_uuid", "")), str(said.get("pci_bus", ""))
+            self.device_index = said.get("device_index")
             self.error = str(said.get("error", "")) if hello else "the worker ended as it started"
         return self.process
 
@@ -393,7 +425,8 @@ class Worker:
             return {"outcome": "error", "device": self.device, "first_divergence": None, "detail": self.error}
         assert process.stdin is not None and process.stdout is not None
         self.progress.unlink(missing_ok=True)
-        page = "" if pages is None else str(pages / f"{result_stem(str(trace), self.device)}.html")
+        stem = result_stem(str(trace), self.device, _identity(self.device_uuid, self.device_index))
+        page = "" if pages is None else str(pages / f"{stem}.html")
         try:
             request = {"trace": str(trace), "progress": str(self.progress), "flags": list(flags), "page": page}
             process.stdin.write(json.dumps(request) + "\n")
@@ -438,13 +471,17 @@ class Worker:
 
 def run_suite(traces: list[SuiteTrace], *, jobs: int = 1, retries: int = 0, flags: list[str] | None = None,
               devices: list[str | None] | None = None, env: dict[str, str] | None = None,
-              on_result: Callable[[TraceResult], None] | None = None, pages: Path | None = None) -> list[TraceResult]:
+              on_result: Callable[[TraceResult], None] | None = None, pages: Path | None = None,
+              pool: bool = False) -> list[TraceResult]:
     """Replay every trace on every device of ``devices`` (``--device`` selectors; default: the default
     device), ``jobs`` workers per device, each given ``flags`` (tolerances); the results by trace, then
-    device, in the order given. With ``pages``, each replay writes its HTML page into that folder."""
+    device, in the order given. With ``pool`` (``--device-pool``), the devices share one queue instead:
+    each trace is replayed once, by whichever worker is free, its result naming the device it ran on.
+    With ``pages``, each replay writes its HTML page into that folder."""
     selectors = devices or [None]
-    todo: list[queue.Queue[int]] = [queue.Queue() for _ in selectors]
-    for q in todo:
+    shared: queue.Queue[int] = queue.Queue()
+    todo: list[queue.Queue[int]] = [shared if pool else queue.Queue() for _ in selectors]
+    for q in ([shared] if pool else todo):
         for i in range(len(traces)):
             q.put(i)
     results: dict[tuple[int, int], TraceResult] = {}
@@ -486,7 +523,7 @@ def run_suite(traces: list[SuiteTrace], *, jobs: int = 1, retries: int = 0, flag
             for worker in workers:
                 worker.close(interrupt=True)
         raise
-    return [results[(i, d)] for i in range(len(traces)) for d in range(len(selectors))]
+    return [results[key] for key in sorted(results)]  # by trace, then device (pooled: one device each)
 
 
 def read_results(folders: list[Path]) -> list[TraceResult]:
@@ -501,7 +538,7 @@ def read_results(folders: list[Path]) -> list[TraceResult]:
             raise UsageError(f"{folder}: no such results folder")
         for path in sorted(folder.glob("*.json")):
             result = TraceResult(**parse_result_file(path, folder))
-            merged[(result.trace, result.device)] = result
+            merged[(result.trace, *map(str, result.device_key))] = result
     return [merged[k] for k in sorted(merged)]
 
 
@@ -532,7 +569,9 @@ def _replay_one(worker: Replayer, trace: SuiteTrace, retries: int, pages: Path |
     expected = trace.expected_on(worker.start(), worker.driver)
     if expected.status == "skip":  # not replayed at all
         return TraceResult(str(trace.path), worker.device, "skip", "skipped", "skip", reason=expected.reason,
-                           driver=worker.driver, host=worker.host, verdict="skipped here")
+                           driver=worker.driver, host=worker.host, verdict="skipped here",
+                           device_uuid=getattr(worker, "device_uuid", ""),
+                           device_index=getattr(worker, "device_index", None), pci_bus=getattr(worker, "pci_bus", ""))
     report = worker.replay(trace.path, trace.flags, pages)
     device = report.get("device", "")
     spread = [_attempt(report)]
@@ -553,7 +592,9 @@ def _replay_one(worker: Replayer, trace: SuiteTrace, retries: int, pages: Path |
                          int(report.get("frames", 0)), round(time.perf_counter() - start, 3), len(spread),
                          report.get("first_divergence"), detail, expected.reason,
                          spread if len(spread) > 1 else [], str(report.get("page", "")), worker.driver, worker.host,
-                         expected.frame, list(expected.resources), resources)
+                         expected.frame, list(expected.resources), resources,
+                         device_uuid=getattr(worker, "device_uuid", ""), device_index=getattr(worker, "device_index", None),
+                         pci_bus=getattr(worker, "pci_bus", ""))
     result.verdict = explain(result)
     if len(spread) > 1 and outcome not in ("crash", "error"):  # theirs say the spread already (their detail)
         result.verdict += f" ({_spread_text(spread)})"
@@ -568,17 +609,25 @@ def write_results(folder: Path, results: list[TraceResult]) -> None:
         data = r.as_dict()
         if r.page and Path(r.page).parent.resolve() == folder.resolve():
             data["page"] = Path(r.page).name  # the results folder travels (a CI artifact) with its pages
-        write_atomic(folder / f"{result_stem(r.trace, r.device)}.json", [json.dumps(data, indent=1).encode()])
+        stem = result_stem(r.trace, r.device, _identity(r.device_uuid, r.device_index))
+        write_atomic(folder / f"{stem}.json", [json.dumps(data, indent=1).encode()])
 
 
-def result_stem(trace: str, device: str) -> str:
-    """The file name (without suffix) of a trace x device's result and page: the trace's name and a tag."""
+def _identity(uuid: str, index: int | None) -> str:
+    """What tells two devices of one name apart in a result's file name ("" without a UUID: as before)."""
+    return f"{uuid}#{index}" if uuid else ""
+
+
+def result_stem(trace: str, device: str, identity: str = "") -> str:
+    """The file name (without suffix) of a trace x device's result and page: the trace's name and a tag
+    (of the trace, the device's name and its ``identity``, so identical GPUs write two files)."""
     import hashlib
 
     from vkcore.output_folders import unique_stem
 
     # one file per trace x device; a trace's name is any bytes (os.fsencode), a device's any text
-    tag = hashlib.sha256(os.fsencode(trace) + b"\0" + device.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    exact = device + (f"\0{identity}" if identity else "")
+    tag = hashlib.sha256(os.fsencode(trace) + b"\0" + exact.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"{unique_stem(Path(trace).name)}.{tag}"
 
 
@@ -600,7 +649,7 @@ def write_junit(path: Path, results: list[TraceResult]) -> None:
                           failures=str(sum(r.status == "fail" for r in results)),
                           skipped=str(sum(r.status == "skip" for r in results)))
     for r in results:
-        case = ET.SubElement(suite, "testcase", classname=shown(f"vkcap.suite.{r.device or 'unknown'}"),
+        case = ET.SubElement(suite, "testcase", classname=shown(f"vkcap.suite.{r.device_label or 'unknown'}"),
                              name=shown(Path(r.trace).name), time=str(r.seconds))
         verdict = r.verdict or f"{r.outcome} (expected {r.expected})"
         lines = [resource_line(v) for v in r.resources if v.get("status") != "identical"]

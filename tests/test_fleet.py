@@ -150,6 +150,7 @@ def split_across_both(cluster: Cluster, tmp: Path) -> None:
     expected, got = rows(tmp / "here.json"), rows(tmp / "fleet.json")
     assert [{k: r[k] for k in COMPARED} for r in got] == [{k: r[k] for k in COMPARED} for r in expected]
     assert len(got) == 12 and {r["host"] for r in got} == {"head", "second"} and {r["host"] for r in expected} == {""}
+    assert {len(r["device_uuid"]) for r in got + expected} == {32}  # the exact device, here and on the fleet
     by_name = {Path(r["trace"]).name: r for r in got}
     assert (by_name["crash_unexpected.vkt"]["status"], by_name["crash_unexpected.vkt"]["detail"]) == \
         ("fail", "the replay died in frame 2: SIGSEGV")

@@ -47,7 +47,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def _add_device(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", metavar="INDEX|NAME", help="Vulkan device: index or part of its name (default: best GPU, else CPU)")
+    p.add_argument("--device", metavar="INDEX|UUID|NAME", help="Vulkan device: index, deviceUUID prefix (vkcap devices) or part of its name (default: best GPU, else CPU)")
     p.add_argument(
         "--no-emulation-layers",
         action="store_true",
@@ -289,16 +289,16 @@ def _cmd_devices(args: argparse.Namespace) -> int:
     if args.json:
         import json
 
-        print(json.dumps([{**d.fingerprint(), "index": d.index, "tensors": d.tensors, "graphs": d.graphs,
-                           "optical_flow": d.optical_flow} for d in devices], indent=2))
+        print(json.dumps([{**d.fingerprint(), "index": d.index, "pci_bus": d.pci_bus or None, "tensors": d.tensors,
+                           "graphs": d.graphs, "optical_flow": d.optical_flow} for d in devices], indent=2))
         return 0
     from replay.report import report_console, report_table
 
-    table = report_table("Vulkan devices", ("#", "name", "type", "driver", "driver version", "API", "tensors", "graphs",
-                                            "optical flow"))
+    table = report_table("Vulkan devices", ("#", "name", "UUID", "PCI", "type", "driver", "driver version", "API",
+                                            "tensors", "graphs", "optical flow"))
     for d in devices:
-        table.add_row(*map(rich_text, (d.index, d.name, d.type, d.driver_name, d.driver_version, d.api_version, d.tensors,
-                                       d.graphs, d.optical_flow)))
+        table.add_row(*map(rich_text, (d.index, d.name, d.short_uuid or "-", d.pci_bus or "-", d.type, d.driver_name,
+                                       d.driver_version, d.api_version, d.tensors, d.graphs, d.optical_flow)))
     report_console().print(table)
     return 0
 

@@ -205,6 +205,11 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"device     {fp.get('device_name')} [{fp.get('vendor_id', 0):#06x}:{fp.get('device_id', 0):#06x}], "
         f"driver {fp.get('driver_name')} {fp.get('driver_version')} ({fp.get('driver_info')}), Vulkan {fp.get('api_version')}"
     )
+    if fp.get("device_uuid"):  # traces recorded before vkcap named the exact device have none
+        ident = {k: q(str(fp.get(k))) for k in ("device_index", "device_uuid", "driver_uuid", "pci_bus")}  # any JSON value
+        pci = f", PCI {ident['pci_bus']}" if fp.get("pci_bus") else ""
+        console.print(f"           device #{ident['device_index']}, deviceUUID {ident['device_uuid']}, "
+                      f"driverUUID {ident['driver_uuid']}{pci}")
     console.print(f"           pipelineCacheUUID {fp.get('pipeline_cache_uuid')}, "
                   f"layers: {q(', '.join(fp.get('layers') or []) or 'none')}")
     span = summary["frame_range"]

@@ -43,7 +43,11 @@ def add_suite_parser(sub: Any) -> None:
     run.add_argument("--html", type=Path, metavar="FILE",
                      help="write one page: a matrix of traces x devices, each cell linking to its replay's page "
                           "(in --results DIR, else in FILE's folder under <name>-pages)")
-    run.add_argument("--device", action="append", default=[], metavar="INDEX|NAME",
+    run.add_argument("--device-pool", action="append", default=[], metavar="SPEC",
+                     help="pool devices: each trace replayed once, on whichever pooled device is free (-j workers each); "
+                          "SPEC is an index, a deviceUUID prefix or a name pattern (llvmpipe*, case-insensitive) "
+                          "matching one or more devices; repeat to pool more")
+    run.add_argument("--device", action="append", default=[], metavar="INDEX|UUID|NAME",
                      help="replay on this device; repeat for several (a worker set each; default: the default device). "
                           "With --ray: a pattern of the fleet's device names (NVIDIA*; default: every device)")
     run.add_argument("--ray", metavar="ADDRESS",
@@ -131,8 +135,12 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
         value = getattr(args, name, None)
         if value is not None:
             flags += [f"--{name}", str(value)]
+    if args.device_pool and (args.device or args.ray is not None):
+        raise UsageError("--device-pool: not with --device or --ray (a pool replays each trace once on its devices)",
+                         place="--device-pool")
     if args.device and args.ray is None:
         _check_devices(args.device)
+    pooled = _pool(args.device_pool) if args.device_pool else None
     traces = _check_traces(traces, flags, dtypes, log)
 
     from .progress import SuiteProgress
@@ -147,9 +155,12 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
                 SuiteProgress(len(traces) * len(fleet.devices), log) as progress:
             results = fleet.run(traces, retries=args.retries, flags=flags, on_result=progress.on_result, pages=pages)
         return _report(args, results)
-    with SuiteProgress(len(traces) * max(1, len(args.device)), log) as progress:
-        results = run_suite(traces, jobs=args.jobs, retries=args.retries, flags=flags, devices=args.device or None,
-                            on_result=progress.on_result, pages=pages)
+    if pooled is not None:
+        log.info("device pool: %s", ", ".join(f"{d.index}: {d.label}" for d in pooled))
+    with SuiteProgress(len(traces) * (1 if pooled else max(1, len(args.device))), log) as progress:
+        results = run_suite(traces, jobs=args.jobs, retries=args.retries, flags=flags,
+                            devices=[str(d.index) for d in pooled] if pooled else args.device or None,
+                            on_result=progress.on_result, pages=pages, pool=pooled is not None)
     return _report(args, results)
 
 
@@ -176,6 +187,36 @@ def _check_devices(selectors: list[str]) -> None:
     devices = list_devices()
     for selector in selectors:
         choose_device(devices, selector)
+
+
+def _pool(specs: list[str]) -> list[Any]:
+    """The devices ``--device-pool`` SPECs match, each once, in index order: an index or deviceUUID prefix
+    picks as ``--device`` does (every device of a shared UUID prefix), anything else is a case-insensitive
+    pattern of names (fnmatch; a plain word matches names that hold it). A SPEC matching no device is
+    one line, exit 2, listing the devices."""
+    import fnmatch
+
+    from vkcore.device.context import choose_device, device_index, list_devices, uuid_matches
+
+    devices = list_devices()
+    chosen: dict[int, Any] = {}
+    for spec in specs:
+        index = device_index(spec)
+        if index is not None and index < len(devices):
+            found = [devices[index]]
+        else:
+            found = uuid_matches(devices, spec)
+        if not found and spec:
+            pattern = spec.lower() if any(c in spec for c in "*?[") else f"*{spec.lower()}*"
+            found = [d for d in devices if fnmatch.fnmatchcase(d.name.lower(), pattern)]
+        if not found:
+            try:
+                choose_device(devices, spec)  # its message lists the devices
+            except UsageError as exc:
+                raise UsageError(str(exc).replace("--device ", "--device-pool ", 1)) from None
+            raise UsageError(f"no device matches --device-pool {spec!r}")
+        chosen.update((d.index, d) for d in found)
+    return [chosen[i] for i in sorted(chosen)]
 
 
 def _check_traces(traces: list[Any], flags: list[str], dtypes: list[tuple[str, str]], log: Any) -> list[Any]:
@@ -252,10 +293,13 @@ def _report(args: argparse.Namespace, results: list[Any]) -> int:
 
     log = logging.getLogger("vkcap")
     hosts = any(r.host for r in results)  # a fleet's results: the node of each
+    from replay.suite import device_labels
+
+    labels = device_labels(results)  # name and short UUID: identical GPUs told apart
     table = report_table("suite", ("trace", "device", *(("host",) if hosts else ()), "status", "outcome", "expected",
                                    "frames", "seconds", "verdict", "reason"))
     for r in results:
-        table.add_row(*map(rich_text, (Path(str(r.trace)).name, r.device, *((r.host,) if hosts else ()), r.status,
+        table.add_row(*map(rich_text, (Path(str(r.trace)).name, labels[r.device_key], *((r.host,) if hosts else ()), r.status,
                                        r.outcome, r.expected, r.frames, f"{r.seconds:.2f}", r.verdict or r.detail or "",
                                        r.reason or "")))
     report_console().print(table)

@@ -272,7 +272,9 @@ def _replay(args: argparse.Namespace) -> int:
     if report.frames:
         log.info("%s", replay_scope(report.started_from_checkpoint, report.executed, [f.seq for f in report.frames]))
     if first is None:
-        log.info("%d frame(s) replayed on %s: all within tolerance", compared, report.device.get("device_name"))
+        uuid = str(report.device.get("device_uuid") or "")[:8]  # the live device's: identical GPUs told apart
+        log.info("%d frame(s) replayed on %s%s: all within tolerance", compared, report.device.get("device_name"),
+                 f" [{uuid}]" if uuid else "")
         return 0
     bad = [c for c in first.comparisons if c.diverged] + [c for _, c in first.dispatches if c.diverged]
     log.warning("first divergence at frame %d (frame_id %d): %s", first.seq, first.frame_id, comparison_line(bad[0]))

@@ -27,7 +27,8 @@ def device_hello(flags: list[str]) -> dict[str, Any]:
     selector = flags[flags.index("--device") + 1] if "--device" in flags else None
     try:
         chosen = choose_device(list_devices(), selector)
-        return {"device": chosen.name, "driver": driver_of(chosen.fingerprint())}
+        return {"device": chosen.name, "driver": driver_of(chosen.fingerprint()), "device_uuid": chosen.device_uuid,
+                "device_index": chosen.index, "pci_bus": chosen.pci_bus}
     except VkcapError as exc:
         return {"device": "", "error": str(exc)}
 

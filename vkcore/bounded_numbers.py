@@ -72,6 +72,8 @@ BOUNDS: dict[str, Bound] = {
                     high_open=True),
     "seconds": Bound(False, 0.0, 1e9, "a finite number of seconds >= 0 and at most 1e9",
                      "how long a replay took (a result file's figure)"),
+    "device_index": Bound(True, 0, 1 << 16, "a whole number >= 0 and below 65536",
+                          "a Vulkan device's index on its host (a result file's device_index)", high_open=True),
     "attempts": Bound(True, 1, 11, "a whole number from 1 to 11", "replays of a trace: 1 plus at most 10 retries"),
     "count": Bound(True, 0, 2**63, "a whole number >= 0 and below 2**63",
                    "a count of elements (a result file's beyond_tolerance, max_ulp)", high_open=True),

@@ -26,6 +26,7 @@ GRAPH_EXT = "VK_ARM_data_graph"
 OPTICAL_FLOW_EXT = "VK_ARM_data_graph_optical_flow"  # ARM's Graph emulation layer 0.11 has it too
 FRAME_BOUNDARY_EXT = "VK_EXT_frame_boundary"
 CUSTOM_BORDER_EXT = "VK_EXT_custom_border_color"
+PCI_BUS_EXT = "VK_EXT_pci_bus_info"  # optional: where the driver has it, the device's PCI address
 API_VERSION = vk.VK_MAKE_VERSION(1, 3, 0)  # the tensor layer crashes in descriptor updates with 1.1
 
 DEVICE_TYPE_NAMES = {
@@ -73,8 +74,24 @@ class DeviceInfo:
     tensors: Support = "unavailable"
     graphs: Support = "unavailable"
     optical_flow: Support = "unavailable"
+    device_uuid: str = ""  # VkPhysicalDeviceIDProperties, 32 hex digits: tells identical GPUs apart
+    driver_uuid: str = ""
+    pci_bus: str = ""  # "domain:bus:device.function" (VK_EXT_pci_bus_info), "" where the driver lacks it
+
+    @property
+    def short_uuid(self) -> str:
+        """The first 8 hex digits of the deviceUUID: what tables show beside the name."""
+        return self.device_uuid[:8]
+
+    @property
+    def label(self) -> str:
+        """``NAME [UUID8]``: the device as reports name it (the name alone where it has no UUID)."""
+        return f"{self.name} [{self.short_uuid}]" if self.device_uuid else self.name
 
     def fingerprint(self) -> dict[str, Any]:
+        """The device as a trace and a replay report name it. The identity keys (``device_index``,
+        ``device_uuid``, ``driver_uuid``, ``pci_bus``) were added later: a reader of older traces
+        finds them absent."""
         return {
             "device_name": self.name,
             "device_type": self.type,
@@ -85,6 +102,10 @@ class DeviceInfo:
             "driver_version": self.driver_version,
             "api_version": self.api_version,
             "pipeline_cache_uuid": self.pipeline_cache_uuid,
+            "device_index": self.index,
+            "device_uuid": self.device_uuid,
+            "driver_uuid": self.driver_uuid,
+            **({"pci_bus": self.pci_bus} if self.pci_bus else {}),
         }
 
 
@@ -95,11 +116,16 @@ def _driver_version_string(vendor_id: int, v: int) -> str:
 
 
 def _describe(index: int, physical: Any, emulation_available: bool) -> DeviceInfo:
-    driver = vk.VkPhysicalDeviceDriverProperties(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES)
+    exts = frozenset(_cstr(e.extensionName) for e in vk.vkEnumerateDeviceExtensionProperties(physical, None))
+    pci = None
+    if PCI_BUS_EXT in exts:
+        pci = vk.VkPhysicalDevicePCIBusInfoPropertiesEXT(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT)
+    ids = vk.VkPhysicalDeviceIDProperties(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES,
+                                          pNext=pci if pci is not None else vk.ffi.NULL)
+    driver = vk.VkPhysicalDeviceDriverProperties(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, pNext=ids)
     props2 = vk.VkPhysicalDeviceProperties2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=driver)
     vk.vkGetPhysicalDeviceProperties2(physical, props2)
     p = props2.properties
-    exts = frozenset(_cstr(e.extensionName) for e in vk.vkEnumerateDeviceExtensionProperties(physical, None))
 
     def support(ext: str) -> Support:
         if ext in exts:
@@ -121,6 +147,10 @@ def _describe(index: int, physical: Any, emulation_available: bool) -> DeviceInf
         tensors=support(TENSORS_EXT),
         graphs=support(GRAPH_EXT),
         optical_flow=support(OPTICAL_FLOW_EXT),
+        device_uuid=bytes(vk.ffi.buffer(ids.deviceUUID)).hex(),
+        driver_uuid=bytes(vk.ffi.buffer(ids.driverUUID)).hex(),
+        pci_bus=(f"{pci.pciDomain:04x}:{pci.pciBus:02x}:{pci.pciDevice:02x}.{pci.pciFunction:x}"
+                 if pci is not None else ""),
     )
 
 
@@ -214,7 +244,10 @@ def list_devices(emulation: EmulationMode = "auto") -> list[DeviceInfo]:
 
 
 def choose_device(devices: list[DeviceInfo], selector: str | int | None) -> DeviceInfo:
-    """Pick by index or (case-insensitive substring of) name; by default the most capable type.
+    """Pick by index, by deviceUUID prefix (hex digits, dashes ignored: ``a1b2c3d4`` or the form
+    ``vkcap devices`` prints), or by (case-insensitive substring of) name, tried in that order; by
+    default the most capable type. A UUID prefix that several devices share picks the first of them
+    (identical UUIDs: the same driver listed twice).
 
     Raises :class:`DeviceError` when there is no device at all, :class:`UsageError` (bad input) when the
     selector matches none, listing what exists.
@@ -224,16 +257,37 @@ def choose_device(devices: list[DeviceInfo], selector: str | int | None) -> Devi
     if selector is None or selector == "":
         return min(devices, key=lambda d: (_rank_of(d), d.index))
     text = str(selector)
-    if text.isdigit():
-        idx = int(text)
-        if 0 <= idx < len(devices):
-            return devices[idx]
-    else:
-        matches = [d for d in devices if text.lower() in d.name.lower()]
-        if matches:
-            return matches[0]
-    names = ", ".join(f"{d.index}: {d.name}" for d in devices)
-    raise UsageError(f"no device matches --device {text!r} (devices: {names})")  # bad input: exit 2, not 1
+    index = device_index(text)
+    if index is not None and index < len(devices):
+        return devices[index]
+    by_uuid = uuid_matches(devices, text)
+    if by_uuid:
+        return by_uuid[0]
+    matches = [d for d in devices if not text.isdigit() and text.lower() in d.name.lower()]
+    if matches:
+        return matches[0]
+    names = ", ".join(f"{d.index}: {d.label}" for d in devices)
+    raise UsageError(f"no device matches --device {_shown_selector(text)} (devices: {names})")  # bad input: exit 2
+
+
+def device_index(text: str) -> int | None:
+    """``text`` as a device index: ASCII digits only (``int`` would take "²" or "٣", and refuse
+    thousands of digits with an error of its own), at most 6 of them; None otherwise."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 6 else None
+
+
+def uuid_matches(devices: list[DeviceInfo], text: str) -> list[DeviceInfo]:
+    """The devices whose deviceUUID starts with ``text`` (hex digits, any case, dashes ignored; at
+    least 4 digits, so that a short index or word is not taken for one)."""
+    digits = text.replace("-", "").lower()
+    if len(digits) < 4 or len(digits) > 32 or any(c not in "0123456789abcdef" for c in digits):
+        return []
+    return [d for d in devices if d.device_uuid and d.device_uuid.startswith(digits)]
+
+
+def _shown_selector(text: str) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 def _rank_of(d: DeviceInfo) -> int:
