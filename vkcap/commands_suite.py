@@ -135,7 +135,7 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
         _check_devices(args.device)
     traces = _check_traces(traces, flags, dtypes, log)
 
-    from .progress import SuiteProgress
+    from .progress import Activity, SuiteProgress
 
     pages = args.results if args.results else args.html.parent / f"{args.html.stem}-pages" if args.html else None
     if pages is not None:
@@ -143,8 +143,9 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     if args.ray is not None:
         from replay.fleet import Fleet, FleetOptions
 
-        with Fleet(FleetOptions(args.ray, tuple(args.device), args.ray_shared, int(args.ray_cache_limit * (1 << 30)))) as fleet, \
-                SuiteProgress(len(traces) * len(fleet.devices), log) as progress:
+        with Activity(f"starting Ray ({rich_text(args.ray)})..."):
+            fleet = Fleet(FleetOptions(args.ray, tuple(args.device), args.ray_shared, int(args.ray_cache_limit * (1 << 30))))
+        with fleet, SuiteProgress(len(traces) * len(fleet.devices), log) as progress:
             results = fleet.run(traces, retries=args.retries, flags=flags, on_result=progress.on_result, pages=pages)
         return _report(args, results)
     with SuiteProgress(len(traces) * max(1, len(args.device)), log) as progress:
