@@ -145,8 +145,12 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
 
         with Activity(f"starting Ray ({rich_text(args.ray)})..."):
             fleet = Fleet(FleetOptions(args.ray, tuple(args.device), args.ray_shared, int(args.ray_cache_limit * (1 << 30))))
-        with fleet, SuiteProgress(len(traces) * len(fleet.devices), log) as progress:
-            results = fleet.run(traces, retries=args.retries, flags=flags, on_result=progress.on_result, pages=pages)
+        try:
+            with SuiteProgress(len(traces) * len(fleet.devices), log) as progress:
+                results = fleet.run(traces, retries=args.retries, flags=flags, on_result=progress.on_result, pages=pages)
+        finally:
+            with Activity("stopping Ray..."):
+                fleet.close()
         return _report(args, results)
     with SuiteProgress(len(traces) * max(1, len(args.device)), log) as progress:
         results = run_suite(traces, jobs=args.jobs, retries=args.retries, flags=flags, devices=args.device or None,
