@@ -131,16 +131,17 @@ def test_long_work_is_drawn_then_erased_and_log_lines_pass_above(monkeypatch: py
     handler = logging.StreamHandler(terminal)
     logging.getLogger().addHandler(handler)
     try:
-        with Activity("replaying x.vkt", 4, delay_s=0.05) as activity:
+        with Activity("replaying [red]x[/red]\x1b]0;t\x07.vkt", 4, delay_s=0.05) as activity:
             wait_until_shown(activity)
-            activity.advance(description="replaying x.vkt: frame 0")
+            activity.advance(description="replaying [red]x[/red]\x1b]0;t\x07.vkt: frame 0")
             assert handler.stream is not terminal  # printed through rich, above the display
             logging.getLogger("vkcap.test").warning("a line from the log")
         assert handler.stream is terminal
     finally:
         logging.getLogger().removeHandler(handler)
     text = terminal.getvalue()
-    assert "replaying x.vkt" in text and "a line from the log\n" in plain(text)
+    assert "replaying [red]x[/red]\\x1b]0;t\\x07.vkt" in text and "a line from the log\n" in plain(text)
+    assert "\x1b]" not in text
     assert text.endswith("\x1b[?25h") or "\x1b[?25h" in text[-40:]  # the cursor is back
 
 
@@ -160,10 +161,17 @@ HOSTILE = st.one_of(st.sampled_from(["[red]x[/red]", "[/]", "[link=file:///etc]y
 @settings(max_examples=60, deadline=None)
 @given(name=HOSTILE)
 def test_a_trace_name_is_shown_as_written(name: str) -> None:
-    """The suite's line about the last trace, as rich renders it: the name's escaped form, no markup."""
-    progress = SuiteProgress(3, logging.getLogger("vkcap"))
-    rendered = Text.from_markup(progress._words(f"{name}: pass")).plain
-    assert rendered.endswith(f"(last: {shown(name)}: pass)") and "\x1b" not in rendered and "\n" not in rendered
+    """The suite's line about the last trace, as the display's own columns render it: the name's escaped
+    form, never markup, never an escape, one line."""
+    from rich.progress import Progress
+
+    suite = SuiteProgress(3, logging.getLogger("vkcap"))
+    suite.activity.update(description=suite._words(f"{name}: pass"))
+    progress = Progress(disable=True)
+    progress.add_task(suite.activity.description, total=3)
+    rendered = "".join(column.render(progress.tasks[0]).plain for column in suite.activity.columns()[1:2])
+    assert rendered == f"replaying trace 1/3, 0 failure(s) (last: {shown(name)}: pass)"
+    assert "\x1b" not in rendered and "\n" not in rendered
 
 
 def test_diff_tells_each_frame() -> None:

@@ -143,7 +143,7 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     if args.ray is not None:
         from replay.fleet import Fleet, FleetOptions
 
-        with Activity(f"starting Ray ({rich_text(args.ray)})..."):
+        with Activity(f"starting Ray ({args.ray})..."):
             fleet = Fleet(FleetOptions(args.ray, tuple(args.device), args.ray_shared, int(args.ray_cache_limit * (1 << 30))))
         try:
             with SuiteProgress(len(traces) * len(fleet.devices), log) as progress:

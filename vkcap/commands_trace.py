@@ -253,9 +253,9 @@ def _replay(args: argparse.Namespace) -> int:
         from .progress import Activity
 
         total = len(target_frames(trace, options.first, options.last))
-        with Activity(f"replaying {rich_text(args.trace.name)}", total) as progress:
+        with Activity(f"replaying {args.trace.name}", total) as progress:
             report = replay(options, opened=trace,
-                            on_frame=lambda f: progress.advance(description=f"replaying {rich_text(args.trace.name)}: frame {f.seq}"))
+                            on_frame=lambda f: progress.advance(description=f"replaying {args.trace.name}: frame {f.seq}"))
     print_frames(report.frames)
     document = {
         "trace": str(report.trace),
@@ -318,7 +318,7 @@ def _diff(args: argparse.Namespace) -> int:
         warn_bytes_tolerances(a, policy)
         from .progress import Activity
 
-        with Activity(f"diff: comparing {rich_text(args.trace.name)} with {rich_text(args.other.name)}") as progress:
+        with Activity(f"diff: comparing {args.trace.name} with {args.other.name}") as progress:
             report = diff_traces(a, b, policy, shapes(args, a.resources, policy), pictures=args.heatmap,
                                  on_frame=lambda seq, total: progress.update(
                                      description=f"diff: frame {seq}", completed=progress.completed + 1, total=total))

@@ -32,11 +32,9 @@ def cmd_trim(args: argparse.Namespace) -> int:
 
     span = parse_frames(args.frames, args.trace)
     options = ReplayOptions(trace=args.trace, device=args.device, emulation="off" if args.no_emulation_layers else "auto")
-    from vkcore.safe_text import rich_text
-
     from .progress import Activity
 
-    with Activity(f"trim: writing frames {rich_text(args.frames)} of {rich_text(args.trace.name)}"):
+    with Activity(f"trim: writing frames {args.frames} of {args.trace.name}"):
         result = trim_trace(args.trace, args.output, span, replay_options=options, argv=getattr(args, "argv", []))
     frames = f"frame {result.first}" if result.first == result.last else f"frames {result.first}-{result.last}"
     logging.getLogger("vkcap").info(

@@ -6,8 +6,9 @@ Guarantees:
   command's output is byte for byte what it is without this module.
 - Nothing is drawn for work that ends within :data:`DELAY_S` seconds (no flicker on fast commands);
   the display is transient: it is erased when the work ends, leaving only the command's own lines.
-- Text from a trace, manifest or result file is shown through :func:`vkcore.safe_text.rich_text`:
-  never read as markup, never a terminal escape.
+- A description is plain text, never markup, and is shown through :func:`vkcore.safe_text.shown`: a
+  trace's name ``[red]x`` or ``\x1b]0;t\x07`` is printed as written, escaped, never obeyed. Nothing of
+  rich is imported unless the display is drawn (a clean replay off a terminal stays as fast as it was).
 - On every exit path, Ctrl-C included, the display is stopped (the cursor comes back) before the
   exception goes on, so ``vkcap`` still exits 130 with no traceback.
 """
@@ -18,10 +19,12 @@ import os
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vkcore.exec.executor import Event, FrameFinished, FrameStarted
-from vkcore.safe_text import rich_text
+from vkcore.safe_text import shown
+
+if TYPE_CHECKING:
+    from vkcore.exec.executor import Event
 
 DELAY_S = float(os.environ.get("VKCAP_PROGRESS_DELAY_S", "1.0"))  # how long work runs before it is shown
 
@@ -38,14 +41,13 @@ class Activity:
     """One piece of long work: a line that says what is happening (``describe``) and, when ``total``
     is known, how far (``advance``/``update``). Use as a context manager; see the module docstring.
 
-    ``description`` is vkcap's own words; untrusted parts must be passed through :func:`rich_text`
-    first (:meth:`describe_safely` does it for a whole string of untrusted text)."""
+    ``description`` is plain text (untrusted parts may be in it as they are: see the module docstring)."""
 
     def __init__(self, description: str, total: int | None = None, *, enabled: bool | None = None,
                  delay_s: float | None = None) -> None:
         self.enabled = on_terminal() if enabled is None else enabled
         self.delay_s = DELAY_S if delay_s is None else delay_s
-        self.description, self.total, self.completed = description, total, 0
+        self.description, self.total, self.completed = shown(description), total, 0
         self._lock = threading.Lock()
         self._progress: Any = None
         self._task: Any = None
@@ -81,18 +83,24 @@ class Activity:
         """Whether the display is on the terminal now."""
         return self._progress is not None
 
+    def columns(self) -> list[Any]:
+        """What the display shows: a spinner, the description as plain text (``markup=False``), a bar
+        and ``done/total`` when the total is known, the time spent."""
+        from rich.progress import BarColumn, MofNCompleteColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}", markup=False)]
+        if self.total is not None:
+            columns += [BarColumn(), MofNCompleteColumn()]
+        return [*columns, TimeElapsedColumn()]
+
     def _show(self) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress
 
         with self._lock:
             if self._ended:
                 return
-            columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}")]
-            if self.total is not None:
-                columns += [BarColumn(), MofNCompleteColumn()]
-            columns.append(TimeElapsedColumn())
-            self._progress = Progress(*columns, console=Console(stderr=True), transient=True)
+            self._progress = Progress(*self.columns(), console=Console(stderr=True), transient=True)
             self._task = self._progress.add_task(self.description, total=self.total, completed=self.completed)
             self._progress.start()  # sys.stderr is now rich's proxy, which prints above the display
             self._handlers = _log_through(sys.stderr)
@@ -101,7 +109,7 @@ class Activity:
         """New words, a new count or a new total; drawn if the display is on, kept for it otherwise."""
         with self._lock:
             if description is not None:
-                self.description = description
+                self.description = shown(description)
             if completed is not None:
                 self.completed = completed
             if total is not None:
@@ -109,13 +117,6 @@ class Activity:
             if self._progress is not None:
                 self._progress.update(self._task, description=self.description, completed=self.completed,
                                       total=self.total)
-
-    def describe(self, description: str) -> None:
-        self.update(description=description)
-
-    def describe_safely(self, text: object) -> None:
-        """Show untrusted ``text`` as it is written: no markup, no escapes."""
-        self.update(description=rich_text(text))
 
     def advance(self, step: int = 1, *, description: str | None = None) -> None:
         self.update(description=description, completed=self.completed + step)
@@ -157,7 +158,9 @@ class FrameProgress:
     def __exit__(self, *exc: object) -> None:
         self.activity.close()
 
-    def on_event(self, event: Event) -> None:
+    def on_event(self, event: "Event") -> None:
+        from vkcore.exec.executor import FrameFinished, FrameStarted
+
         if isinstance(event, FrameFinished):
             self.finished += 1
             self.activity.update(completed=self.finished)
@@ -177,7 +180,7 @@ class SuiteProgress:
 
     def _words(self, last: str = "") -> str:
         text = f"replaying trace {min(self.done + 1, self.total)}/{self.total}, {self.failures} failure(s)"
-        return text + (f" (last: {rich_text(last)})" if last else "")
+        return text + (f" (last: {last})" if last else "")
 
     def __enter__(self) -> "SuiteProgress":
         self.activity.__enter__()
