@@ -202,6 +202,7 @@ def test_replay_on_a_terminal_names_the_trace_as_text_and_counts_frames(tmp_path
 
 @pytest.mark.parametrize("args, words", [
     (["bisect", HEAT], "bisect: probe 1, frames "),
+    (["replay", HEAT, "--isolate"], "replaying heat.vkt in a child process (--isolate)"),
     (["suite", "run", "{tmp}/suite"], "replaying trace 1/2, 0 failure(s)"),
     (["trim", HEAT, "--frames", "40-50", "-o", "{tmp}/trimmed.vkt"], "trim: writing frames 40-50 of heat.vkt"),
     (["record", REPO / "examples" / "heat" / "scenario.json", "-o", "{tmp}/heat.vkt"], "recording frame 100/100"),

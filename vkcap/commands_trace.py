@@ -520,7 +520,10 @@ def replay_isolated(args: argparse.Namespace, log: Any) -> int:
     from replay.isolate import run_child
     from replay.report import frames_from_document
 
-    outcome = run_child(child_arguments(args))
+    from .progress import Activity
+
+    with Activity(f"replaying {args.trace.name} in a child process (--isolate)"):
+        outcome = run_child(child_arguments(args))
     if outcome.report is not None:
         report_outputs(args, "replay", outcome.report, frames_from_document(outcome.report["frames"]),
                        fingerprints=[("recorded", outcome.report.get("recorded_device") or {}),

@@ -57,7 +57,9 @@ class Activity:
         self.started_at = time.monotonic()
 
     def __enter__(self) -> "Activity":
-        if self.enabled:
+        if self.enabled and self.delay_s <= 0:
+            self._show()  # at once (VKCAP_PROGRESS_DELAY_S=0): no thread that a short run could outpace
+        elif self.enabled:
             self._timer = threading.Timer(self.delay_s, self._show)
             self._timer.daemon = True  # never keeps a finished or interrupted command alive
             self._timer.start()
