@@ -81,7 +81,9 @@ def on_pty(*args: str | Path, env: dict[str, str] | None = None, interrupt_when:
 
 
 def with_tmp(args: list[str | Path], tmp_path: Path) -> list[str]:
-    """``{tmp}`` in ``args`` is ``tmp_path``, where ``suite/`` holds a two-trace suite (heat and add)."""
+    """``{tmp}`` in ``args`` is ``tmp_path``, where ``suite/`` holds a two-trace suite (heat and add) and
+    ``heat/`` a copy of examples/heat (a recording writes the scenario's outputs beside it)."""
+    shutil.copytree(REPO / "examples" / "heat", tmp_path / "heat")
     (tmp_path / "suite").mkdir()
     for name in ("heat.vkt", "add.vkt"):
         shutil.copyfile(REPO / "traces" / name, tmp_path / "suite" / name)
@@ -205,7 +207,7 @@ def test_replay_on_a_terminal_names_the_trace_as_text_and_counts_frames(tmp_path
     (["replay", HEAT, "--isolate"], "replaying heat.vkt in a child process (--isolate)"),
     (["suite", "run", "{tmp}/suite"], "replaying trace 1/2, 0 failure(s)"),
     (["trim", HEAT, "--frames", "40-50", "-o", "{tmp}/trimmed.vkt"], "trim: writing frames 40-50 of heat.vkt"),
-    (["record", REPO / "examples" / "heat" / "scenario.json", "-o", "{tmp}/heat.vkt"], "recording frame 100/100"),
+    (["record", "{tmp}/heat/scenario.json", "-o", "{tmp}/heat.vkt"], "recording frame 100/100"),
 ])
 def test_long_commands_show_what_they_do_on_a_terminal(args: list[str | Path], words: str, tmp_path: Path) -> None:
     args = with_tmp(args, tmp_path)
@@ -218,7 +220,7 @@ def test_long_commands_show_what_they_do_on_a_terminal(args: list[str | Path], w
 @pytest.mark.parametrize("args", [
     ["replay", HEAT], ["bisect", HEAT], ["diff", HEAT, HEAT], ["suite", "run", "{tmp}/suite"],
     ["trim", HEAT, "--frames", "40-50", "-o", "{tmp}/trimmed.vkt"],
-    ["record", REPO / "examples" / "heat" / "scenario.json", "-o", "{tmp}/heat.vkt"],
+    ["record", "{tmp}/heat/scenario.json", "-o", "{tmp}/heat.vkt"],
 ])
 def test_through_pipes_there_is_no_progress(args: list[str | Path], tmp_path: Path) -> None:
     args = with_tmp(args, tmp_path)
