@@ -119,7 +119,8 @@ class SegmentCrashed(Exception):
 def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Span, bool], None] | None = None,
                  exhaustive: bool = False, reference_icd: Path | None = None,
                  probe_server: "ProbeServer | None" = None,
-                 loader_env: dict[str, str | None] | None = None) -> BisectResult:
+                 loader_env: dict[str, str | None] | None = None,
+                 on_probe_start: Callable[[Span], None] | None = None) -> BisectResult:
     """Find the first divergent frame and dispatch; see the module docstring.
 
     With ``probe_server`` the probes run in its child process (one for all of them, a new one after a
@@ -133,7 +134,8 @@ def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Sp
     Without dispatch-level snapshots the frame found is replayed side by side (:mod:`replay.probe`):
     ``reference_icd`` is a known-good driver; ``loader_env``, the Vulkan loader's variables as they were
     before ``--icd`` (None: do not look for the recording device). ``result.found_by`` says how the
-    dispatch was found, ``result.unnamed`` why it was not.
+    dispatch was found, ``result.unnamed`` why it was not. ``on_probe_start`` is told of each probe
+    before it runs, ``on_probe`` of its outcome after.
     """
     not_judged = trace.not_judged()
     if not_judged:  # a lost frame may hold the first divergence, and probes replay frame ranges whole
@@ -143,7 +145,7 @@ def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Sp
     if probe_server is not None:
         try:
             return _search(trace, options, _isolated_probe(probe_server), segments, result, on_probe, exhaustive,
-                           reference_icd, loader_env)
+                           reference_icd, loader_env, on_probe_start)
         finally:
             result.child_processes = probe_server.children
     import trio
@@ -156,7 +158,8 @@ def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Sp
                                                          stop_at_first_divergence=True, start=span.start))
             return report.first_divergence
 
-        return _search(trace, options, probe, segments, result, on_probe, exhaustive, reference_icd, loader_env)
+        return _search(trace, options, probe, segments, result, on_probe, exhaustive, reference_icd, loader_env,
+                       on_probe_start)
 
 
 def _isolated_probe(server: "ProbeServer") -> Probe:
@@ -174,11 +177,14 @@ def _isolated_probe(server: "ProbeServer") -> Probe:
 
 def _search(trace: Trace, options: ReplayOptions, run_probe: Probe, segments: list[Segment],
             result: BisectResult, on_probe: Callable[[Span, bool], None] | None, exhaustive: bool,
-            reference_icd: Path | None, loader_env: dict[str, str | None] | None) -> BisectResult:
+            reference_icd: Path | None, loader_env: dict[str, str | None] | None,
+            on_probe_start: Callable[[Span], None] | None = None) -> BisectResult:
     outcomes: dict[Span, FrameResult | SegmentCrashed | None] = {}
 
     def replay(span: Span) -> FrameResult | SegmentCrashed | None:
         if span not in outcomes:
+            if on_probe_start is not None:
+                on_probe_start(span)
             try:
                 outcomes[span] = run_probe(span)
             except SegmentCrashed as crash:

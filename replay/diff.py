@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from capture.trace import FramesNotJudged, Trace
 from vkcore.errors import TraceError
@@ -76,12 +76,14 @@ def check_same_scenario(a: Trace, b: Trace) -> None:
 
 
 def diff_traces(a: Trace, b: Trace, policy: TolerancePolicy,
-                shapes: Iterable[tuple[str, tuple[int, ...]]] = (), pictures: Path | None = None) -> DiffReport:
+                shapes: Iterable[tuple[str, tuple[int, ...]]] = (), pictures: Path | None = None,
+                on_frame: Callable[[int, int], None] | None = None) -> DiffReport:
     """Compare every snapshot the two traces share: at each frame boundary and, where both were
     recorded at dispatch level, after each dispatch (or graph segment). Indices are reported in the
     resources' shapes (``shapes``: ``--shape`` for raw buffers), as replay reports them. With
     ``pictures`` (a folder: ``--html``), each diverged 2-d+ resource is drawn there, A as recorded and
-    B as live (:func:`replay.heatmap.draw_comparison`)."""
+    B as live (:func:`replay.heatmap.draw_comparison`). ``on_frame(seq, total)`` is told of each shared
+    frame once it is compared (the terminal's progress)."""
     check_same_scenario(a, b)
     shapes = tuple(shapes)
 
@@ -109,7 +111,8 @@ def diff_traces(a: Trace, b: Trace, policy: TolerancePolicy,
     frames_b = {f.seq: f for f in b.frames}
     report.only_in_a = sorted(set(frames_a) - set(frames_b))
     report.only_in_b = sorted(set(frames_b) - set(frames_a))
-    for seq in sorted(set(frames_a) & set(frames_b)):
+    shared = sorted(set(frames_a) & set(frames_b))
+    for seq in shared:
         fa, fb = frames_a[seq], frames_b[seq]
         result = FrameResult(seq, fa.frame_id, [])
         for uid in fa.snapshots:
@@ -127,6 +130,8 @@ def diff_traces(a: Trace, b: Trace, policy: TolerancePolicy,
                 c.extras.update(segment=d.segment, module=d.module)
             result.dispatches.append((d.command, c))
         report.frames.append(result)
+        if on_frame is not None:
+            on_frame(seq, len(shared))
     for trace in (a, b):  # a frame lost to damage is never silently left out: the diff fails, naming it
         not_judged = trace.not_judged()
         if not_judged:

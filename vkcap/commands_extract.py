@@ -87,8 +87,11 @@ def cmd_extract(args: argparse.Namespace) -> int:
         # the command line's own paths first (as extract checks them), then what --segment needs installed
         check_folder_target(args.output, place="-o", force=args.force, inputs=[args.trace])
         vgf_encoder()  # before any work: without vgfpy, one line that says how to install it
-    result = extract(args.trace, args.frame, args.command, args.output, extract_options(args),
-                     argv=getattr(args, "argv", []), segment=args.segment, force=args.force)
+    from .progress import Activity
+
+    with Activity(f"extract: frame {args.frame}, command {args.command} of {args.trace.name}"):
+        result = extract(args.trace, args.frame, args.command, args.output, extract_options(args),
+                         argv=getattr(args, "argv", []), segment=args.segment, force=args.force)
     log_extracted(result)
     return 0
 

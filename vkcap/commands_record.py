@@ -50,7 +50,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     log = logging.getLogger("vkcap")
     try:
-        with FrameProgress.for_terminal() as progress:
+        with FrameProgress.for_terminal("recording frame") as progress:
             result = record(options, getattr(args, "argv", sys.argv), progress.on_event, scenario=scenario)
     except VkcapError as exc:
         if before is not None:

@@ -143,7 +143,7 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     pooled = _pool(args.device_pool) if args.device_pool else None
     traces = _check_traces(traces, flags, dtypes, log)
 
-    from .progress import SuiteProgress
+    from .progress import Activity, SuiteProgress
 
     pages = args.results if args.results else args.html.parent / f"{args.html.stem}-pages" if args.html else None
     if pages is not None:
@@ -151,9 +151,14 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     if args.ray is not None:
         from replay.fleet import Fleet, FleetOptions
 
-        with Fleet(FleetOptions(args.ray, tuple(args.device), args.ray_shared, int(args.ray_cache_limit * (1 << 30)))) as fleet, \
-                SuiteProgress(len(traces) * len(fleet.devices), log) as progress:
-            results = fleet.run(traces, retries=args.retries, flags=flags, on_result=progress.on_result, pages=pages)
+        with Activity(f"starting Ray ({args.ray})..."):
+            fleet = Fleet(FleetOptions(args.ray, tuple(args.device), args.ray_shared, int(args.ray_cache_limit * (1 << 30))))
+        try:
+            with SuiteProgress(len(traces) * len(fleet.devices), log) as progress:
+                results = fleet.run(traces, retries=args.retries, flags=flags, on_result=progress.on_result, pages=pages)
+        finally:
+            with Activity("stopping Ray..."):
+                fleet.close()
         return _report(args, results)
     if pooled is not None:
         log.info("device pool: %s", ", ".join(f"{d.index}: {d.label}" for d in pooled))

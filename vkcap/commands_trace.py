@@ -254,7 +254,14 @@ def _replay(args: argparse.Namespace) -> int:
             from replay.auto import auto_tolerances
 
             options = auto_tolerances(options, log, opened=trace)
-        report = replay(options, opened=trace)
+        from replay.replayer import target_frames
+
+        from .progress import Activity
+
+        total = len(target_frames(trace, options.first, options.last))
+        with Activity(f"replaying {args.trace.name}", total) as progress:
+            report = replay(options, opened=trace,
+                            on_frame=lambda f: progress.advance(description=f"replaying {args.trace.name}: frame {f.seq}"))
     print_frames(report.frames)
     document = {
         "trace": str(report.trace),
@@ -317,7 +324,12 @@ def _diff(args: argparse.Namespace) -> int:
     with Trace.open(args.trace) as a, Trace.open(args.other) as b:
         policy = tolerance_policy(args, a.resources)
         warn_bytes_tolerances(a, policy)
-        report = diff_traces(a, b, policy, shapes(args, a.resources, policy), pictures=args.heatmap)
+        from .progress import Activity
+
+        with Activity(f"diff: comparing {args.trace.name} with {args.other.name}") as progress:
+            report = diff_traces(a, b, policy, shapes(args, a.resources, policy), pictures=args.heatmap,
+                                 on_frame=lambda seq, total: progress.update(
+                                     description=f"diff: frame {seq}", completed=progress.completed + 1, total=total))
     for key, (va, vb) in report.fingerprint_changes.items():
         log.info("fingerprint %s: %s -> %s", key, va, vb)
     for name in report.file_changes:
@@ -389,13 +401,20 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
 
             options = auto_tolerances(options, log, opened=trace)
 
+        from .progress import Activity, frames_text
+
         def on_probe(span: Span, diverged: bool) -> None:
             what = (f"frames {span.first}-{span.last}" if span.whole
                     else f"frame {span.last} alone, from the state recorded after frame {span.start}")
             log.info("segment %d (%s): %s", span.segment, what, "DIVERGED" if diverged else "ok")
 
-        result = bisect_trace(trace, options, on_probe=on_probe, exhaustive=args.exhaustive,
-                              reference_icd=args.reference_icd, probe_server=server, loader_env=loader_env)
+        with Activity("bisect: starting") as progress:
+            def on_probe_start(span: Span) -> None:
+                progress.advance(description=f"bisect: probe {progress.completed + 1}, {frames_text(span.first, span.last)}")
+
+            result = bisect_trace(trace, options, on_probe=on_probe, exhaustive=args.exhaustive,
+                                  reference_icd=args.reference_icd, probe_server=server, loader_env=loader_env,
+                                  on_probe_start=on_probe_start)
         document: dict[str, Any] = {
             "trace": str(args.trace), "segments": result.segments, "replays": result.replays,
             "probes": [{"segment": p.segment, "frames": [p.first, p.last], "from_state_after": p.start, "diverged": d}
@@ -509,7 +528,10 @@ def replay_isolated(args: argparse.Namespace, log: Any) -> int:
     from replay.isolate import run_child
     from replay.report import frames_from_document
 
-    outcome = run_child(child_arguments(args))
+    from .progress import Activity
+
+    with Activity(f"replaying {args.trace.name} in a child process (--isolate)"):
+        outcome = run_child(child_arguments(args))
     if outcome.report is not None:
         report_outputs(args, "replay", outcome.report, frames_from_document(outcome.report["frames"]),
                        fingerprints=[("recorded", outcome.report.get("recorded_device") or {}),

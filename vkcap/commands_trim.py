@@ -32,7 +32,10 @@ def cmd_trim(args: argparse.Namespace) -> int:
 
     span = parse_frames(args.frames, args.trace)
     options = ReplayOptions(trace=args.trace, device=args.device, emulation="off" if args.no_emulation_layers else "auto")
-    result = trim_trace(args.trace, args.output, span, replay_options=options, argv=getattr(args, "argv", []))
+    from .progress import Activity
+
+    with Activity(f"trim: writing frames {args.frames} of {args.trace.name}"):
+        result = trim_trace(args.trace, args.output, span, replay_options=options, argv=getattr(args, "argv", []))
     frames = f"frame {result.first}" if result.first == result.last else f"frames {result.first}-{result.last}"
     logging.getLogger("vkcap").info(
         "wrote %s of %s (%s) to %s (%s, %d blob(s)); initial state: %s", frames, result.source,
