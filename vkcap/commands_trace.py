@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -202,13 +203,17 @@ def html_scratch(args: argparse.Namespace) -> Iterator[None]:
     (``args.value_maps``) for the page to show, into ``--heatmap`` or, without it, a temporary folder
     (``args.html_scratch``) that is removed when the block ends, on every exit path (an error, Ctrl-C)."""
     scratch = None
-    if getattr(args, "html", None):
-        args.value_maps = True
-        if getattr(args, "heatmap", None) is None:
-            import tempfile
-
-            scratch = args.heatmap = args.html_scratch = Path(tempfile.mkdtemp(prefix="vkcap-html-"))
     try:
+        if getattr(args, "html", None):
+            args.value_maps = True
+            if getattr(args, "heatmap", None) is None:
+                import secrets
+                import tempfile
+
+                # named before it is made: a Ctrl-C right after the folder exists still finds it to remove
+                scratch = Path(tempfile.gettempdir()) / f"vkcap-html-{os.getpid()}-{secrets.token_hex(6)}"
+                scratch.mkdir(mode=0o700)
+                args.heatmap = args.html_scratch = scratch
         yield
     finally:
         if scratch is not None:
@@ -380,7 +385,6 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
         from vkcore.output_folders import check_folder_target
 
         check_folder_target(args.extract, place="--extract", force=args.force, inputs=[args.trace])
-    import os
 
     loader_env = {k: os.environ.get(k) for k in LOADER_VARIABLES}  # the recording device is looked for with these
     use_driver(args.icd)
