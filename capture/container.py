@@ -23,9 +23,7 @@ Guarantees, in short:
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
 import threading
 import warnings
 from collections import Counter, OrderedDict
@@ -250,32 +248,20 @@ def _create_partial(target: str, partial: str) -> int:
 
 
 def open_trace_file(path: str) -> Any:
-    """``path`` opened for reading, unbuffered, when it is a regular file; :class:`NotARegularFile`
-    otherwise (a FIFO, a device such as /dev/zero, a socket, a folder). Opened without blocking, so a
-    FIFO with no writer is refused at once instead of hanging, and checked on the open descriptor
-    (``fstat``), so the answer is about the file that is read. /proc files are regular files of size
-    0: they read as a file too short to be a trace (NotATrace). OSErrors of the open itself propagate.
-    (A shared helper in vkcore.paths is to replace this; until then traces are opened here.)"""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    """``path`` opened for reading, unbuffered, when it is a regular file (:func:`vkcore.paths.open_regular`:
+    never blocking on a FIFO, checked on the open descriptor); :class:`NotARegularFile` naming what it is
+    otherwise (a FIFO, a device such as /dev/zero, a socket, a folder). /proc files are regular files of
+    size 0: they read as a file too short to be a trace (NotATrace). Other OSErrors of the open propagate."""
+    from vkcore import paths
+
     try:
-        fd = os.open(path, flags)
-    except OSError as exc:  # a socket cannot be opened at all (ENXIO): say what it is
-        if exc.errno == errno.ENXIO and stat.S_ISSOCK(os.stat(path).st_mode):
-            raise NotARegularFile("is a socket, not a trace file", path=path) from None
-        raise
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            what = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
-                    "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-                    else "not a regular file")
-            raise NotARegularFile(f"is {what}, not a trace file", path=path)
-        if hasattr(os, "set_blocking"):
-            os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb", buffering=0)
-    except BaseException:
-        os.close(fd)
-        raise
+        fd, _ = paths.open_regular(path)
+    except IsADirectoryError:
+        raise NotARegularFile("is a folder, not a trace file", path=path) from None
+    except paths.NotARegularFile as exc:
+        kind = "a device" if exc.kind.endswith(" device") else exc.kind
+        raise NotARegularFile(f"is {kind}, not a trace file", path=path) from None
+    return os.fdopen(fd, "rb", buffering=0)
 
 
 def _fsync_dir(path: str) -> None:

@@ -82,9 +82,11 @@ _HEAD = 64 << 10
 def is_vkcap_report(path: Path) -> bool:
     """Whether the file at ``path`` is a report vkcap wrote (its first 64 KiB hold vkcap's mark, or an
     older report's shape): the only existing files a report flag may replace."""
+    from vkcore.paths import open_regular
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
+        fd, _ = open_regular(path)
+    except OSError:  # a FIFO, a device, a folder, unreadable: no report of ours
         return False
     try:
         head = os.read(fd, _HEAD)

@@ -9,7 +9,6 @@ reads more than ``cap + 1`` bytes.
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 from vkcore.errors import UsageError
@@ -22,22 +21,19 @@ SMALL_FILE_CAP = 4 << 20
 def read_small_text(path: Path, what: str, cap: int = SMALL_FILE_CAP) -> str:
     """The text of ``path`` (``what`` it should be, for messages: "suite manifest"); refused in one line
     when it is missing, not a regular file, larger than ``cap`` bytes or not UTF-8."""
+    from vkcore.paths import NotARegularFile, open_regular
+
     try:
-        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, for ever
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd, _ = open_regular(path)
     except FileNotFoundError:
         raise UsageError(f"no such {what}", file=path) from None
     except IsADirectoryError:
         raise UsageError(f"is a folder, not a {what}", file=path) from None
+    except NotARegularFile:
+        raise UsageError(f"is not a regular file (a FIFO, device or socket), not a {what}", file=path) from None
     except OSError as exc:
         raise UsageError(f"cannot read the {what}: {exc.strerror or exc}", file=path) from None
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise UsageError(f"is a folder, not a {what}", file=path)
-        if not stat.S_ISREG(mode):
-            raise UsageError(f"is not a regular file (a FIFO, device or socket), not a {what}", file=path)
-        os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(cap + 1)
     except OSError as exc:

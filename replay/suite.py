@@ -299,15 +299,18 @@ def manifest_traces(manifest: Path, *, allow_outside: bool = False) -> list[Suit
 
 def _check_regular(trace: Path, where: str) -> None:
     """A trace a suite will replay must be a regular file: a FIFO would block its worker for ever."""
-    import stat
+    from vkcore.paths import NotARegularFile, check_regular
 
     try:
-        mode = trace.stat().st_mode
+        check_regular(trace)
+        return
+    except IsADirectoryError:
+        kind = "a folder"
+    except NotARegularFile:
+        kind = "not a regular file (a FIFO, device or socket)"
     except OSError as exc:
         raise UsageError(f"{where}: {trace}: cannot be read: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(mode):
-        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, device or socket)"
-        raise UsageError(f"{where}: {trace}: is {kind}, not a trace")
+    raise UsageError(f"{where}: {trace}: is {kind}, not a trace")
 
 
 def load_suite(paths: list[Path], *, allow_outside: bool = False) -> list[SuiteTrace]:

@@ -26,8 +26,9 @@ class NotARegularFile(OSError):
     ``/proc`` or sysfs file): refused before anything is read from it. An :class:`OSError`, so that code
     reporting ``exc.strerror`` for unreadable files reports this too."""
 
-    def __init__(self, path: str | os.PathLike[str], what: str) -> None:
+    def __init__(self, path: str | os.PathLike[str], what: str, kind: str = "not a regular file") -> None:
         super().__init__(errno.EINVAL, what, str(path))
+        self.kind = kind  # what it is instead: "a FIFO", "a socket", "a character device"... (see _kind_of)
 
 
 class FileTooLarge(OSError):
@@ -57,7 +58,11 @@ def open_regular(path: str | os.PathLike[str], *, follow_symlinks: bool = True) 
         fd = os.open(path, flags)
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a socket (or a FIFO opened otherwise): no such device
-            raise NotARegularFile(path, "not a regular file (a socket?)") from None
+            try:
+                kind = _kind_of(os.stat(path).st_mode)
+            except OSError:
+                kind = "not a regular file"
+            raise NotARegularFile(path, "not a regular file (a socket?)", kind) from None
         if exc.errno == errno.ELOOP and not follow_symlinks:
             raise NotARegularFile(path, "is a symbolic link") from None
         raise
@@ -66,7 +71,7 @@ def open_regular(path: str | os.PathLike[str], *, follow_symlinks: bool = True) 
         if stat.S_ISDIR(st.st_mode):
             raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(path))
         if not stat.S_ISREG(st.st_mode):
-            raise NotARegularFile(path, f"{_kind_of(st.st_mode)}: not a regular file")
+            raise NotARegularFile(path, f"{_kind_of(st.st_mode)}: not a regular file", _kind_of(st.st_mode))
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
