@@ -23,41 +23,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Union
 
-from .spirv import SpirvError, _instructions, _string
+from .spirv import (  # the opcodes and enumerants layouts are made of, from the one table of them
+    DECORATION_ARRAY_STRIDE, DECORATION_BINDING, DECORATION_BUFFER_BLOCK, DECORATION_DESCRIPTOR_SET,
+    DECORATION_MATRIX_STRIDE, DECORATION_OFFSET, DECORATION_ROW_MAJOR, OP_CONSTANT, OP_DECORATE,
+    OP_MEMBER_DECORATE, OP_MEMBER_NAME, OP_NAME, OP_SPEC_CONSTANT, OP_TYPE_ARRAY, OP_TYPE_BOOL, OP_TYPE_FLOAT,
+    OP_TYPE_INT, OP_TYPE_MATRIX, OP_TYPE_POINTER, OP_TYPE_RUNTIME_ARRAY, OP_TYPE_STRUCT, OP_TYPE_VECTOR,
+    OP_VARIABLE, STORAGE_PUSH_CONSTANT, STORAGE_STORAGE_BUFFER, STORAGE_UNIFORM, SpirvError, _instructions,
+    _string,
+)
 
 if TYPE_CHECKING:  # numpy is imported where dtypes are made: reflecting a module needs none of it
     import numpy as np
 
-OP_NAME = 5
-OP_MEMBER_NAME = 6
-OP_TYPE_BOOL = 20
-OP_TYPE_INT = 21
-OP_TYPE_FLOAT = 22
-OP_TYPE_VECTOR = 23
-OP_TYPE_MATRIX = 24
-OP_TYPE_ARRAY = 28
-OP_TYPE_RUNTIME_ARRAY = 29
-OP_TYPE_STRUCT = 30
-OP_TYPE_POINTER = 32
-OP_CONSTANT = 43
-OP_SPEC_CONSTANT = 50
-OP_VARIABLE = 59
-OP_DECORATE = 71
-OP_MEMBER_DECORATE = 72
-
-DEC_SPEC_ID = 1
-DEC_BLOCK = 2
-DEC_BUFFER_BLOCK = 3
-DEC_ROW_MAJOR = 4
-DEC_ARRAY_STRIDE = 6
-DEC_MATRIX_STRIDE = 7
-DEC_BINDING = 33
-DEC_DESCRIPTOR_SET = 34
-DEC_OFFSET = 35
-
-STORAGE_UNIFORM = 2
-STORAGE_PUSH_CONSTANT = 9
-STORAGE_STORAGE_BUFFER = 12
 BLOCK_STORAGE = {STORAGE_UNIFORM: "uniform", STORAGE_PUSH_CONSTANT: "push_constant", STORAGE_STORAGE_BUFFER: "storage"}
 
 # A fixed array longer than this, or a struct nested deeper, is not a layout but an attack on the reader.
@@ -275,7 +252,7 @@ class _Module:
             return Vector(component, ops[1]) if isinstance(component, Scalar) and 2 <= ops[1] <= 16 else None
         if opcode in (OP_TYPE_ARRAY, OP_TYPE_RUNTIME_ARRAY) and ops:
             element = self.type(ops[0], depth + 1)
-            stride = self.decorations.get(type_id, {}).get(DEC_ARRAY_STRIDE)
+            stride = self.decorations.get(type_id, {}).get(DECORATION_ARRAY_STRIDE)
             if element is None or not stride:
                 return None
             length = None
@@ -289,7 +266,7 @@ class _Module:
             for index, member_type in enumerate(ops):
                 decorations = self.member_decorations.get((type_id, index), {})
                 t = self._member_type(member_type, decorations, depth + 1)
-                offset = decorations.get(DEC_OFFSET)
+                offset = decorations.get(DECORATION_OFFSET)
                 if t is None or not offset:
                     return None
                 members.append(Member(self.member_names.get((type_id, index)) or f"m{index}", offset[0], t))
@@ -303,12 +280,12 @@ class _Module:
             raise SpirvError(f"types nested deeper than {MAX_DEPTH}")
         opcode, ops = self.types.get(type_id, (0, ()))
         if opcode == OP_TYPE_MATRIX and len(ops) >= 2:
-            column, stride = self.type(ops[0], depth + 1), decorations.get(DEC_MATRIX_STRIDE)
+            column, stride = self.type(ops[0], depth + 1), decorations.get(DECORATION_MATRIX_STRIDE)
             if not isinstance(column, Vector) or not stride:
                 return None
-            return Matrix(column, ops[1], stride[0], DEC_ROW_MAJOR in decorations)
-        if opcode in (OP_TYPE_ARRAY, OP_TYPE_RUNTIME_ARRAY) and ops and DEC_MATRIX_STRIDE in decorations:
-            element, stride = self._member_type(ops[0], decorations, depth + 1), self.decorations.get(type_id, {}).get(DEC_ARRAY_STRIDE)
+            return Matrix(column, ops[1], stride[0], DECORATION_ROW_MAJOR in decorations)
+        if opcode in (OP_TYPE_ARRAY, OP_TYPE_RUNTIME_ARRAY) and ops and DECORATION_MATRIX_STRIDE in decorations:
+            element, stride = self._member_type(ops[0], decorations, depth + 1), self.decorations.get(type_id, {}).get(DECORATION_ARRAY_STRIDE)
             length = self.constants.get(ops[1]) if opcode == OP_TYPE_ARRAY and len(ops) >= 2 else None
             if element is None or not stride or (opcode == OP_TYPE_ARRAY and not 0 < (length or 0) <= MAX_ARRAY_ELEMENTS):
                 return None
@@ -332,9 +309,9 @@ class _Module:
             decorations = self.decorations.get(var_id, {})
             name = self.names.get(pointee) or self.names.get(var_id, "")
             out.append(BlockLayout(
-                BLOCK_STORAGE[storage] if not (storage == STORAGE_UNIFORM and DEC_BUFFER_BLOCK in self.decorations.get(pointee, {}))
+                BLOCK_STORAGE[storage] if not (storage == STORAGE_UNIFORM and DECORATION_BUFFER_BLOCK in self.decorations.get(pointee, {}))
                 else "storage",
-                decorations.get(DEC_DESCRIPTOR_SET, (None,))[0], decorations.get(DEC_BINDING, (None,))[0], name,
+                decorations.get(DECORATION_DESCRIPTOR_SET, (None,))[0], decorations.get(DECORATION_BINDING, (None,))[0], name,
                 t if isinstance(t, Struct) else None))
         return out
 
