@@ -1445,6 +1445,11 @@ class TraceReader:
             return cached[0]
         return self._read_verified(k)[3]
 
+    def read_stored(self, key: str | bytes) -> bytes:
+        """Blob ``key``'s payload as stored in the file (encoded, not decoded), its checksum verified."""
+        k = R.key_bytes(key)
+        return bytes(self._read_stored(k, self._entry(k))[0])
+
     def read_prepared(self, key: str | bytes) -> PreparedBlob:
         """Blob ``key`` as it is stored (its codec and stored bytes), ready for another file's
         :meth:`TraceWriter.write_prepared`: copying blobs between traces this way compresses nothing

@@ -23,7 +23,6 @@ decodes at most the frames since the last checkpoint.
 """
 from __future__ import annotations
 
-import datetime
 import importlib
 import json
 import logging
@@ -52,6 +51,7 @@ from vkcore.exec.session import Session
 from vkcore.resources.staging import CaptureLayout, build_layout
 
 from . import kinds, records
+from .clock import creation_time
 from .container import DELTA_MIN_BYTES, PARALLEL_PLANES_MIN_BYTES, PLANE_WIDTH, PreparedBlob, TraceWriter
 from .embed import EmbeddedFile, portable_scenario
 from .tally import SnapshotTally
@@ -488,7 +488,7 @@ class TraceRecorder:
             header={
                 "schema": TRACE_SCHEMA,
                 "vkcap_version": _version(),
-                "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "created": creation_time(),
                 "host": socket.gethostname(),
                 "platform": _platform(),
                 "python": platform.python_version(),

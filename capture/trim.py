@@ -38,7 +38,6 @@ changes):
 """
 from __future__ import annotations
 
-import datetime
 import re
 import threading
 from dataclasses import dataclass, field
@@ -48,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from vkcore.errors import EXIT_FAILURE, TraceError, UsageError, VkcapError
 
 from . import kinds, records
+from .clock import creation_time
 from .container import ContainerError, TraceWriter
 from .trace import REPLAY_KINDS, FrameRecord, Trace, seq_ranges
 
@@ -299,7 +299,7 @@ def trim_trace(source: Path, out: Path, span: FrameSpan, *, replay_options: "Rep
             "path": str(source.resolve()), "size": source.stat().st_size, "xxh3_128": digest,
             "frames": [first, last], "state": result.state,
             **({"replayed_from": result.replayed_from, "device": result.device} if result.state == "replayed" else {}),
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "created": creation_time(),
             "vkcap_version": _version(), "argv": list(argv),
         }
         previous = trace.header.get(TRIMMED_FROM)
