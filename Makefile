@@ -37,7 +37,7 @@ demo: setup
 	$(VENV)/bin/vkcap replay build/demo/add.vkt
 
 test: setup
-	$(VENV)/bin/python -m pytest -q -n 2 tests
+	VKCAP_TEST_STRICT=1 $(VENV)/bin/python -m pytest -q -n 2 tests
 
 typecheck: setup
 	@# -e: a plain ".[dev]" would replace the editable install with a copy of today's sources

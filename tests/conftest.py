@@ -41,3 +41,11 @@ def _under_validation(tmp_path: Path, request: pytest.FixtureRequest) -> Iterato
 @pytest.fixture
 def builder(tmp_path: Path) -> ScenarioBuilder:
     return ScenarioBuilder(tmp_path / "scenario")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``reference`` needs the reference runner: skipped without it, failed under ``make test``."""
+    if item.get_closest_marker("reference") is not None:
+        from tests.reference import skip_without_reference
+
+        skip_without_reference()

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.needs import missing
+
 SKIP_REASON = "ai-ml-sdk-scenario-runner is not installed (it ships for Python 3.11 only)"
 
 
@@ -100,15 +102,16 @@ def run_reference(
                           env=env)
 
 
-requires_reference = pytest.mark.skipif(reference_runner() is None, reason=SKIP_REASON)
-"""Mark a test (or ``pytestmark = requires_reference`` a module) that needs the reference runner."""
+requires_reference = pytest.mark.reference
+"""Mark a test (or ``pytestmark = requires_reference`` a module) that runs the reference runner: tests/conftest.py
+sees that it is installed before the test starts (:func:`skip_without_reference`)."""
 
 
 def skip_without_reference() -> Path:
     """Inside a test or fixture: skip unless the reference is installed; return its path."""
     runner = reference_runner()
     if runner is None:
-        pytest.skip(SKIP_REASON)
+        missing(SKIP_REASON)
     return runner
 
 

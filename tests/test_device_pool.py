@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.needs import missing
+
 from tests.builders import ScenarioBuilder, vkcap
 from tests.test_suite import record
 
@@ -19,7 +21,7 @@ LAVAPIPE = Path("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
 @pytest.fixture
 def two_lavapipes(tmp_path: Path) -> dict[str, str]:
     if not LAVAPIPE.exists():
-        pytest.skip("lavapipe's ICD manifest is not installed")
+        missing("lavapipe's ICD manifest is not installed")
     paths = []
     for name in ("a", "b"):
         (tmp_path / "icd" / name).mkdir(parents=True)

@@ -13,11 +13,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.needs import module
+
 from tests.builders import ScenarioBuilder, vkcap
 from tests.test_extract import TRACES, assert_reproduces
 from vkcore.graphs.vgf import ModuleType, read_vgf
 
-pytest.importorskip("vgfpy", reason="ai-ml-sdk-vgf-library (vgfpy, CPython 3.11) is not installed")
+module("vgfpy", "ai-ml-sdk-vgf-library (vgfpy, CPython 3.11) is not installed")
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "graph_custom"
 MODULES = ["graph_partition_0", "graph_partition_1", "graph_partition_2"]

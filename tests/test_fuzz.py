@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+
+from tests.needs import missing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -134,7 +136,7 @@ def test_fuzzed_scenarios_run_or_fail_clearly(base: tuple[Path, dict[str, Any]],
     Khronos' validation layer: whatever vkcap lets through must be valid Vulkan usage."""
     root, document = base
     if not VALIDATION_LAYER.is_file():
-        pytest.skip("Khronos' validation layer is not installed (apt-get install vulkan-validationlayers)")
+        missing("Khronos' validation layer is not installed (apt-get install vulkan-validationlayers)")
     monkeypatch.setenv("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation")
     target = root / "run.json"
     numbers = st.one_of(st.integers(-3, 70000), st.sampled_from([0, 1, 3, 4, 63, 64, 65, 4096, 2**31]))

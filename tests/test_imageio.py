@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.needs import module
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -78,7 +80,7 @@ def test_table_holds_exactly_the_specification_formats() -> None:
 
 
 def test_vk_values_come_from_the_vulkan_package() -> None:
-    vulkan = pytest.importorskip("vulkan")
+    vulkan = module("vulkan", "the vulkan package is not installed")
     for name, info in FORMATS.items():
         assert info.vk_value == getattr(vulkan, name, ARM_FORMAT_VALUES.get(name)), name
     assert FORMATS["VK_FORMAT_R8_BOOL_ARM"].vk_value == 1000460000
@@ -87,7 +89,7 @@ def test_vk_values_come_from_the_vulkan_package() -> None:
 
 def test_table_literals_match_the_vulkan_package() -> None:
     """The literal values (used where the vulkan package cannot be imported) are the package's."""
-    vulkan = pytest.importorskip("vulkan")
+    vulkan = module("vulkan", "the vulkan package is not installed")
     for short, row in F._ROWS.items():
         assert row[0] == getattr(vulkan, "VK_FORMAT_" + short, ARM_FORMAT_VALUES.get("VK_FORMAT_" + short)), short
 

@@ -14,6 +14,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 import pytest
+
+from tests.needs import missing
 import vulkan as vk
 
 from vkcore.device import memory
@@ -137,7 +139,7 @@ def spirv(source: str, folder: Path) -> bytes:
     if key not in _SPIRV:
         tool = shutil.which("glslangValidator")
         if tool is None:
-            pytest.skip("glslangValidator is not installed")
+            missing("glslangValidator is not installed")
         src, out = folder / f"{key[:12]}.comp", folder / f"{key[:12]}.spv"
         src.write_text(source)
         proc = subprocess.run([tool, "-V", "--target-env", "vulkan1.3", "-o", str(out), str(src)],

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.needs import missing
+
 from tests.builders import ScenarioBuilder, vkcap
 
 ACC = """#version 450
@@ -228,7 +230,7 @@ def crashing_icd(tmp_path_factory: pytest.TempPathFactory) -> Path:
     driver that crashes during setup, before any frame."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
-        pytest.skip("no C compiler to build a driver library that crashes as it loads")
+        missing("no C compiler to build a driver library that crashes as it loads")
     root = tmp_path_factory.mktemp("crash-icd")
     (root / "crash.c").write_text("#include <signal.h>\n"
                                   "__attribute__((constructor)) static void crash(void) { raise(SIGSEGV); }\n")

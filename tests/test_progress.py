@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.needs import module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.text import Text
@@ -249,7 +251,7 @@ def test_ctrl_c_while_progress_is_drawn_exits_130_with_the_cursor_back(tmp_path:
 
 def test_ray_start_up_is_shown(tmp_path: Path) -> None:
     """With the default delay: Ray's seconds of start-up and shut-down are named, not silent."""
-    pytest.importorskip("ray")
+    module("ray", "ray is not installed (the ray extra)")
     shutil.copyfile(REPO / "traces" / "add.vkt", tmp_path / "add.vkt")
     env = {k: v for k, v in os.environ.items() if k != "VKCAP_PROGRESS_DELAY_S"}
     code, _, terminal = on_pty("suite", "run", tmp_path, "--ray", "local", env=env)

@@ -21,6 +21,8 @@ from typing import Callable
 import numpy as np
 import pytest
 
+from tests.needs import missing
+
 from tests.builders import ADD_FLOAT, ADD_INT, ScenarioBuilder, load_output, vkcap
 from tests.reference import requires_reference, run_reference
 
@@ -299,7 +301,7 @@ void main() { uint i = gl_GlobalInvocationID.x; o[i] = (a[i] ^ 0xA5A5A5A5u) + i;
 def case_spirv_custom_entry(b: ScenarioBuilder) -> Case:
     glslang = shutil.which("glslangValidator")
     if glslang is None:
-        pytest.skip("glslangValidator not found (apt-get install glslang-tools)")
+        missing("glslangValidator not found (apt-get install glslang-tools)")
     rng = _rng()
     n = 64
     a = rng.integers(0, 2**32, n, dtype=np.uint32)

@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import REPO, vkcap
-from tests.reference import reference_runner
 
 HEAT = REPO / "examples" / "heat"
 EDIT = ("0.2 *", "0.2001 *")  # one constant of examples/heat/step.comp
@@ -88,7 +87,7 @@ def test_the_recipe_names_the_dispatch_and_check_sh_fails_on_the_candidate_and_p
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
-@pytest.mark.skipif(reference_runner() is None, reason="ai-ml-sdk-scenario-runner is not installed")
+@pytest.mark.reference
 def test_check_sh_runs_arms_runner_with_its_layers(heat_bug: dict[str, Any], tmp_path: Path) -> None:
     """--runner reference and VKCAP_RUNNER=reference run ARM's scenario-runner (its emulation layers set
     up by vkcap), with the same verdicts."""

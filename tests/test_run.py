@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.needs import missing
+
 from tests.builders import ADD_FLOAT, ADD_INT, REPO, ScenarioBuilder, load_output, vkcap
 from vkcap.cli import main
 
@@ -290,7 +292,7 @@ def test_the_reference_and_vkcap_share_a_pipeline_cache(builder: ScenarioBuilder
     from tests.reference import reference_env, reference_command, reference_runner
 
     if reference_runner() is None:
-        pytest.skip("the reference runner is not installed")
+        missing("the reference runner is not installed")
     a = np.ones(32, np.float32)
     scenario = three_buffer_add(builder, ADD_FLOAT, np.float32, a, a)
     cache = tmp_path / "cache"

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.needs import missing
+
 from tests.builders import WRITE_PATTERN, ScenarioBuilder, image_pattern, load_output, vkcap
 from tests.reference import assert_same_outputs, reference_runner, run_reference
 from vkcore.resources.imageio import read_dds, write_dds
@@ -154,7 +156,7 @@ def test_image_dispatches_match_the_reference(builder: ScenarioBuilder, tmp_path
     """A storage image written by a shader (a ``writeonly`` image, which the reference also binds as a
     storage image), byte for byte against the reference runner."""
     if reference_runner() is None:
-        pytest.skip("ai-ml-sdk-scenario-runner is not installed (it ships for Python 3.11 only)")
+        missing("ai-ml-sdk-scenario-runner is not installed (it ships for Python 3.11 only)")
     scenario = write_scenario(builder)
     ref = run_reference(scenario, tmp_path / "reference")
     assert ref.returncode == 0, ref.stderr[-2000:]

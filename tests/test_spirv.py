@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.needs import missing
+
 from vkcore.exec.plan import unwritable_resources
 from vkcore.scenario.model import load_scenario
 from vkcore.shaders.spirv import reflect
@@ -37,7 +39,7 @@ void main() {
 def compile_glsl(source: str, tmp_path: Path) -> bytes:
     tool = shutil.which("glslangValidator")
     if tool is None:
-        pytest.skip("glslangValidator is not installed (apt-get install glslang-tools)")
+        missing("glslangValidator is not installed (apt-get install glslang-tools)")
     src, out = tmp_path / "shader.comp", tmp_path / "shader.spv"
     src.write_text(source)
     subprocess.run([tool, "-V", str(src), "-o", str(out)], check=True, capture_output=True)

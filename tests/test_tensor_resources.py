@@ -14,6 +14,8 @@ from typing import Any, Iterator
 
 import numpy as np
 import pytest
+
+from tests.needs import missing
 import vulkan as vk
 
 from tests.reference import reference_runner, run_reference
@@ -246,7 +248,7 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Case]]:
 @pytest.fixture(scope="module")
 def reference_outputs(cases: tuple[Path, list[Case]]) -> Path:
     if reference_runner() is None:
-        pytest.skip("ai-ml-sdk-scenario-runner is not installed")
+        missing("ai-ml-sdk-scenario-runner is not installed")
     folder, _ = cases
     out = folder / "reference"
     proc = run_reference(folder / "scenario.json", out, timeout=120)

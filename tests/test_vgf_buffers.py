@@ -14,10 +14,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.needs import module
+
 from tests.builders import ScenarioBuilder, vkcap
 from tests.reference import assert_same_outputs, reference_runner, run_reference
 
-vgfpy = pytest.importorskip("vgfpy", reason="ai-ml-sdk-vgf-library (vgfpy, CPython 3.11) is not installed")
+vgfpy = module("vgfpy", "ai-ml-sdk-vgf-library (vgfpy, CPython 3.11) is not installed")
 
 N = 16
 R32_SFLOAT = 100

@@ -23,11 +23,13 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
+from tests.needs import missing, module
+
 from tests.builders import ScenarioBuilder, vkcap
 from tests.reference import assert_same_outputs
 from vkcore.shaders.compile import tensor_glslc
 
-vgfpy = pytest.importorskip("vgfpy", reason="ai-ml-sdk-vgf-library (vgfpy, CPython 3.11) is not installed")
+vgfpy = module("vgfpy", "ai-ml-sdk-vgf-library (vgfpy, CPython 3.11) is not installed")
 
 N = 32
 R32_SFLOAT = 100
@@ -44,7 +46,7 @@ def spirv_words(root: Path, name: str, source: str) -> list[int]:
     if "GL_ARM_tensors" in source:  # Debian's glslang predates the extension: the reference package's glslc
         glslc = tensor_glslc()
         if glslc is None:
-            pytest.skip("GL_ARM_tensors needs the glslc of ai-ml-sdk-scenario-runner")
+            missing("GL_ARM_tensors needs the glslc of ai-ml-sdk-scenario-runner")
         command = [str(glslc), "--stage", "compute", "--input", str(path), "--output", str(spv)]
     else:
         command = ["glslangValidator", "-V", "--target-env", "vulkan1.3", "-o", str(spv), str(path)]

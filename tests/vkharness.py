@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+
+from tests.needs import missing
 import vulkan as vk
 
 
@@ -66,7 +68,7 @@ def convert_model(mlir: Path, target: Path) -> Path:
     converter is not installed, fails it (with the converter's stderr) when the conversion fails."""
     exe = model_converter()
     if exe is None:
-        pytest.skip("model-converter (ai-ml-sdk-model-converter, CPython 3.11) is not installed")
+        missing("model-converter (ai-ml-sdk-model-converter, CPython 3.11) is not installed")
     proc = subprocess.run([exe, "--input", str(mlir), "--output", str(target)], capture_output=True, text=True, timeout=120)
     if proc.returncode != 0 or not target.is_file():
         pytest.fail(f"model-converter failed on {mlir.name} ({proc.returncode}):\n{proc.stdout[-1000:]}{proc.stderr[-3000:]}")
@@ -80,7 +82,7 @@ def compile_tensor_glsl(source: str) -> bytes:
 
     glslc = tensor_glslc()
     if glslc is None:
-        pytest.skip("the tensor-capable glslc of ai-ml-sdk-scenario-runner is not installed")
+        missing("the tensor-capable glslc of ai-ml-sdk-scenario-runner is not installed")
     with tempfile.TemporaryDirectory(prefix="vkcap-test-") as tmp:
         src, out = Path(tmp) / "shader.comp", Path(tmp) / "shader.spv"
         src.write_text(source)
