@@ -42,17 +42,16 @@ import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
 from vkcore.errors import EXIT_FAILURE, TraceError, UsageError, VkcapError
 
-from . import kinds, records
-from .clock import creation_time
-from .container import ContainerError, TraceWriter
-from .trace import REPLAY_KINDS, FrameRecord, Trace, seq_ranges
+from capture import kinds, records
+from capture.clock import creation_time
+from capture.container import ContainerError, TraceWriter
+from capture.trace import REPLAY_KINDS, FrameRecord, Trace, seq_ranges
 
-if TYPE_CHECKING:
-    from replay.options import ReplayOptions
+from .options import ReplayOptions
 
 #: The header key a trimmed trace's provenance is under (docs/trace-format.md, "Trimmed traces").
 TRIMMED_FROM = "trimmed_from"
@@ -169,7 +168,7 @@ def check_out(source: Path, out: Path) -> None:
 
     from vkcore.outputs import check_output_target, same_file
 
-    from .trace_target import check_replaceable, clear_partials
+    from capture.trace_target import check_replaceable, clear_partials
 
     if same_file(source, out):
         raise UsageError(f"is the trace being trimmed ({source}): write the trimmed trace to another file",
@@ -267,7 +266,7 @@ class _Hasher(threading.Thread):
         return self.digest
 
 
-def trim_trace(source: Path, out: Path, span: FrameSpan, *, replay_options: "ReplayOptions | None" = None,
+def trim_trace(source: Path, out: Path, span: FrameSpan, *, replay_options: ReplayOptions | None = None,
                argv: Iterable[str] = ()) -> TrimResult:
     """Write frames ``span`` of the trace ``source`` as the new trace ``out``; see the module docstring.
     ``replay_options`` choose the device (and driver, emulation layers, frame timeout) when the initial
@@ -312,7 +311,7 @@ def trim_trace(source: Path, out: Path, span: FrameSpan, *, replay_options: "Rep
 
 
 def rebuild_state(trace: Trace, start: int, before: int, order: list[str] | None,
-                  options: "ReplayOptions | None", source: Path) -> tuple[dict[str, bytes], list[str], str]:
+                  options: ReplayOptions | None, source: Path) -> tuple[dict[str, bytes], list[str], str]:
     """Replay frames ``start+1..before`` from the state the trace holds after ``start`` and read back
     every checkpointed resource after frame ``before``: (uid -> bytes, the checkpointed uids in order,
     the device's name). The resources no command can write are not read back (they hold the initial
@@ -321,9 +320,8 @@ def rebuild_state(trace: Trace, start: int, before: int, order: list[str] | None
     import trio
     from dataclasses import replace
 
-    from replay.options import ReplayOptions
-    from replay.replayer import Comparer, ReplaySession
-    from replay.results import DIVERGED, IDENTICAL, Comparison
+    from .replayer import Comparer, ReplaySession
+    from .results import DIVERGED, IDENTICAL, Comparison
     from vkcore.commands import kind_of
 
     options = replace(options or ReplayOptions(trace=source), trace=source, dispatch_level=False,
