@@ -13,6 +13,7 @@ import os
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -23,11 +24,11 @@ from vkcore.device.context import VulkanContext
 from vkcore.device.driver import use_driver
 from vkcore.errors import ScenarioError, TraceError, UnsupportedDeviceFeature, UsageError
 from vkcore.exec.executor import Event, FrameFinished, FrameSnapshot, FrameStarted, StopRequest, execute
-from vkcore.exec.plan import Frame, Plan, make_plan
-from vkcore.exec.runner import scenario_needs, wanted_extensions
+from vkcore.exec.opening import ContextPool, DeviceRequest, OpenOptions, open_session, optional_extensions
+from vkcore.exec.plan import Frame, Plan
 from vkcore.scenario.confine import check_confined
 from vkcore.scenario.model import Scenario, Shader, load_scenario
-from vkcore.exec.session import Session, SessionOptions
+from vkcore.exec.session import Session
 from vkcore.resources.staging import CaptureLayout, build_layout
 
 from .isolate import ProgressFile
@@ -413,6 +414,19 @@ def restore_state(session: Session, trace: Trace, after: int) -> None:
             session.restore(uid, trace.blob(key, what=f"{what} {after}, resource '{uid}'"))
 
 
+def device_as_recorded(recorded: dict[str, Any], scenario: Scenario, options: ReplayOptions) -> DeviceRequest:
+    """The device ``options`` name, opened as the recording's was, as far as its fingerprint ``recorded`` says:
+    robust buffer and image access when the recording had robust buffer access
+    (``--enable-robustness-features`` on a device that has it), and the optional extensions the recording
+    could have enabled but did not (``--disable-extension``, or a device without them) left disabled, so that
+    out-of-bounds accesses and the frames' submission behave as they did when recorded. A trace whose
+    fingerprint does not list the enabled extensions disables none."""
+    enabled = recorded.get("extensions_enabled")
+    disabled = tuple(e for e in optional_extensions(scenario) if e not in enabled) if isinstance(enabled, list) else ()
+    return DeviceRequest(device=options.device, emulation=options.emulation,  # type: ignore[arg-type]
+                         disabled_extensions=disabled, robust=recorded.get("robust_buffer_access") is True)
+
+
 class ReplaySession:
     """A trace's scenario rebuilt, with its device and Vulkan session, ready to replay frame ranges.
 
@@ -422,40 +436,45 @@ class ReplaySession:
     """
 
     def __init__(self, trace: Trace, options: ReplayOptions, workdir: Path | None = None,
-                 contexts: dict[Any, VulkanContext] | None = None) -> None:
+                 contexts: ContextPool | None = None) -> None:
         """``contexts``: Vulkan contexts to take one from, and to leave a new one in, instead of opening and
         closing one (a suite's worker keeps its device across traces); the caller closes them."""
         self.trace = trace
         self.options = options
-        self.pooled = contexts is not None
         self._tmp = tempfile.TemporaryDirectory(prefix="vkcap-replay-")
-        self.ctx: VulkanContext | None = None
-        self.session: Session | None = None
+        self._closing = ExitStack()
         try:
+            self._closing.callback(self._tmp.cleanup)
             trace.require_intact(REPLAY_KINDS, "rebuild the scenario to replay it")
             for damaged in trace.damaged:
                 logging.getLogger("vkcap").warning("%s: %s; replaying the rest", trace.path, damaged.describe())
             scenario = rebuild_scenario(trace, Path(workdir or self._tmp.name), options.replace_shaders)
-            self.plan = make_plan(scenario, capture_all=bool(trace.header.get("capture_all")))
-            need_tensors, need_graphs = scenario_needs(scenario)
-            key = (options.device, need_tensors, need_graphs, options.emulation, wanted_extensions(scenario))
-            ctx = contexts.get(key) if contexts is not None else None
-            if ctx is None:
-                ctx = VulkanContext(device=options.device, need_tensors=need_tensors, need_graphs=need_graphs,
-                                    emulation=options.emulation,  # type: ignore[arg-type]
-                                    want_extensions=wanted_extensions(scenario))
-                if contexts is not None:
-                    contexts[key] = ctx
-            self.ctx = ctx
+            opening = OpenOptions(device=device_as_recorded(trace.fingerprint, scenario, options),
+                                  capture_all=bool(trace.header.get("capture_all")))
             try:
-                self.session = Session(self.ctx, self.plan, SessionOptions())
+                self._opened = self._closing.enter_context(open_session(scenario, opening, contexts=contexts))
             except (ScenarioError, UnsupportedDeviceFeature) as exc:
                 if exc.file is None and not exc.place:
                     raise
                 raise rebuilt_scenario_error(exc, trace, options.replace_shaders) from None
         except BaseException:
-            self.close()
+            self._closing.close()
             raise
+
+    @property
+    def plan(self) -> Plan:
+        assert self._opened.plan is not None
+        return self._opened.plan
+
+    @property
+    def session(self) -> Session | None:
+        """The Vulkan session, until closed."""
+        return self._opened.session
+
+    @property
+    def ctx(self) -> VulkanContext | None:
+        """The Vulkan context, until closed."""
+        return self._opened.ctx
 
     def __enter__(self) -> "ReplaySession":
         return self
@@ -464,14 +483,8 @@ class ReplaySession:
         self.close()
 
     def close(self) -> None:
-        if self.session is not None:
-            self.session.close()
-            self.session = None
-        if self.ctx is not None:
-            if not self.pooled:
-                self.ctx.close()
-            self.ctx = None
-        self._tmp.cleanup()
+        """Close the session, its context (unless pooled), and remove the rebuilt scenario's folder."""
+        self._closing.close()
 
     async def run(self, targets: dict[int, FrameRecord], *, on_frame: Callable[[FrameResult], None] | None = None,
                   comparer_type: type[Comparer] = Comparer, stop_at_first_divergence: bool = False,
@@ -517,7 +530,7 @@ class ReplaySession:
 async def replay_trace(trace: Trace, options: ReplayOptions, *, on_frame: Callable[[FrameResult], None] | None = None,
                        workdir: Path | None = None, comparer_type: type[Comparer] = Comparer,
                        targets: dict[int, FrameRecord] | None = None,
-                       contexts: dict[Any, VulkanContext] | None = None) -> ReplayReport:
+                       contexts: ContextPool | None = None) -> ReplayReport:
     """Replay ``options.first..last`` of an open trace (or the frames ``targets`` describe: what to
     capture and compare in each) in a session of its own (on a context of ``contexts``, when given: see
     :class:`ReplaySession`); see the module docstring."""
@@ -528,7 +541,7 @@ async def replay_trace(trace: Trace, options: ReplayOptions, *, on_frame: Callab
 
 
 def replay(options: ReplayOptions, on_frame: Callable[[FrameResult], None] | None = None, *,
-           opened: Trace | None = None, contexts: dict[Any, VulkanContext] | None = None) -> ReplayReport:
+           opened: Trace | None = None, contexts: ContextPool | None = None) -> ReplayReport:
     """Replay ``options.trace`` (``opened``, when the caller has it open already) on the driver
     ``options.icd`` names (on a context of ``contexts``, when given); see the module docstring.
     Frames of the range lost to damaged records are not judged: the others are replayed, then
