@@ -653,15 +653,35 @@ class InterruptHandler:
             raise KeyboardInterrupt
 
 
-@dataclass
 class _Recording:
-    """What ``record_async`` builds once the session exists."""
+    """The recorder's part in the run: the frame consumer (forwarding to the :class:`TraceRecorder`, which
+    exists once the session is built) and the run's start and finish (:class:`vkcore.exec.runner.SessionUser`).
+    ``nursery`` is where the task that finishes the trace once written runs."""
 
-    writer: TraceWriter | None = None
-    recorder: TraceRecorder | None = None
-    end: dict[str, Any] | None = None  # the END record, once the run ended without failing
+    def __init__(self, options: RecordOptions, argv: list[str]) -> None:
+        self.options = options
+        self.argv = argv
+        self.nursery: Any = None
+        self.writer: TraceWriter | None = None
+        self.recorder: TraceRecorder | None = None
+        self.end: dict[str, Any] | None = None  # the END record, once the run ended without failing
 
-    async def before_close(self, result: RunResult | None) -> None:
+    async def start(self, session: Session) -> None:
+        """Open the trace, gather the preamble (the initial state) and start the writer thread."""
+        import trio
+
+        options = self.options
+        options.trace.parent.mkdir(parents=True, exist_ok=True)
+        self.writer = TraceWriter(options.trace, level=options.level, threads=options.threads, fsync=options.fsync)
+        resources = session.resources
+        assert resources is not None
+        self.recorder = TraceRecorder(self.writer, session.plan, options, resources, session.graphs,
+                                      session.unwritable_resources())
+        preamble = await trio.to_thread.run_sync(self.recorder.gather_preamble, session, self.argv)
+        self.recorder.start_writer(preamble)
+        self.nursery.start_soon(self._finish_when_written, self.recorder, self.writer)
+
+    async def finish(self, result: RunResult | None) -> None:
         """Return once nothing reads the session's memory any more (the preamble is written). When the
         run did not fail (``result``), end the frames and set the END record: the writer thread then
         writes the last ones and the trace is finished (index, fsync, rename) while the session and
@@ -674,16 +694,23 @@ class _Recording:
             self.end = {"status": "interrupted" if result.interrupted else "complete", "error": ""}
             self.recorder.end_frames()
 
+    async def _finish_when_written(self, recorder: TraceRecorder, writer: TraceWriter) -> None:
+        import trio
 
-class _Consumer:
-    """Forwards to the recorder, which exists only once the session is built."""
-
-    def __init__(self, state: _Recording) -> None:
-        self.state = state
+        await trio.to_thread.run_sync(recorder.join_writer)
+        if self.end is None:  # the run failed: with the writer's error when that was its cause
+            return
+        if recorder.write_failure is not None:
+            raise recorder.write_failure
+        if recorder.frames_written:
+            failure = await trio.to_thread.run_sync(_finish, writer, {**self.end, "frames": recorder.frames_written},
+                                                    self.options.trace)
+            if failure is not None:
+                raise failure
 
     def _recorder(self) -> TraceRecorder:
-        assert self.state.recorder is not None
-        return self.state.recorder
+        assert self.recorder is not None
+        return self.recorder
 
     def slot_size(self, session: Session) -> int:
         return self._recorder().slot_size(session)
@@ -709,40 +736,15 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
     scenario = scenario or load_scenario(options.run.scenario)
     prefetch = _prefetch_codec()
     stop = stop or StopRequest()
-    state = _Recording()
-    nursery: Any = None
-
-    async def on_session(session: Session) -> None:
-        options.trace.parent.mkdir(parents=True, exist_ok=True)
-        state.writer = TraceWriter(options.trace, level=options.level, threads=options.threads, fsync=options.fsync)
-        resources = session.resources
-        assert resources is not None
-        state.recorder = TraceRecorder(state.writer, session.plan, options, resources, session.graphs,
-                                       session.unwritable_resources())
-        preamble = await trio.to_thread.run_sync(state.recorder.gather_preamble, session, argv)
-        state.recorder.start_writer(preamble)
-        nursery.start_soon(finish_when_written, state.recorder, state.writer)
-
-    async def finish_when_written(recorder: TraceRecorder, writer: TraceWriter) -> None:
-        await trio.to_thread.run_sync(recorder.join_writer)
-        if state.end is None:  # the run failed: with the writer's error when that was its cause
-            return
-        if recorder.write_failure is not None:
-            raise recorder.write_failure
-        if recorder.frames_written:
-            failure = await trio.to_thread.run_sync(_finish, writer, {**state.end, "frames": recorder.frames_written},
-                                                    options.trace)
-            if failure is not None:
-                raise failure
+    state = _Recording(options, argv)
 
     result: RunResult | None = None
     status, error = "complete", ""
     try:
         try:
-            async with trio.open_nursery() as nursery:
+            async with trio.open_nursery() as state.nursery:
                 try:
-                    result = await run_async(options.run, consumer=_Consumer(state), on_session=on_session,
-                                             before_close=state.before_close, stop=stop,
+                    result = await run_async(options.run, consumer=state, user=state, stop=stop,
                                              scenario=scenario, on_event=on_event)
                 finally:
                     if state.recorder is not None:

@@ -30,7 +30,7 @@ log = logging.getLogger("vkcap")
 
 def is_abandoned_trim(path: str | Path) -> bool:
     """Whether the file at ``path`` is a vkcap trace whose first record is a ``header`` META holding
-    ``trimmed_from`` (what :mod:`capture.trim` writes first). Reads at most the file header and one
+    ``trimmed_from`` (what :mod:`replay.trim` writes first). Reads at most the file header and one
     record of up to 1 MiB; False on any doubt."""
     from capture import kinds, records
 

@@ -14,23 +14,27 @@ from capture.trace import Trace
 
 from .compare import compare
 from .options import ReplayOptions
-from .replayer import Comparer, replay_trace
+from .replayer import LiveSnapshot, replay_trace, resource_dtype
 from .results import Comparison, Tolerance
 
 RUNS = 3
 SAFETY = 2.0
 
 
-class _Collector(Comparer):
-    """Keeps the first run's live bytes; later runs are compared with them instead of the recording."""
+class _Collector:
+    """Auto's judge (:class:`replay.replayer.Judge`): keeps the first run's live bytes; later runs are
+    compared with them instead of the recording, and the widest spread of each resource is kept."""
 
-    baseline: dict[str, bytes] = {}
-    spreads: dict[str, Comparison] = {}
+    def __init__(self, trace: Trace, options: ReplayOptions) -> None:
+        self.trace = trace
+        self.options = options
+        self.baseline: dict[str, bytes] = {}
+        self.spreads: dict[str, Comparison] = {}
 
-    def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str, command: int | None = None,
-                    seq: int = 0) -> Comparison:
-        key = what  # names the frame, the command (dispatch level) and the resource
-        dtype = self.dtype_for(uid)
+    def judge(self, shot: LiveSnapshot) -> Comparison:
+        uid, live = shot.uid, shot.live
+        key = shot.what  # names the frame, the command (dispatch level) and the resource
+        dtype = resource_dtype(self.trace, uid, self.options)
         if key not in self.baseline:
             self.baseline[key] = bytes(live)
             return compare(uid, live, live, dtype=dtype)
@@ -48,14 +52,13 @@ def auto_tolerances(options: ReplayOptions, log: logging.Logger, runs: int = RUN
     options whose tolerances cover the observed nondeterminism."""
     import trio
 
-    _Collector.baseline = {}
-    _Collector.spreads = {}
     with Trace.reuse_or_open(options.trace, opened) as trace:
+        collector = _Collector(trace, options)
         for _ in range(runs):
-            trio.run(lambda: replay_trace(trace, options, comparer_type=_Collector))
+            trio.run(lambda: replay_trace(trace, options, judge=collector))
     policy = options.tolerances
     per = dict(policy.per_resource)
-    for uid, c in sorted(_Collector.spreads.items()):
+    for uid, c in sorted(collector.spreads.items()):
         base = policy.for_resource(uid, c.dtype)
         # A relative error is infinite where one run had 0: that says nothing about scale, and an
         # infinite rtol would accept anything. atol covers those elements.
@@ -66,6 +69,6 @@ def auto_tolerances(options: ReplayOptions, log: logging.Logger, runs: int = RUN
             "nondeterministic: %s varies between identical runs (max abs %.6g, max %d ULP); tolerance set to atol %.6g, rtol %.3g, ulp %d",
             uid, c.max_abs, c.max_ulp, learned.atol, learned.rtol, learned.ulp,
         )
-    if not _Collector.spreads:
+    if not collector.spreads:
         log.info("tolerance auto: every resource was deterministic over %d runs", runs)
     return replace(options, tolerances=replace(policy, per_resource=per))

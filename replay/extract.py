@@ -61,7 +61,7 @@ from vkcore.errors import TraceError, UsageError
 from vkcore.safe_text import shown
 
 from .options import ReplayOptions
-from .replayer import Comparer, RESTORED_KINDS, ReplaySession, rebuild_scenario
+from .replayer import RESTORED_KINDS, LiveSnapshot, ReplaySession, rebuild_scenario
 from .results import IDENTICAL, Comparison
 
 if TYPE_CHECKING:
@@ -101,21 +101,16 @@ class Extracted:
     segment: int | None = None  # the segment of a graph dispatch extracted alone (see replay.extract_segment)
 
 
-class _Reader(Comparer):
-    """Keeps the live bytes of every snapshot the targets ask for instead of comparing them."""
+class _Reader:
+    """Extract's judge (:class:`replay.replayer.Judge`): keeps the live bytes of every snapshot the targets
+    ask for, by (frame, command or -1 for the boundary, uid), instead of comparing them."""
 
-    captured: dict[tuple[int, int, str], bytes]
-    sizes: dict[str, int]  # snapshot sizes of what the trace does not describe (a graph's intermediates)
+    def __init__(self) -> None:
+        self.captured: dict[tuple[int, int, str], bytes] = {}
 
-    def _entries(self, record: FrameRecord) -> list[tuple[Any, ...]]:
-        size = lambda uid: self.sizes[uid] if uid in self.sizes else self.trace.resources[uid]["size"]  # noqa: E731
-        return ([(d.uid, size(d.uid), d.command, d.segment) for d in record.dispatches] +
-                [(uid, size(uid), None) for uid in record.snapshots])
-
-    def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str, command: int | None = None,
-                    seq: int = 0) -> Comparison:
-        self.captured[(seq, -1 if command is None else command, uid)] = bytes(live)
-        return Comparison(uid, "bytes", IDENTICAL, len(live))
+    def judge(self, shot: LiveSnapshot) -> Comparison:
+        self.captured[(shot.seq, -1 if shot.command is None else shot.command, shot.uid)] = bytes(shot.live)
+        return Comparison(shot.uid, "bytes", IDENTICAL, len(shot.live))
 
 
 def referenced_uids(command: dict[str, Any], resources: dict[str, dict[str, Any]]) -> list[str]:
@@ -414,22 +409,15 @@ def _read_live(trace: Trace, options: ReplayOptions, targets: dict[int, FrameRec
     after the segment they name). ``sizes``: the snapshot size of each uid the trace does not describe."""
     import trio
 
-    captured: dict[tuple[int, int, str], bytes] = {}
-
-    class Reader(_Reader):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.captured = captured
-            self.sizes = dict(sizes or {})
-
+    reader = _Reader()
     live = replace(options, dispatch_level=True, replace_shaders=(), first=None, last=None)
 
     async def run() -> None:
         with ReplaySession(trace, live) as session:
-            await session.run(targets, comparer_type=Reader)
+            await session.run(targets, judge=reader, sizes=sizes)
 
     trio.run(run)
-    return captured
+    return reader.captured
 
 
 def _recorded_outputs(trace: Trace, record: FrameRecord, index: int, writes: list[str],

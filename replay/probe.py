@@ -35,8 +35,8 @@ from vkcore.commands import kind_of
 
 from .options import ReplayOptions
 from .reading import reading
-from .replayer import Comparer, ReplaySession
-from .results import IDENTICAL, Comparison, FrameResult, Tolerance
+from .replayer import LiveSnapshot, ReplaySession
+from .results import IDENTICAL, Comparison, Tolerance
 from .tolerances import TolerancePolicy
 from .typed import compare_as
 
@@ -69,19 +69,17 @@ def probe_timeout() -> float:
     return value if 0 < value < 1e6 else PROBE_TIMEOUT_S
 
 
-class _Capturer(Comparer):
-    """Keeps the live bytes of every dispatch-level target instead of comparing them."""
+class _Capturer:
+    """The probe's judge (:class:`replay.replayer.Judge`): keeps the live bytes of every dispatch-level
+    snapshot, by dispatch (and segment), instead of comparing them."""
 
-    captured: Captures
+    def __init__(self) -> None:
+        self.captured: Captures = {}
 
-    def _compare_frame(self, snapshot: Any) -> FrameResult:
-        record = self.targets[snapshot.seq]
-        modules = {(d.command, d.segment): d.module for d in record.dispatches}
-        for item in snapshot.layout.items:
-            if item.after_command is not None:
-                shot = Shot(item.after_command, item.segment, modules.get((item.after_command, item.segment), ""), item.uid)
-                self.captured[shot] = bytes(snapshot.slot.view(item))
-        return FrameResult(snapshot.seq, record.frame_id, [])
+    def judge(self, shot: LiveSnapshot) -> Comparison:
+        if shot.command is not None:
+            self.captured[Shot(shot.command, shot.segment, shot.module, shot.uid)] = bytes(shot.live)
+        return Comparison(shot.uid, "bytes", IDENTICAL, len(shot.live))
 
 
 def dispatch_targets(trace: Trace, seq: int, replay_session: ReplaySession) -> dict[int, FrameRecord]:
@@ -105,16 +103,10 @@ def dispatch_targets(trace: Trace, seq: int, replay_session: ReplaySession) -> d
 async def capture_dispatches(trace: Trace, options: ReplayOptions, seq: int) -> Captures:
     """Replay frame ``seq`` (from its nearest checkpoint) on this process's driver; return what each
     dispatch, and each segment of a graph dispatch, wrote."""
-    captured: Captures = {}
-
-    class Capturer(_Capturer):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.captured = captured
-
+    capturer = _Capturer()
     with ReplaySession(trace, replace(options, first=seq, last=seq, dispatch_level=True)) as replay_session:
-        await replay_session.run(dispatch_targets(trace, seq, replay_session), comparer_type=Capturer)
-    return captured
+        await replay_session.run(dispatch_targets(trace, seq, replay_session), judge=capturer)
+    return capturer.captured
 
 
 def capture_on_driver(trace_path: Path, seq: int, icd: Path, device: str | None) -> Captures:

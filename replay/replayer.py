@@ -13,9 +13,10 @@ import os
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, final
 
 from capture import kinds, records
 from capture.trace import REPLAY_KINDS, FrameRecord, FramesNotJudged, Trace
@@ -23,11 +24,11 @@ from vkcore.device.context import VulkanContext
 from vkcore.device.driver import use_driver
 from vkcore.errors import ScenarioError, TraceError, UnsupportedDeviceFeature, UsageError
 from vkcore.exec.executor import Event, FrameFinished, FrameSnapshot, FrameStarted, StopRequest, execute
-from vkcore.exec.plan import Frame, Plan, make_plan
-from vkcore.exec.runner import scenario_needs, wanted_extensions
+from vkcore.exec.opening import ContextPool, DeviceRequest, OpenOptions, open_session, optional_extensions
+from vkcore.exec.plan import Frame, Plan
 from vkcore.scenario.confine import check_confined
 from vkcore.scenario.model import Scenario, Shader, load_scenario
-from vkcore.exec.session import Session, SessionOptions
+from vkcore.exec.session import Session
 from vkcore.resources.staging import CaptureLayout, build_layout
 
 from .isolate import ProgressFile
@@ -239,16 +240,88 @@ def write_placeholder(trace: Trace, name: str, target: Path) -> None:
         f.truncate(size)
 
 
+@dataclass(frozen=True)
+class LiveSnapshot:
+    """One snapshot a replay took, as a :class:`Judge` sees it."""
+
+    seq: int  # the frame's
+    uid: str
+    live: memoryview  # the live bytes, valid only during the judgement (the staging slot is reused after)
+    recorded_key: str  # the recorded blob's content key ("": nothing was recorded for it)
+    what: str  # labels it in messages ("frame 7, command 3, resource 'out'")
+    command: int | None = None  # dispatch level: taken right after this command
+    segment: int | None = None  # ... or after this segment of its graph
+    module: str = ""  # that segment's module
+
+
+class Judge(Protocol):
+    """What a replay does with each snapshot its targets ask for: compare it with the recording
+    (:class:`AgainstRecording`, the default), keep its bytes (trim, extract, probe), or measure it against
+    an earlier run (auto). Called from the compare threads, several snapshots at once."""
+
+    def judge(self, shot: LiveSnapshot) -> Comparison:
+        """The verdict on ``shot``, reported in its frame's result."""
+
+
+class AgainstRecording:
+    """The replay's judge: each snapshot compared with the recorded one, as ``options`` say (dtypes,
+    shapes, tolerances, heatmaps)."""
+
+    def __init__(self, trace: Trace, options: ReplayOptions) -> None:
+        self.trace = trace
+        self.options = options
+        self._policy_with_dtypes = effective_policy(options)
+
+    def reading(self, uid: str) -> "str | View":
+        """How snapshots of ``uid`` are compared: a dtype, or the shader's view (:func:`replay.typed.reading`)."""
+        return reading(self.trace, uid, self._policy_with_dtypes)
+
+    def shape_of(self, uid: str) -> tuple[int, ...] | None:
+        from .tolerances import resource_shape
+
+        return resource_shape(self.trace, uid, self.options.shapes)
+
+    def judge(self, shot: LiveSnapshot) -> Comparison:
+        """Compare ``shot.live`` with the recorded blob."""
+        uid, live = shot.uid, shot.live
+        how = self.reading(uid)
+        if records.content_key(live).hex() == shot.recorded_key:
+            # The key is the recorded bytes' xxh3-128: equal keys, equal bytes (what deduplication
+            # relies on too). Hashing is cheaper than reading and decoding the recorded blob.
+            return identical_in(uid, len(live), how)
+        from .typed import compare_as  # numpy: loaded by the first snapshot that differs, not at start-up
+
+        recorded = self.trace.blob(shot.recorded_key, what=shot.what)
+        shape = self.shape_of(uid)
+        policy = self.options.tolerances
+        result = compare_as(uid, recorded, live, how, policy, shape=shape, top=policy.top)
+        dtype = dtype_name(how)
+        if result.diverged and self.options.heatmap_dir is not None and not result.size_mismatch:
+            from .heatmap import draw_comparison, heatmap_name  # both sides too with value_maps (--html)
+
+            name = heatmap_name(shot.seq, uid if shot.command is None else f"{uid}-{shot.command}")
+            result.extras.update(draw_comparison(self.options.heatmap_dir, name, recorded, bytes(live), dtype, shape,
+                                                 shot.what, sides=self.options.value_maps))
+        return result
+
+
+@final
 class Comparer:
-    """Frame consumer of a replay: captures what was recorded for the compared frames, compares it."""
+    """Frame consumer of a replay: captures what the targets ask for in each compared frame and hands
+    every snapshot to its ``judge`` (default :class:`AgainstRecording`), collecting the verdicts by frame.
+
+    ``sizes``: the snapshot size of each uid the trace does not describe (a graph's intermediates)."""
 
     def __init__(self, trace: Trace, plan: Plan, targets: dict[int, FrameRecord], options: ReplayOptions,
-                 on_frame: Callable[[FrameResult], None] | None = None, *, stop_at_first_divergence: bool = False) -> None:
+                 on_frame: Callable[[FrameResult], None] | None = None, *, judge: Judge | None = None,
+                 sizes: dict[str, int] | None = None, stop_at_first_divergence: bool = False) -> None:
         self.trace = trace
         self.plan = plan
         self.targets = targets
         self.options = options
         self.on_frame = on_frame
+        self.judge = judge or AgainstRecording(trace, options)
+        self.sizes = dict(sizes or {})
         self.stop_at_first_divergence = stop_at_first_divergence
         self.first_divergent: int | None = None  # set only when stopping at the first divergence
         self._results: list[FrameResult] = []
@@ -256,17 +329,16 @@ class Comparer:
         # Frames are compared in parallel (a diverged 48 MiB snapshot takes about a second), each holding
         # its staging slot until done; in frame order when stopping at the first divergence.
         self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="vkcap-compare")
-        self.dtypes = dict(options.dtypes)
-        self._policy_with_dtypes = effective_policy(options)
         self._layouts: dict[int, CaptureLayout] = {}
-        self._align = {uid: int(m.get("texel_bytes", 1)) for uid, m in trace.resources.items() if m.get("kind") == "image"}
+
+    def _size(self, uid: str) -> int:
+        return self.sizes[uid] if uid in self.sizes else self.trace.resources[uid]["size"]
 
     def _entries(self, record: FrameRecord) -> list[tuple[Any, ...]]:
-        size = lambda uid: self.trace.resources[uid]["size"]  # noqa: E731
         entries: list[tuple[Any, ...]] = []
         if self.options.dispatch_level:
-            entries += [(d.uid, size(d.uid), d.command, d.segment) for d in record.dispatches]
-        entries += [(uid, size(uid), None) for uid in record.snapshots]
+            entries += [(d.uid, self._size(d.uid), d.command, d.segment) for d in record.dispatches]
+        entries += [(uid, self._size(uid), None) for uid in record.snapshots]
         return entries
 
     def _layout(self, seq: int) -> CaptureLayout:
@@ -315,41 +387,6 @@ class Comparer:
         last = self.first_divergent
         return sorted((r for r in self._results if last is None or r.seq <= last), key=lambda r: r.seq)
 
-    def dtype_for(self, uid: str) -> str:
-        return resource_dtype(self.trace, uid, self.options)
-
-    def reading(self, uid: str) -> "str | View":
-        """How snapshots of ``uid`` are compared: a dtype, or the shader's view (:func:`replay.typed.reading`)."""
-        return reading(self.trace, uid, self._policy_with_dtypes)
-
-    def shape_of(self, uid: str) -> tuple[int, ...] | None:
-        from .tolerances import resource_shape
-
-        return resource_shape(self.trace, uid, self.options.shapes)
-
-    def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str, command: int | None = None,
-                    seq: int = 0) -> Comparison:
-        """Compare ``live`` with the recorded blob; ``what`` labels it in messages, ``command`` is set for
-        a snapshot taken right after that command (dispatch level); ``seq`` is the frame's."""
-        how = self.reading(uid)
-        if records.content_key(live).hex() == recorded_key:
-            # The key is the recorded bytes' xxh3-128: equal keys, equal bytes (what deduplication
-            # relies on too). Hashing is cheaper than reading and decoding the recorded blob.
-            return identical_in(uid, len(live), how)
-        from .typed import compare_as  # numpy: loaded by the first snapshot that differs, not at start-up
-
-        recorded = self.trace.blob(recorded_key, what=what)
-        shape = self.shape_of(uid)
-        policy = self.options.tolerances
-        result = compare_as(uid, recorded, live, how, policy, shape=shape, top=policy.top)
-        dtype = dtype_name(how)
-        if result.diverged and self.options.heatmap_dir is not None and not result.size_mismatch:
-            from .heatmap import draw_comparison, heatmap_name  # both sides too with value_maps (--html)
-
-            result.extras.update(draw_comparison(self.options.heatmap_dir, heatmap_name(seq, uid if command is None else f"{uid}-{command}"),
-                                                 recorded, bytes(live), dtype, shape, what, sides=self.options.value_maps))
-        return result
-
     def _compare_frame(self, snapshot: FrameSnapshot) -> FrameResult:
         record = self.targets[snapshot.seq]
         by_dispatch = {(d.command, d.segment, d.uid): d for d in record.dispatches}
@@ -358,15 +395,17 @@ class Comparer:
             live = snapshot.slot.view(item)
             if item.after_command is None:
                 what = f"frame {snapshot.seq}, resource '{item.uid}'"
-                result.comparisons.append(self.compare_one(item.uid, record.snapshots[item.uid], live, what,
-                                                           seq=snapshot.seq))
+                shot = LiveSnapshot(snapshot.seq, item.uid, live, record.snapshots[item.uid], what)
+                result.comparisons.append(self.judge.judge(shot))
             else:
-                shot = by_dispatch[(item.after_command, item.segment, item.uid)]
+                recorded = by_dispatch[(item.after_command, item.segment, item.uid)]
                 where = f"command {item.after_command}" + (f", segment {item.segment}" if item.segment is not None else "")
                 what = f"frame {snapshot.seq}, {where}, resource '{item.uid}'"
-                comparison = self.compare_one(item.uid, shot.blob, live, what, item.after_command, seq=snapshot.seq)
+                shot = LiveSnapshot(snapshot.seq, item.uid, live, recorded.blob, what, item.after_command, item.segment,
+                                    recorded.module)
+                comparison = self.judge.judge(shot)
                 if item.segment is not None:
-                    comparison.extras.update(segment=item.segment, module=shot.module)
+                    comparison.extras.update(segment=item.segment, module=recorded.module)
                 result.dispatches.append((item.after_command, comparison))
         return result
 
@@ -413,6 +452,19 @@ def restore_state(session: Session, trace: Trace, after: int) -> None:
             session.restore(uid, trace.blob(key, what=f"{what} {after}, resource '{uid}'"))
 
 
+def device_as_recorded(recorded: dict[str, Any], scenario: Scenario, options: ReplayOptions) -> DeviceRequest:
+    """The device ``options`` name, opened as the recording's was, as far as its fingerprint ``recorded`` says:
+    robust buffer and image access when the recording had robust buffer access
+    (``--enable-robustness-features`` on a device that has it), and the optional extensions the recording
+    could have enabled but did not (``--disable-extension``, or a device without them) left disabled, so that
+    out-of-bounds accesses and the frames' submission behave as they did when recorded. A trace whose
+    fingerprint does not list the enabled extensions disables none."""
+    enabled = recorded.get("extensions_enabled")
+    disabled = tuple(e for e in optional_extensions(scenario) if e not in enabled) if isinstance(enabled, list) else ()
+    return DeviceRequest(device=options.device, emulation=options.emulation,  # type: ignore[arg-type]
+                         disabled_extensions=disabled, robust=recorded.get("robust_buffer_access") is True)
+
+
 class ReplaySession:
     """A trace's scenario rebuilt, with its device and Vulkan session, ready to replay frame ranges.
 
@@ -422,40 +474,45 @@ class ReplaySession:
     """
 
     def __init__(self, trace: Trace, options: ReplayOptions, workdir: Path | None = None,
-                 contexts: dict[Any, VulkanContext] | None = None) -> None:
+                 contexts: ContextPool | None = None) -> None:
         """``contexts``: Vulkan contexts to take one from, and to leave a new one in, instead of opening and
         closing one (a suite's worker keeps its device across traces); the caller closes them."""
         self.trace = trace
         self.options = options
-        self.pooled = contexts is not None
         self._tmp = tempfile.TemporaryDirectory(prefix="vkcap-replay-")
-        self.ctx: VulkanContext | None = None
-        self.session: Session | None = None
+        self._closing = ExitStack()
         try:
+            self._closing.callback(self._tmp.cleanup)
             trace.require_intact(REPLAY_KINDS, "rebuild the scenario to replay it")
             for damaged in trace.damaged:
                 logging.getLogger("vkcap").warning("%s: %s; replaying the rest", trace.path, damaged.describe())
             scenario = rebuild_scenario(trace, Path(workdir or self._tmp.name), options.replace_shaders)
-            self.plan = make_plan(scenario, capture_all=bool(trace.header.get("capture_all")))
-            need_tensors, need_graphs = scenario_needs(scenario)
-            key = (options.device, need_tensors, need_graphs, options.emulation, wanted_extensions(scenario))
-            ctx = contexts.get(key) if contexts is not None else None
-            if ctx is None:
-                ctx = VulkanContext(device=options.device, need_tensors=need_tensors, need_graphs=need_graphs,
-                                    emulation=options.emulation,  # type: ignore[arg-type]
-                                    want_extensions=wanted_extensions(scenario))
-                if contexts is not None:
-                    contexts[key] = ctx
-            self.ctx = ctx
+            opening = OpenOptions(device=device_as_recorded(trace.fingerprint, scenario, options),
+                                  capture_all=bool(trace.header.get("capture_all")))
             try:
-                self.session = Session(self.ctx, self.plan, SessionOptions())
+                self._opened = self._closing.enter_context(open_session(scenario, opening, contexts=contexts))
             except (ScenarioError, UnsupportedDeviceFeature) as exc:
                 if exc.file is None and not exc.place:
                     raise
                 raise rebuilt_scenario_error(exc, trace, options.replace_shaders) from None
         except BaseException:
-            self.close()
+            self._closing.close()
             raise
+
+    @property
+    def plan(self) -> Plan:
+        assert self._opened.plan is not None
+        return self._opened.plan
+
+    @property
+    def session(self) -> Session | None:
+        """The Vulkan session, until closed."""
+        return self._opened.session
+
+    @property
+    def ctx(self) -> VulkanContext | None:
+        """The Vulkan context, until closed."""
+        return self._opened.ctx
 
     def __enter__(self) -> "ReplaySession":
         return self
@@ -464,20 +521,15 @@ class ReplaySession:
         self.close()
 
     def close(self) -> None:
-        if self.session is not None:
-            self.session.close()
-            self.session = None
-        if self.ctx is not None:
-            if not self.pooled:
-                self.ctx.close()
-            self.ctx = None
-        self._tmp.cleanup()
+        """Close the session, its context (unless pooled), and remove the rebuilt scenario's folder."""
+        self._closing.close()
 
     async def run(self, targets: dict[int, FrameRecord], *, on_frame: Callable[[FrameResult], None] | None = None,
-                  comparer_type: type[Comparer] = Comparer, stop_at_first_divergence: bool = False,
-                  start: int | None = None) -> ReplayReport:
+                  judge: Judge | None = None, sizes: dict[str, int] | None = None,
+                  stop_at_first_divergence: bool = False, start: int | None = None) -> ReplayReport:
         """Restore the recorded state after frame ``start`` (default: the nearest checkpoint before the
-        first target), execute to the last target, compare the targets. With
+        first target), execute to the last target, hand the targets' snapshots to ``judge`` (default: compare
+        them with the recording; ``sizes``: see :class:`Comparer`). With
         ``stop_at_first_divergence`` no frame is submitted after a divergent one is seen, and none after
         the first divergent frame is compared or reported."""
         assert self.session is not None and self.ctx is not None
@@ -491,7 +543,8 @@ class ReplaySession:
             if on_frame is not None:
                 on_frame(result)
 
-        comparer = comparer_type(self.trace, self.plan, targets, self.options, seen, stop_at_first_divergence=stop_at_first_divergence)
+        comparer = Comparer(self.trace, self.plan, targets, self.options, seen, judge=judge, sizes=sizes,
+                            stop_at_first_divergence=stop_at_first_divergence)
         report = ReplayReport(self.trace.path, self.ctx.fingerprint(), self.trace.fingerprint, started_from_checkpoint=checkpoint)
         progress = ProgressFile(self.options.progress_file) if self.options.progress_file else None
 
@@ -515,20 +568,20 @@ class ReplaySession:
 
 
 async def replay_trace(trace: Trace, options: ReplayOptions, *, on_frame: Callable[[FrameResult], None] | None = None,
-                       workdir: Path | None = None, comparer_type: type[Comparer] = Comparer,
+                       workdir: Path | None = None, judge: Judge | None = None,
                        targets: dict[int, FrameRecord] | None = None,
-                       contexts: dict[Any, VulkanContext] | None = None) -> ReplayReport:
+                       contexts: ContextPool | None = None) -> ReplayReport:
     """Replay ``options.first..last`` of an open trace (or the frames ``targets`` describe: what to
     capture and compare in each) in a session of its own (on a context of ``contexts``, when given: see
     :class:`ReplaySession`); see the module docstring."""
     targets = targets or target_frames(trace, options.first, options.last)
     with ReplaySession(trace, options, workdir, contexts) as replay_session:
-        return await replay_session.run(targets, on_frame=on_frame, comparer_type=comparer_type,
+        return await replay_session.run(targets, on_frame=on_frame, judge=judge,
                                         stop_at_first_divergence=options.stop_at_first_divergence)
 
 
 def replay(options: ReplayOptions, on_frame: Callable[[FrameResult], None] | None = None, *,
-           opened: Trace | None = None, contexts: dict[Any, VulkanContext] | None = None) -> ReplayReport:
+           opened: Trace | None = None, contexts: ContextPool | None = None) -> ReplayReport:
     """Replay ``options.trace`` (``opened``, when the caller has it open already) on the driver
     ``options.icd`` names (on a context of ``contexts``, when given); see the module docstring.
     Frames of the range lost to damaged records are not judged: the others are replayed, then

@@ -89,3 +89,43 @@ def test_capture_frame_says_plainly_whether_renderdoc_is_there(builder: Scenario
     assert proc.stderr.splitlines()[0] == ("vkcap: --capture-frame: RenderDoc is not loaded in this process (start "
                                            "vkcap from RenderDoc or with 'renderdoccmd capture'); nothing is captured")
     np.testing.assert_array_equal(load_output(tmp_path / "a.npy", np.float32), np.ones(32))
+
+
+def test_a_replay_opens_the_device_as_the_recording_did(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """A trace recorded with ``--enable-robustness-features`` and ``--disable-extension`` replays on a device
+    opened the same way (the trace's fingerprint says how: robust buffer access, the extensions enabled), so
+    out-of-bounds accesses behave as they did when recorded, and the replay matches."""
+    builder.shader("spill", SPILL)
+    builder.buffer("small", 16, dst="small.npy", memory_group={"id": "g", "offset": 0})
+    builder.buffer("next", 16, np.full(4, 7, np.float32), dst="next.npy", memory_group={"id": "g", "offset": 64})
+    builder.dispatch("spill", [(0, 0, "small")], [1, 1, 1])
+    scenario, trace, report = builder.save(), tmp_path / "robust.vkt", tmp_path / "replay.json"
+    proc = vkcap("record", scenario, "--output", tmp_path, "-o", trace, "--enable-robustness-features",
+                 "--disable-extension", "VK_EXT_frame_boundary")
+    assert proc.returncode == 0, proc.stderr
+    recorded = json.loads(vkcap("info", trace, "--json").stdout)["fingerprint"]
+    assert recorded["robust_buffer_access"] and "VK_EXT_frame_boundary" not in recorded["extensions_enabled"]
+    proc = vkcap("replay", trace, "--json", report)
+    assert proc.returncode == 0, proc.stderr
+    document = json.loads(report.read_text())
+    assert not document["diverged"]
+    assert document["device"]["robust_buffer_access"] is True
+    assert document["device"]["extensions_enabled"] == recorded["extensions_enabled"]
+
+
+def test_the_recorded_fingerprint_says_how_a_replay_opens_the_device(builder: ScenarioBuilder, tmp_path: Path) -> None:
+    """What lavapipe cannot show (it has no VK_EXT_frame_boundary to disable): an optional extension the
+    recording did not enable stays disabled on replay; robustness follows the recording's; a fingerprint
+    that does not list the enabled extensions (an older trace) disables none."""
+    from replay.options import ReplayOptions
+    from replay.replayer import device_as_recorded
+    from vkcore.scenario.model import load_scenario
+
+    scenario = load_scenario(builder.shader("spill", SPILL).buffer("a", 128).dispatch("spill", [(0, 0, "a")], [1, 1, 1]).save())
+    options = ReplayOptions(trace=tmp_path / "t.vkt", device="0")
+    robust = device_as_recorded({"extensions_enabled": [], "robust_buffer_access": True}, scenario, options)
+    assert (robust.device, robust.robust, robust.disabled_extensions) == ("0", True, ("VK_EXT_frame_boundary",))
+    plain = device_as_recorded({"extensions_enabled": ["VK_EXT_frame_boundary"], "robust_buffer_access": False},
+                               scenario, options)
+    assert (plain.robust, plain.disabled_extensions) == (False, ())
+    assert device_as_recorded({}, scenario, options).disabled_extensions == ()

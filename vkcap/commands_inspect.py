@@ -243,7 +243,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if summary["bytes_after_trailer"]:
         console.print(f"appended   {shown(summary['trailer_note'])}", markup=False, highlight=False)
     if summary["trimmed_from"] is not None:
-        from capture.trim import describe_provenance
+        from replay.trim import describe_provenance
 
         console.print(f"trimmed    {shown(describe_provenance(summary['trimmed_from']))}", markup=False, highlight=False)
     dispatch_level = summary["dispatch_level"]

@@ -1,5 +1,5 @@
 """``vkcap trim TRACE --frames A-B -o OUT``: a self-contained trace of frames A..B of another (see
-:mod:`capture.trim` for what it guarantees). A device is used only when the state before frame A must be
+:mod:`replay.trim` for what it guarantees). A device is used only when the state before frame A must be
 rebuilt by replaying the frames before it."""
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def register(sub: Any, add_common: AddFlags, add_device: AddFlags) -> None:
 def cmd_trim(args: argparse.Namespace) -> int:
     import logging
 
-    from capture.trim import parse_frames, trim_trace
+    from replay.trim import parse_frames, trim_trace
     from replay.options import ReplayOptions
 
     from .commands_inspect import size_text

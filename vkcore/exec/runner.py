@@ -10,21 +10,21 @@ import logging
 import os
 
 import time
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable, Protocol
 
 from .. import reference_log
-from ..device.context import CUSTOM_BORDER_EXT, FRAME_BOUNDARY_EXT, OPTICAL_FLOW_EXT, EmulationMode, VulkanContext
+from ..device.context import FRAME_BOUNDARY_EXT, EmulationMode
 from .executor import DispatchTimed, Event, FrameConsumer, StopRequest, execute
 from ..shaders.pipelines import cache_file_for
-from .plan import Plan, make_plan
+from .opening import DeviceRequest, OpenOptions, open_session
+from .plan import Plan
 from ..errors import ScenarioError
-from ..scenario.model import (Barrier, DispatchOpticalFlow, DispatchSpirvGraph, Graph, GraphConstant, Image, MarkBoundary,
-                              Scenario, Tensor, load_scenario)
+from ..scenario.model import MarkBoundary, Scenario, load_scenario
 from .session import Session, SessionOptions
 from .timing import HostTimer
-from ..device.sync import uses_graph_sync
 
 
 @dataclass(frozen=True)
@@ -64,34 +64,7 @@ class RunResult:
     interrupted: bool = False
 
 
-def scenario_needs(scenario: Scenario) -> tuple[bool, bool]:
-    """(needs VK_ARM_tensors, needs VK_ARM_data_graph) for this scenario."""
-    tensors = any(isinstance(r, Tensor) for r in scenario.resources)
-    graphs = any(isinstance(r, (Graph, GraphConstant)) for r in scenario.resources) or any(
-        uses_graph_sync(r.src_access, r.dst_access, r.src_stage, r.dst_stage)
-        for r in scenario.resources
-        if isinstance(r, Barrier)
-    ) or any(isinstance(c, (DispatchSpirvGraph, DispatchOpticalFlow)) for c in scenario.commands)
-    return tensors or graphs, graphs
-
-
-def wanted_extensions(scenario: Scenario) -> tuple[str, ...]:
-    """Optional device extensions the scenario can use (enabled when the device has them)."""
-    custom = any(isinstance(r, Image) and r.border_color.endswith("_CUSTOM_EXT") for r in scenario.resources)
-    optical_flow = any(isinstance(c, DispatchOpticalFlow) for c in scenario.commands)
-    return (CUSTOM_BORDER_EXT,) * custom + (OPTICAL_FLOW_EXT,) * optical_flow
-
-
 log = logging.getLogger("vkcap.runner")
-NEURAL_STATISTICS_EXT = "VK_ARM_data_graph_neural_accelerator_statistics"
-
-
-def _say_no_neural_statistics(ctx: VulkanContext, flags: tuple[str, ...]) -> None:
-    """The reference's --neural-* flags dump a neural accelerator's debug data and statistics; say
-    plainly that nothing is written, and why."""
-    why = (f"device '{ctx.info.name}' has no neural accelerator (no {NEURAL_STATISTICS_EXT})"
-           if NEURAL_STATISTICS_EXT not in ctx.info.extensions else "vkcap does not collect neural accelerator data")
-    log.warning("%s: %s; nothing is written", ", ".join(flags), why)
 
 
 def _say_how_renderdoc_captures(session: Session) -> None:
@@ -103,11 +76,12 @@ def _say_how_renderdoc_captures(session: Session) -> None:
         log.info("--capture-frame: RenderDoc is loaded; each frame becomes one capture")
 
 
-def open_context(scenario: Scenario, options: RunOptions) -> VulkanContext:
-    need_tensors, need_graphs = scenario_needs(scenario)
-    return VulkanContext(device=options.device, need_tensors=need_tensors, need_graphs=need_graphs,
-                         emulation=options.emulation, want_extensions=wanted_extensions(scenario),
-                         disabled_extensions=options.disabled_extensions, robust=options.robust)
+def open_options(options: RunOptions) -> OpenOptions:
+    """What a run (or a recording) opens: the device as the flags ask, the session as they configure it."""
+    device = DeviceRequest(device=options.device, emulation=options.emulation,
+                           disabled_extensions=options.disabled_extensions, robust=options.robust,
+                           neural_flags=options.neural_flags)
+    return OpenOptions(device=device, session=session_options(options), capture_all=options.capture_all)
 
 
 def check_outputs(scenario: Scenario, options: RunOptions) -> None:
@@ -154,32 +128,40 @@ def session_options(options: RunOptions) -> SessionOptions:
     )
 
 
+class SessionUser(Protocol):
+    """What a caller of :func:`run_async` does at the run's two fixed points, beside consuming frames
+    (the recorder: write the trace's preamble, then finish the trace)."""
+
+    async def start(self, session: Session) -> None:
+        """Once the session is built and its inputs loaded, before the first frame (never on a dry run)."""
+
+    async def finish(self, result: RunResult | None) -> None:
+        """Before the session closes, whatever ended the run once the session was built (a dry run, an
+        error, a cancellation: this is shielded from it), with the result, or None when the run failed."""
+
+
 async def run_async(
     options: RunOptions,
     *,
     on_event: Callable[[Event], None] | None = None,
     consumer: FrameConsumer | None = None,
     stop: StopRequest | None = None,
-    on_session: Callable[[Session], Awaitable[None]] | None = None,
-    before_close: Callable[[RunResult | None], Awaitable[None]] | None = None,
+    user: SessionUser | None = None,
     scenario: Scenario | None = None,
 ) -> RunResult:
-    """Validate, build, execute and write outputs. ``on_session`` runs once the session is built
-    (and inputs loaded), before the first frame: recording uses it to store the initial state.
-    ``before_close`` is awaited before the session closes, also after an error or a cancellation,
-    with the result (None when the run failed): a recorder that still reads the session's memory
-    holds it open until it is done, and finishes its trace while the session and device close."""
+    """Validate, open the session (:func:`vkcore.exec.opening.open_session`), execute and write outputs.
+    ``user``'s :meth:`~SessionUser.start` and :meth:`~SessionUser.finish` run at the run's fixed points:
+    a recorder stores the initial state at the start, and at the finish holds the session open until
+    it no longer reads its memory, then finishes its trace while the session and device close."""
     import trio
 
     t_start = time.perf_counter()
     timer = HostTimer()
     with timer.measure("Scenario Setup", "Parse Scenario"):
         scenario = scenario or load_scenario(options.scenario, warn_deprecated=True)
-        plan = make_plan(scenario, capture_all=options.capture_all)
     check_outputs(scenario, options)
     reference_log.say("parsed")
     reference_log.say("resources", len(scenario.resources))
-    result = RunResult(plan)
     timings: list[DispatchTimed] = []
 
     def collect(event: Event) -> None:
@@ -188,19 +170,17 @@ async def run_async(
         if on_event is not None:
             on_event(event)
 
-    ctx = open_context(scenario, options)
-    try:
-        result.device_name = ctx.info.name
-        reference_log.say("device", ctx.info.name, reference_log.DEVICE_TYPES.get(ctx.info.type, "Other"), ctx.info.vendor_id)
-        if options.neural_flags:
-            _say_no_neural_statistics(ctx, options.neural_flags)
+    async with AsyncExitStack() as closing:
         try:
-            session = Session(ctx, plan, session_options(options), timer)
+            opened = await closing.enter_async_context(open_session(scenario, open_options(options), timer=timer))
         except ScenarioError as exc:
             exc.file = exc.file or str(scenario.path)  # device-dependent checks name the scenario too
             raise
+        session, plan = opened.session, opened.plan
+        assert session is not None and plan is not None
+        result = RunResult(plan, device_name=session.ctx.info.name)
         reference_log.say("commands")
-        if not ctx.has_extension(FRAME_BOUNDARY_EXT):  # the reference's warning, once per boundary command
+        if not session.ctx.has_extension(FRAME_BOUNDARY_EXT):  # the reference's warning, once per boundary command
             for _ in (c for c in scenario.commands if isinstance(c, MarkBoundary)):
                 reference_log.say("no frame boundary")
         failed = False
@@ -216,8 +196,8 @@ async def run_async(
                 _write_reports(options, timer, timings, t_start, time.perf_counter())
                 return result
             session.load_inputs()
-            if on_session is not None:
-                await on_session(session)
+            if user is not None:
+                await user.start(session)
             t_run = time.perf_counter()
             result.frames_run = await execute(
                 session,
@@ -232,7 +212,7 @@ async def run_async(
             if stop is not None and stop.requested:
                 result.interrupted = True
                 return result
-            # In a worker thread, as the session's and the context's teardown below: the trio loop
+            # In a worker thread, as the session's and the context's teardown (open_session): the trio loop
             # stays free for the consumer's tasks (a recorder still writing its last frames).
             result.outputs = await trio.to_thread.run_sync(session.write_outputs, options.output)
             reference_log.say("results stored")
@@ -253,12 +233,9 @@ async def run_async(
             failed = True
             raise
         finally:
-            if before_close is not None:
+            if user is not None:
                 with trio.CancelScope(shield=True):
-                    await before_close(None if failed else result)
-            await _in_thread(session.close)
-    finally:
-        await _in_thread(ctx.close)
+                    await user.finish(None if failed else result)
 
 
 def _write_reports(options: RunOptions, timer: HostTimer, timings: list[DispatchTimed], t_start: float,
@@ -272,14 +249,6 @@ def _write_reports(options: RunOptions, timer: HostTimer, timings: list[Dispatch
     if options.perf_counters_dump_path is not None:
         write_json(options.perf_counters_dump_path,
                    perf_counters_document(timer, time.perf_counter() - t_start, t_run - t_start))
-
-
-async def _in_thread(release: Callable[[], None]) -> None:
-    """Run a teardown in a worker thread, to completion even when the run is being cancelled."""
-    import trio
-
-    with trio.CancelScope(shield=True):
-        await trio.to_thread.run_sync(release)
 
 
 def run(options: RunOptions, **kwargs: Any) -> RunResult:

@@ -46,13 +46,16 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from vkcore.errors import EXIT_FAILURE, TraceError, UsageError, VkcapError
 
-from . import kinds, records
-from .clock import creation_time
-from .container import ContainerError, TraceWriter
-from .trace import REPLAY_KINDS, FrameRecord, Trace, seq_ranges
+from capture import kinds, records
+from capture.clock import creation_time
+from capture.container import ContainerError, TraceWriter
+from capture.trace import REPLAY_KINDS, FrameRecord, Trace, seq_ranges
+
+from .options import ReplayOptions
+from .results import DIVERGED, IDENTICAL, Comparison
 
 if TYPE_CHECKING:
-    from replay.options import ReplayOptions
+    from .replayer import LiveSnapshot
 
 #: The header key a trimmed trace's provenance is under (docs/trace-format.md, "Trimmed traces").
 TRIMMED_FROM = "trimmed_from"
@@ -169,7 +172,7 @@ def check_out(source: Path, out: Path) -> None:
 
     from vkcore.outputs import check_output_target, same_file
 
-    from .trace_target import check_replaceable, clear_partials
+    from capture.trace_target import check_replaceable, clear_partials
 
     if same_file(source, out):
         raise UsageError(f"is the trace being trimmed ({source}): write the trimmed trace to another file",
@@ -267,7 +270,7 @@ class _Hasher(threading.Thread):
         return self.digest
 
 
-def trim_trace(source: Path, out: Path, span: FrameSpan, *, replay_options: "ReplayOptions | None" = None,
+def trim_trace(source: Path, out: Path, span: FrameSpan, *, replay_options: ReplayOptions | None = None,
                argv: Iterable[str] = ()) -> TrimResult:
     """Write frames ``span`` of the trace ``source`` as the new trace ``out``; see the module docstring.
     ``replay_options`` choose the device (and driver, emulation layers, frame timeout) when the initial
@@ -312,7 +315,7 @@ def trim_trace(source: Path, out: Path, span: FrameSpan, *, replay_options: "Rep
 
 
 def rebuild_state(trace: Trace, start: int, before: int, order: list[str] | None,
-                  options: "ReplayOptions | None", source: Path) -> tuple[dict[str, bytes], list[str], str]:
+                  options: ReplayOptions | None, source: Path) -> tuple[dict[str, bytes], list[str], str]:
     """Replay frames ``start+1..before`` from the state the trace holds after ``start`` and read back
     every checkpointed resource after frame ``before``: (uid -> bytes, the checkpointed uids in order,
     the device's name). The resources no command can write are not read back (they hold the initial
@@ -321,15 +324,11 @@ def rebuild_state(trace: Trace, start: int, before: int, order: list[str] | None
     import trio
     from dataclasses import replace
 
-    from replay.options import ReplayOptions
-    from replay.replayer import Comparer, ReplaySession
-    from replay.results import DIVERGED, IDENTICAL, Comparison
+    from .replayer import ReplaySession
     from vkcore.commands import kind_of
 
     options = replace(options or ReplayOptions(trace=source), trace=source, dispatch_level=False,
                       replace_shaders=(), first=None, last=None)
-    captured: dict[str, bytes] = {}
-    differed: list[tuple[int, str]] = []
     with ReplaySession(trace, options) as replay_session:
         session, plan = replay_session.session, replay_session.plan
         assert session is not None and session.resources is not None
@@ -346,19 +345,10 @@ def rebuild_state(trace: Trace, start: int, before: int, order: list[str] | None
         targets[before] = replace(record, snapshots={**record.snapshots, **{u: "" for u in order if u in wanted
                                                                             and u not in record.snapshots}})
 
-        class StateReader(Comparer):
-            def compare_one(self, uid: str, recorded_key: str, live: memoryview, what: str, command: int | None = None,
-                            seq: int = 0) -> Comparison:
-                if seq == before and uid in wanted:
-                    captured[uid] = bytes(live)
-                if recorded_key and records.content_key(live).hex() != recorded_key:
-                    differed.append((seq, uid))
-                    return Comparison(uid, "bytes", DIVERGED, len(live))
-                return Comparison(uid, "bytes", IDENTICAL, len(live))
-
-        report = trio.run(lambda: replay_session.run(targets, comparer_type=StateReader, stop_at_first_divergence=True,
-                                                     start=start))
+        judge = _StateReader(before, wanted)
+        report = trio.run(lambda: replay_session.run(targets, judge=judge, stop_at_first_divergence=True, start=start))
         device = str(report.device.get("device_name", "this device"))
+    captured, differed = judge.captured, judge.differed
     if differed:
         seq, uid = min(differed)
         frames = f"frame {before}" if start == before - 1 else f"frames {start + 1}-{before}"
@@ -372,6 +362,25 @@ def rebuild_state(trace: Trace, start: int, before: int, order: list[str] | None
     if missing:  # pragma: no cover - the replay reads back every resource asked for
         raise StateNotReproduced(f"the replay did not read back {', '.join(sorted(missing))}", file=trace.path)
     return captured, order, device
+
+
+class _StateReader:
+    """Trim's judge (:class:`replay.replayer.Judge`): keeps the bytes of the resources ``wanted`` after frame
+    ``before``, and notes each snapshot that differs from its recorded one (by content key)."""
+
+    def __init__(self, before: int, wanted: frozenset[str]) -> None:
+        self.before = before
+        self.wanted = wanted
+        self.captured: dict[str, bytes] = {}
+        self.differed: list[tuple[int, str]] = []
+
+    def judge(self, shot: LiveSnapshot) -> Comparison:
+        if shot.seq == self.before and shot.uid in self.wanted:
+            self.captured[shot.uid] = bytes(shot.live)
+        if shot.recorded_key and records.content_key(shot.live).hex() != shot.recorded_key:
+            self.differed.append((shot.seq, shot.uid))
+            return Comparison(shot.uid, "bytes", DIVERGED, len(shot.live))
+        return Comparison(shot.uid, "bytes", IDENTICAL, len(shot.live))
 
 
 def _write(trace: Trace, out: Path, first: int, last: int, base: dict[str, str], fresh: dict[str, bytes],
