@@ -1,0 +1,130 @@
+"""``vkcap import CAPTURE.gfxr`` and ``vkcap record CAPTURE.gfxr`` (issue #40) with an application we did not
+write: ARM's reference ``scenario-runner`` runs a scenario under GFXReconstruct's capture layer; the capture
+is imported, the scenario run with vkcap, and its outputs compared with the runner's own, byte for byte.
+Then the imported trace is recorded, replayed and bisected (a replaced shader found at its dispatch), and bad
+captures (truncated, garbage) are refused with exit 2 and one line, writing nothing."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.builders import vkcap
+from tests.reference import reference_command, reference_env, requires_reference
+
+REPO = Path(__file__).resolve().parent.parent
+LAYER_FOLDER = "/usr/share/vulkan/explicit_layer.d"
+pytestmark = [requires_reference,
+              pytest.mark.skipif(shutil.which("gfxrecon-convert") is None or not Path(LAYER_FOLDER, "VkLayer_gfxreconstruct.json").is_file(),
+                                 reason="GFXReconstruct (Debian's gfxreconstruct) is not installed")]
+
+ADD = (REPO / "examples" / "add" / "add.comp").read_text()
+
+
+def capture_env(capture: Path, compression: str = "LZ4") -> dict[str, str]:
+    """The reference's environment with GFXReconstruct's capture layer above its emulation layers."""
+    env = reference_env()
+    env["VK_LAYER_PATH"] += os.pathsep + LAYER_FOLDER
+    env["VK_INSTANCE_LAYERS"] = "VK_LAYER_LUNARG_gfxreconstruct" + os.pathsep + env["VK_INSTANCE_LAYERS"]
+    env.update(GFXRECON_CAPTURE_FILE=str(capture), GFXRECON_CAPTURE_FILE_TIMESTAMP="false",
+               GFXRECON_LOG_LEVEL="warning", GFXRECON_CAPTURE_COMPRESSION_TYPE=compression)
+    return env
+
+
+def add_scenario(folder: Path) -> Path:
+    """examples/add with one dispatch (buffers, push constants, an int and a float specialization constant)."""
+    shutil.copytree(REPO / "examples" / "add", folder)
+    doc = json.loads((folder / "scenario.json").read_text())
+    doc["commands"] = doc["commands"][:1]
+    (folder / "scenario.json").write_text(json.dumps(doc))
+    return folder / "scenario.json"
+
+
+def capture_reference(scenario: Path, capture: Path, output: Path, compression: str = "LZ4") -> None:
+    proc = subprocess.run(reference_command(scenario, output), env=capture_env(capture, compression),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert capture.is_file()
+
+
+def output_bytes(folder: Path, names: list[str]) -> list[bytes]:
+    return sorted(np.load(folder / name).tobytes() for name in names)
+
+
+def dsts(scenario: Path) -> list[str]:
+    doc = json.loads(scenario.read_text())
+    return [body["dst"] for item in doc["resources"] for body in item.values() if body.get("dst")]
+
+
+@pytest.fixture(scope="module")
+def add_capture(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("add")
+    scenario = add_scenario(root / "app")
+    capture_reference(scenario, root / "add.gfxr", root / "app_out")
+    return {"root": root, "scenario": scenario, "capture": root / "add.gfxr", "app_out": root / "app_out"}
+
+
+@pytest.mark.parametrize("compression", ["NONE", "ZSTD"])
+def test_other_compressions_import_alike(tmp_path: Path, compression: str) -> None:
+    scenario = add_scenario(tmp_path / "app")
+    capture_reference(scenario, tmp_path / "c.gfxr", tmp_path / "app_out", compression)
+    assert vkcap("import", tmp_path / "c.gfxr", "-o", tmp_path / "imported").returncode == 0
+    assert vkcap("run", tmp_path / "imported" / "scenario.json", "--output", tmp_path / "ours").returncode == 0
+    names = dsts(tmp_path / "imported" / "scenario.json")
+    assert output_bytes(tmp_path / "ours", names) == output_bytes(tmp_path / "app_out", ["out.npy"])
+
+
+def test_imported_capture_reproduces_the_application_byte_for_byte(add_capture: dict[str, Path], tmp_path: Path) -> None:
+    proc = vkcap("import", add_capture["capture"], "-o", tmp_path / "imported")
+    assert proc.returncode == 0, proc.stderr
+    assert "imported 1 dispatch(es) in 1 frame(s): 3 buffer(s), 1 shader(s); outputs: buffer2" in proc.stderr
+    scenario = tmp_path / "imported" / "scenario.json"
+    doc = json.loads(scenario.read_text())
+    shader = doc["resources"][0]["shader"]
+    assert shader["specialization_constants"] == [{"id": 0, "value": 64}, {"id": 1, "value": 0.25}]
+    assert shader["push_constants_size"] == 8
+    run = vkcap("run", scenario, "--output", tmp_path / "ours")
+    assert run.returncode == 0, run.stderr
+    names = dsts(scenario)
+    assert names == ["buffer2.npy"]
+    assert (tmp_path / "ours" / "buffer2.npy").read_bytes() == (add_capture["app_out"] / "out.npy").read_bytes()
+
+
+def test_import_never_overwrites(add_capture: dict[str, Path], tmp_path: Path) -> None:
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "keep.txt").write_text("mine")
+    proc = vkcap("import", add_capture["capture"], "-o", tmp_path / "mine")
+    assert proc.returncode == 2
+    assert "exists and is not an empty folder" in proc.stderr
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["keep.txt"]
+
+
+def test_record_replay_and_bisect_an_imported_capture(add_capture: dict[str, Path], tmp_path: Path) -> None:
+    trace = tmp_path / "add.vkt"
+    before = set(Path("/tmp").glob("vkcap-import-*"))
+    rec = vkcap("record", add_capture["capture"], "-o", trace)
+    assert rec.returncode == 0, rec.stderr
+    assert set(Path("/tmp").glob("vkcap-import-*")) == before  # the temporary scenario is gone
+    replay = vkcap("replay", trace)
+    assert replay.returncode == 0, replay.stderr
+    changed = tmp_path / "add_new.comp"
+    changed.write_text(ADD.replace("b[i] * pc.scale", "b[i] * pc.scale * 1.5"))
+    bisect = vkcap("bisect", trace, "--replace-shader", f"shader0={changed}")
+    assert bisect.returncode == 1, bisect.stderr
+    assert "first divergent dispatch: commands[0] (shader0)" in bisect.stdout + bisect.stderr
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "empty"])
+def test_bad_captures_are_refused_in_one_line(add_capture: dict[str, Path], tmp_path: Path, damage: str) -> None:
+    data = add_capture["capture"].read_bytes()
+    bad = tmp_path / "bad.gfxr"
+    bad.write_bytes({"truncated": data[:len(data) // 2], "garbage": os.urandom(4096), "empty": b""}[damage])
+    proc = vkcap("import", bad, "-o", tmp_path / "out")
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith(f"vkcap: error: {bad}: ")
+    assert not (tmp_path / "out").exists()
