@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -127,4 +128,29 @@ def test_bad_captures_are_refused_in_one_line(add_capture: dict[str, Path], tmp_
     proc = vkcap("import", bad, "-o", tmp_path / "out")
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith(f"vkcap: error: {bad}: ")
+    assert not (tmp_path / "out").exists()
+
+
+IMAGE_SHADER = """#version 450
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0, r32f) uniform writeonly image2D img;
+void main() { imageStore(img, ivec2(gl_GlobalInvocationID.xy), vec4(1.0)); }
+"""
+
+
+def test_compute_that_depends_on_what_is_not_imported_exits_2_naming_the_call(tmp_path: Path) -> None:
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "img.comp").write_text(IMAGE_SHADER)
+    scenario = tmp_path / "app" / "scenario.json"
+    scenario.write_text(json.dumps({
+        "resources": [{"shader": {"uid": "s", "src": "img.comp", "type": "GLSL"}},
+                      {"image": {"uid": "img", "dims": [1, 4, 4, 1], "format": "VK_FORMAT_R32_SFLOAT",
+                                 "shader_access": "writeonly", "dst": "img.dds"}}],
+        "commands": [{"dispatch_compute": {"shader_ref": "s", "rangeND": [4, 4, 1],
+                                           "bindings": [{"set": 0, "id": 0, "resource_ref": "img"}]}}]}))
+    capture_reference(scenario, tmp_path / "img.gfxr", tmp_path / "app_out")
+    proc = vkcap("import", tmp_path / "img.gfxr", "-o", tmp_path / "out")
+    assert proc.returncode == 2, proc.stderr
+    assert "vkUpdateDescriptorSets writes a VK_DESCRIPTOR_TYPE_STORAGE_IMAGE descriptor (not imported)" in proc.stderr
+    assert re.search(r": call \d+: ", proc.stderr), proc.stderr
     assert not (tmp_path / "out").exists()

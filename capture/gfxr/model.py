@@ -274,6 +274,7 @@ class Model:
                 continue
             if kind not in ("VK_DESCRIPTOR_TYPE_STORAGE_BUFFER", "VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER"):
                 self.unsupported.note("other", f"vkUpdateDescriptorSets ({kind})", call.index)
+                target[_int(write.get("dstBinding"), "dstBinding", call.index, 1 << 32)] = (None, call.index, str(kind)[:60])
                 continue
             binding = _int(write.get("dstBinding"), "dstBinding", call.index, 1 << 32)
             element = _int(write.get("dstArrayElement", 0), "dstArrayElement", call.index, 1 << 32)
@@ -431,6 +432,9 @@ class Execution:
         bindings, written = [], []
         for set_index, handle in sorted(self.sets.items()):
             for binding, (buffer, offset, size) in sorted(model.sets.get(handle, {}).items()):
+                if buffer is None:
+                    raise DependsOnUnsupported(f"call {offset}: vkUpdateDescriptorSets writes a {size} descriptor "
+                                               f"(not imported) that the dispatch at call {call.index} binds")
                 memory, moffset, msize = model.range_of(buffer, offset, size, call.index)
                 resource = model.resource(memory, moffset, msize, call.index)
                 bindings.append((set_index, binding, resource.uid))

@@ -69,7 +69,8 @@ def _groups(resources: list[Resource]) -> dict[str, tuple[str, int]]:
 def write_scenario(model: Model, folder: Path) -> Summary:
     dispatches = [c for c in model.commands if isinstance(c, Dispatch)]
     if not dispatches:
-        raise ScenarioError("the capture holds no compute dispatch vkcap can import", file=None)
+        said = "; ".join(model.unsupported.lines())
+        raise ScenarioError("the capture holds no compute dispatch vkcap can import" + (f" ({said})" if said else ""))
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise ScenarioError(f"{folder}: exists and is not an empty folder (vkcap import never overwrites)")
     folder.mkdir(parents=True, exist_ok=True)
