@@ -4,9 +4,13 @@ Memory is modelled as bytes (what the host wrote into mapped memory, through fil
 what copies and fills recorded in command buffers moved while their sources were host-known). Buffers and
 images are views of memory; a dispatch turns each descriptor it binds into a scenario resource keyed by
 the memory range it covers, whose initial contents are the host-known bytes of that range when it is first
-dispatched on. Device work makes a range *device-written*: reading it back (a copy into memory the host
-maps, or mapping it) makes the resource an output; anything else that would need the device's bytes on the
-host (a host copy of them, an indirect dispatch's arguments) is a :class:`DependsOnUnsupported` naming the call.
+dispatched on. A host write into a range after dispatches used it (the next frame's inputs) makes a new
+*version* of that resource (a new scenario resource with the new bytes) for the dispatches after it, when
+the range's bytes are all host-known then: the device never wrote it (by the shaders' own NonWritable
+decorations), or the host wrote all of it. Device work makes a range *device-written*: reading it back (a
+copy into memory the host maps, or mapping it) makes the resource an output; anything else that would need
+the device's bytes on the host (a host copy of them, an indirect dispatch's arguments, a partial host
+write over them) is a :class:`DependsOnUnsupported` naming the call.
 
 Guarantees: handles are the capture's integers and never become names or paths; every size taken from the
 capture is checked against :data:`MAX_MEMORY` before bytes are allocated; unsupported calls are noted in
@@ -50,7 +54,6 @@ class Memory:
     size: int
     data: bytearray | None = None  # allocated on the first host write
     device_written: bool = False
-    host_write_after_device: int | None = None  # index of a host write after device work touched it
 
     def write(self, offset: int, raw: bytes) -> None:
         if self.data is None:
@@ -80,6 +83,21 @@ class Resource:
     first_use: int
     output: bool = False
     written: bool = False
+    lineage: str = ""  # uid of the first version of this memory range
+    stale: int | None = None  # index of the first host write into it since a dispatch bound it
+    rewritten: list[tuple[int, int]] = field(default_factory=list)  # those writes' (offset, end) in memory
+
+    def __post_init__(self) -> None:
+        self.lineage = self.lineage or self.uid
+
+    def host_knows_all(self) -> bool:
+        """Whether the host wrote every byte of the range since it went stale (device results all replaced)."""
+        end = self.offset
+        for start, stop in sorted(self.rewritten):
+            if start > end:
+                return False
+            end = max(end, stop)
+        return end >= self.offset + self.size
 
 
 @dataclass
@@ -100,6 +118,13 @@ class Dispatch:
 
 
 @dataclass
+class Boundary:
+    """The end of a frame: the uids of the resources current there (outputs among them are captured)."""
+
+    live: list[str]
+
+
+@dataclass
 class Model:
     capture: Capture
     frames_per_submit: bool = False
@@ -110,10 +135,12 @@ class Model:
     pipelines: dict[int, Pipeline] = field(default_factory=dict)
     sets: dict[int, dict[int, tuple[int, int, int]]] = field(default_factory=dict)  # set -> binding -> (buffer, offset, range)
     command_buffers: dict[int, list[Call]] = field(default_factory=dict)
-    resources: dict[tuple[int, int, int], Resource] = field(default_factory=dict)
+    resources: dict[tuple[int, int, int], Resource] = field(default_factory=dict)  # the current version of each range
+    versions: list[Resource] = field(default_factory=list)  # every version, in order of creation
     shaders: dict[tuple[Any, ...], str] = field(default_factory=dict)  # key -> uid
     shader_code: dict[str, tuple[bytes, str, list[tuple[int, int | float]], int]] = field(default_factory=dict)
-    commands: list[Dispatch | str] = field(default_factory=list)  # "frame" marks a boundary
+    commands: list[Dispatch | Boundary] = field(default_factory=list)
+    read_only: dict[int, set[tuple[int, int]]] = field(default_factory=dict)  # module -> its NonWritable bindings
     unsupported: Unsupported = field(default_factory=Unsupported)
     modelled: int = 0
 
@@ -174,10 +201,21 @@ class Model:
         if memory is None or fill.offset + len(fill.data) > memory.size:
             self.unsupported.note("other", "fill-memory outside any allocation", fill.index)
             return
-        if any(r.memory == fill.memory and _overlaps(r, fill.offset, len(fill.data)) for r in self.resources.values()):
-            if memory.host_write_after_device is None and memory.read(fill.offset, len(fill.data)) != fill.data:
-                memory.host_write_after_device = fill.index
-        memory.write(fill.offset, fill.data)
+        self.host_write(fill.memory, fill.offset, fill.data, fill.index)
+
+    def host_write(self, memory: int, offset: int, raw: bytes, index: int) -> None:
+        """``raw`` written at ``offset`` of ``memory`` by the host (or by a copy of host-known bytes); the
+        resources it changes go stale (see :meth:`resource`)."""
+        backing = self.memories[memory]
+        for r in self.resources.values():
+            if r.memory != memory or not _overlaps(r, offset, len(raw)):
+                continue
+            lo, hi = max(offset, r.offset), min(offset + len(raw), r.offset + r.size)
+            if not r.written and backing.read(lo, hi - lo) == raw[lo - offset:hi - offset]:
+                continue  # the same bytes again (the capture layer rewrites whole pages)
+            r.stale = index if r.stale is None else r.stale
+            r.rewritten.append((lo, hi))
+        backing.write(offset, raw)
 
     def _create_buffer(self, call: Call) -> None:
         info = _dict(call.args.get("pCreateInfo"))
@@ -301,8 +339,8 @@ class Model:
             recorded.append(call)
 
     def _frame(self, call: Call) -> None:
-        if self.commands and self.commands[-1] != "frame":
-            self.commands.append("frame")
+        if self.commands and not isinstance(self.commands[-1], Boundary):
+            self.commands.append(Boundary([r.uid for r in self.resources.values()]))
 
     def _queue_submit(self, call: Call) -> None:
         for submit in _list(call.args.get("pSubmits")):
@@ -345,22 +383,44 @@ class Model:
         return target.memory, target.offset + offset, size
 
     def resource(self, memory: int, offset: int, size: int, index: int) -> Resource:
+        """The current version of the range, a new version when the host rewrote it since (see the module
+        notes); raises where the new version's bytes are not all host-known or the range aliases another."""
         key = (memory, offset, size)
         found = self.resources.get(key)
-        if found is None:
-            backing = self.memories[memory]
-            found = Resource(f"buffer{len(self.resources)}", memory, offset, size, backing.read(offset, size), index)
-            self.resources[key] = found
-        elif self.memories[memory].host_write_after_device is not None:
-            raise DependsOnUnsupported(f"call {self.memories[memory].host_write_after_device}: a host write into "
-                                       f"memory that dispatches already used, read again by the dispatch at call {index} "
-                                       "(the scenario format uploads inputs once)")
-        return found
+        if found is not None and found.stale is None:
+            return found
+        others = [r for r in self.versions if r.memory == memory and _overlaps(r, offset, size)
+                  and (found is None or r.lineage != found.lineage)]
+        if found is not None:
+            if found.written and not found.host_knows_all():
+                raise DependsOnUnsupported(f"call {found.stale}: a host write into part of memory a dispatch wrote, "
+                                           f"read again by the dispatch at call {index} (the device's bytes beside "
+                                           "it are not in the capture)")
+            if others:
+                raise DependsOnUnsupported(f"call {found.stale}: a host write into memory that several bound "
+                                           f"ranges share, read again by the dispatch at call {index}")
+        elif any(r.lineage != r.uid for r in others) or any(r.stale is not None for r in others):
+            raise DependsOnUnsupported(f"call {index}: binds memory that overlaps a range the host rewrote "
+                                       "between dispatches")
+        made = Resource(f"buffer{len(self.versions)}", memory, offset, size, self.memories[memory].read(offset, size),
+                        index, lineage=found.lineage if found is not None else "")
+        self.resources[key] = made
+        self.versions.append(made)
+        return made
 
     def _read_back(self, memory: Any, offset: int, size: int) -> None:
         for r in self.resources.values():
             if r.memory == memory and r.written and _overlaps(r, offset, size):
                 r.output = True
+
+    def read_only_bindings(self, module: int) -> set[tuple[int, int]]:
+        """(set, binding) pairs the module declares NonWritable (none when it cannot be reflected)."""
+        if module not in self.read_only:
+            try:
+                self.read_only[module] = reflect(self.modules[module]).read_only
+            except SpirvError:
+                self.read_only[module] = set()
+        return self.read_only[module]
 
     def shader_uid(self, pipeline: Pipeline, push: int) -> str:
         key = (pipeline.module, pipeline.entry, tuple(pipeline.constants), push)
@@ -429,6 +489,7 @@ class Execution:
         if self.pipeline is None:
             raise DependsOnUnsupported(f"call {call.index}: {call.name} without a compute pipeline the importer knows")
         model = self.model
+        read_only = model.read_only_bindings(self.pipeline.module)
         bindings, written = [], []
         for set_index, handle in sorted(self.sets.items()):
             for binding, (buffer, offset, size) in sorted(model.sets.get(handle, {}).items()):
@@ -438,8 +499,9 @@ class Execution:
                 memory, moffset, msize = model.range_of(buffer, offset, size, call.index)
                 resource = model.resource(memory, moffset, msize, call.index)
                 bindings.append((set_index, binding, resource.uid))
-                written.append(resource)
-        for resource in written:  # conservatively: a dispatch may write whatever it binds
+                if (set_index, binding) not in read_only:
+                    written.append(resource)
+        for resource in written:  # a dispatch may write whatever it binds without NonWritable
             resource.written = True
             model.memories[resource.memory].device_written = True
         push = model.layouts.get(self.pipeline.layout, 0)
@@ -472,21 +534,13 @@ class Execution:
                 target.device_written = True
                 continue
             raw = source.read(soff, size)
-            if raw is not None:
-                self._host_write(dmem, doff, raw, call.index)
-
-    def _host_write(self, memory: int, offset: int, raw: bytes, index: int) -> None:
-        backing = self.model.memories[memory]
-        if any(r.memory == memory and _overlaps(r, offset, len(raw)) for r in self.model.resources.values()):
-            if backing.host_write_after_device is None:
-                backing.host_write_after_device = index
-        backing.write(offset, raw)
+            model.host_write(dmem, doff, raw if raw is not None else bytes(size), call.index)
 
     def _fillbuffer(self, call: Call) -> None:
         size = _int(call.args.get("size"), "size", call.index)
         memory, offset, size = self.model.range_of(call.args.get("dstBuffer"), _int(call.args.get("dstOffset"), "dstOffset", call.index), size, call.index)
         word = struct.pack("<I", _int(call.args.get("data"), "data", call.index, 1 << 32))
-        self._host_write(memory, offset, (word * (size // 4 + 1))[:size], call.index)
+        self.model.host_write(memory, offset, (word * (size // 4 + 1))[:size], call.index)
 
     def _updatebuffer(self, call: Call) -> None:
         size = _int(call.args.get("dataSize"), "dataSize", call.index, 65537)
@@ -494,4 +548,4 @@ class Execution:
         if data is None:
             raise DependsOnUnsupported(f"call {call.index}: vkCmdUpdateBuffer: the capture does not hold the data")
         memory, offset, _ = self.model.range_of(call.args.get("dstBuffer"), _int(call.args.get("dstOffset"), "dstOffset", call.index), size, call.index)
-        self._host_write(memory, offset, data, call.index)
+        self.model.host_write(memory, offset, data, call.index)

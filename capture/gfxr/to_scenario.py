@@ -5,7 +5,9 @@ each shader as ``shaderN.spv``, each buffer's initial contents and each distinct
 Guarantees: every file name is made here from counters (nothing from the capture names a file); the
 folder must be new or empty (nothing of the user's is overwritten); resources that share memory and overlap
 become one ``memory_group``; an output read back by the application gets ``dst: <uid>.npy``, and when it
-read nothing back, every buffer a dispatch wrote does (said in the summary).
+read nothing back, every buffer a dispatch wrote does (said in the summary); a range the host rewrote
+between frames is one resource per version, each with its own ``src``, and each frame's ``frame_boundary``
+captures the outputs current in that frame.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import numpy as np
 
 from vkcore.errors import ScenarioError
 
-from .model import Dispatch, Model, Resource
+from .model import Boundary, Dispatch, Model, Resource
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,12 @@ def _groups(resources: list[Resource]) -> dict[str, tuple[str, int]]:
     """uid -> (memory group id, offset in it) for resources that overlap another in the same memory."""
     out: dict[str, tuple[str, int]] = {}
     by_memory: dict[int, list[Resource]] = {}
+    lineages: dict[str, int] = {}
     for r in resources:
-        by_memory.setdefault(r.memory, []).append(r)
+        lineages[r.lineage] = lineages.get(r.lineage, 0) + 1
+    for r in resources:
+        if lineages[r.lineage] == 1:  # versions of one range never overlap another (the model refuses that)
+            by_memory.setdefault(r.memory, []).append(r)
     for memory, members in by_memory.items():
         members.sort(key=lambda r: r.offset)
         clusters: list[list[Resource]] = []
@@ -75,7 +81,7 @@ def write_scenario(model: Model, folder: Path) -> Summary:
         raise ScenarioError(f"{folder}: exists and is not an empty folder (vkcap import never overwrites)")
     folder.mkdir(parents=True, exist_ok=True)
     used = {uid for d in dispatches for _, _, uid in d.bindings}
-    resources = [r for r in model.resources.values() if r.uid in used]
+    resources = [r for r in model.versions if r.uid in used]
     guessed = not any(r.output for r in resources)
     outputs = [r for r in resources if (r.written if guessed else r.output)]
     items: list[dict[str, Any]] = []
@@ -113,10 +119,11 @@ def write_scenario(model: Model, folder: Path) -> Summary:
             if c.push:
                 body["push_data_ref"] = pushes[c.push]
             commands.append({"dispatch_compute": body})
-        elif c == "frame" and commands and "mark_boundary" not in commands[-1]:
-            commands.append({"mark_boundary": {"resources": [r.uid for r in outputs]}})
+        elif isinstance(c, Boundary) and commands and "frame_boundary" not in commands[-1]:
+            live = set(c.live)
+            commands.append({"frame_boundary": {"resources": [r.uid for r in outputs if r.uid in live]}})
             frames += 1
-    if commands and "mark_boundary" in commands[-1]:
+    if commands and "frame_boundary" in commands[-1]:
         frames -= 1
     (folder / "scenario.json").write_text(json.dumps({"resources": items, "commands": commands}, indent=2) + "\n")
     return Summary(len(dispatches), frames, len(resources), len(model.shader_code), [r.uid for r in outputs], guessed,

@@ -31,10 +31,10 @@ IGNORED_PREFIXES = ("vkGet", "vkEnumerate", "vkDestroy", "vkFree", "vkWaitFor", 
 def kind_of(name: str, handled: set[str]) -> str:
     if name in handled:
         return "handled"
+    if name.startswith(IGNORED_PREFIXES):  # first: destroying a render pass is no graphics work to list
+        return "ignored"
     if any(word in name for word in GRAPHICS_WORDS):
         return "graphics"
-    if name.startswith(IGNORED_PREFIXES):
-        return "ignored"
     return "other"
 
 
