@@ -135,26 +135,70 @@ def test_bad_captures_are_refused_in_one_line(add_capture: dict[str, Path], tmp_
 
 
 IMAGE_SHADER = """#version 450
+layout(local_size_x = 4, local_size_y = 4) in;
+layout(constant_id = 0) const float GAIN = 1.0;
+layout(push_constant) uniform Push { float bias; } pc;
+layout(set = 0, binding = 0, r32f) uniform readonly image2D src;
+layout(set = 0, binding = 1, r32f) uniform writeonly image2D dst;
+void main() {
+    ivec2 p = ivec2(gl_GlobalInvocationID.xy);
+    imageStore(dst, p, vec4(imageLoad(src, p).x * GAIN + pc.bias));
+}
+"""
+
+
+def test_storage_images_with_push_and_specialization_constants_reproduce_the_runner(tmp_path: Path) -> None:
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "img.comp").write_text(IMAGE_SHADER)
+    np.save(app / "in.npy", np.arange(32, dtype=np.float32).reshape(1, 4, 8, 1) / 3)
+    np.save(app / "pc.npy", np.array([0.75], dtype=np.float32))
+    (app / "scenario.json").write_text(json.dumps({
+        "resources": [{"shader": {"uid": "s", "src": "img.comp", "type": "GLSL", "push_constants_size": 4,
+                                  "specialization_constants": [{"id": 0, "value": 2.5}]}},
+                      {"raw_data": {"uid": "pc", "src": "pc.npy"}},
+                      {"image": {"uid": "in", "dims": [1, 8, 4, 1], "format": "VK_FORMAT_R32_SFLOAT",
+                                 "shader_access": "image_read", "src": "in.npy"}},
+                      {"image": {"uid": "out", "dims": [1, 8, 4, 1], "format": "VK_FORMAT_R32_SFLOAT",
+                                 "shader_access": "writeonly", "dst": "out.dds"}}],
+        "commands": [{"dispatch_compute": {"shader_ref": "s", "push_data_ref": "pc", "rangeND": [2, 1, 1],
+                                           "bindings": [{"set": 0, "id": 0, "resource_ref": "in"},
+                                                        {"set": 0, "id": 1, "resource_ref": "out"}]}}]}))
+    capture_reference(app / "scenario.json", tmp_path / "img.gfxr", tmp_path / "app_out")
+    proc = vkcap("import", tmp_path / "img.gfxr", "-o", tmp_path / "imported")
+    assert proc.returncode == 0, proc.stderr
+    assert "imported 1 dispatch(es) in 1 frame(s): 0 buffer(s), 2 image(s), 1 shader(s); outputs: image1" in proc.stderr
+    run = vkcap("run", tmp_path / "imported" / "scenario.json", "--output", tmp_path / "ours")
+    assert run.returncode == 0, run.stderr
+    assert dsts(tmp_path / "imported" / "scenario.json") == ["image1.dds"]
+    assert (tmp_path / "ours" / "image1.dds").read_bytes() == (tmp_path / "app_out" / "out.dds").read_bytes()
+
+
+SAMPLED_SHADER = """#version 450
 layout(local_size_x = 1) in;
-layout(set = 0, binding = 0, r32f) uniform writeonly image2D img;
-void main() { imageStore(img, ivec2(gl_GlobalInvocationID.xy), vec4(1.0)); }
+layout(set = 0, binding = 0) uniform sampler2D tex;
+layout(set = 0, binding = 1) buffer Out { float o[]; };
+void main() { o[gl_GlobalInvocationID.x] = texelFetch(tex, ivec2(gl_GlobalInvocationID.x, 0), 0).x; }
 """
 
 
 def test_compute_that_depends_on_what_is_not_imported_exits_2_naming_the_call(tmp_path: Path) -> None:
     (tmp_path / "app").mkdir()
-    (tmp_path / "app" / "img.comp").write_text(IMAGE_SHADER)
+    (tmp_path / "app" / "tex.comp").write_text(SAMPLED_SHADER)
     scenario = tmp_path / "app" / "scenario.json"
     scenario.write_text(json.dumps({
-        "resources": [{"shader": {"uid": "s", "src": "img.comp", "type": "GLSL"}},
-                      {"image": {"uid": "img", "dims": [1, 4, 4, 1], "format": "VK_FORMAT_R32_SFLOAT",
-                                 "shader_access": "writeonly", "dst": "img.dds"}}],
-        "commands": [{"dispatch_compute": {"shader_ref": "s", "rangeND": [4, 4, 1],
-                                           "bindings": [{"set": 0, "id": 0, "resource_ref": "img"}]}}]}))
-    capture_reference(scenario, tmp_path / "img.gfxr", tmp_path / "app_out")
-    proc = vkcap("import", tmp_path / "img.gfxr", "-o", tmp_path / "out")
+        "resources": [{"shader": {"uid": "s", "src": "tex.comp", "type": "GLSL"}},
+                      {"image": {"uid": "tex", "dims": [1, 4, 4, 1], "format": "VK_FORMAT_R32_SFLOAT",
+                                 "shader_access": "readonly"}},
+                      {"buffer": {"uid": "out", "size": 16, "shader_access": "readwrite", "dst": "out.npy"}}],
+        "commands": [{"dispatch_compute": {"shader_ref": "s", "rangeND": [4, 1, 1],
+                                           "bindings": [{"set": 0, "id": 0, "resource_ref": "tex"},
+                                                        {"set": 0, "id": 1, "resource_ref": "out"}]}}]}))
+    capture_reference(scenario, tmp_path / "tex.gfxr", tmp_path / "app_out")
+    proc = vkcap("import", tmp_path / "tex.gfxr", "-o", tmp_path / "out")
     assert proc.returncode == 2, proc.stderr
-    assert "vkUpdateDescriptorSets writes a VK_DESCRIPTOR_TYPE_STORAGE_IMAGE descriptor (not imported)" in proc.stderr
+    assert "vkUpdateDescriptorSets writes a VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER descriptor (not imported)" \
+        in proc.stderr
     assert re.search(r": call \d+: ", proc.stderr), proc.stderr
     assert not (tmp_path / "out").exists()
 

@@ -22,6 +22,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from vkcore.resources.formats import format_info
 from vkcore.shaders.spirv import SpirvError, reflect
 
 from .blocks import FillMemory, pointed_bytes
@@ -72,8 +73,27 @@ class Buffer:
 
 
 @dataclass
+class Image:
+    """A 2-D, single-level, single-layer image; its texels (tightly packed rows) as the host knows them.
+    ``unsupported`` names the call that made it one vkcap cannot carry (then binding it raises)."""
+
+    format: str
+    width: int
+    height: int
+    tiling: str
+    unsupported: str = ""
+    content: bytes | None = None
+    device_written: bool = False
+    resource: "Resource | None" = None
+
+    @property
+    def size(self) -> int:
+        return self.width * self.height * format_info(self.format).block_bytes
+
+
+@dataclass
 class Resource:
-    """One scenario buffer: a memory range a dispatch bound."""
+    """One scenario buffer (a memory range a dispatch bound) or image (``image`` set)."""
 
     uid: str
     memory: int
@@ -83,6 +103,7 @@ class Resource:
     first_use: int
     output: bool = False
     written: bool = False
+    image: Image | None = None
     lineage: str = ""  # uid of the first version of this memory range
     stale: int | None = None  # index of the first host write into it since a dispatch bound it
     rewritten: list[tuple[int, int]] = field(default_factory=list)  # those writes' (offset, end) in memory
@@ -130,6 +151,8 @@ class Model:
     frames_per_submit: bool = False
     memories: dict[int, Memory] = field(default_factory=dict)
     buffers: dict[int, Buffer] = field(default_factory=dict)
+    images: dict[int, Image] = field(default_factory=dict)
+    views: dict[int, int] = field(default_factory=dict)  # image view -> image
     modules: dict[int, bytes] = field(default_factory=dict)
     layouts: dict[int, int] = field(default_factory=dict)  # pipeline layout -> push constant size
     pipelines: dict[int, Pipeline] = field(default_factory=dict)
@@ -174,6 +197,8 @@ class Model:
             "vkQueueSubmit": self._queue_submit, "vkQueueSubmit2": self._queue_submit2,
             "vkQueueSubmit2KHR": self._queue_submit2, "vkQueuePresentKHR": self._frame,
             "vkFrameBoundaryANDROID": self._frame,
+            "vkCreateImage": self._create_image, "vkCreateImageView": self._create_image_view,
+            "vkBindImageMemory": _nothing, "vkBindImageMemory2": _nothing, "vkBindImageMemory2KHR": _nothing,
             "vkCreateDescriptorSetLayout": _nothing, "vkUnmapMemory": _nothing, "vkCmdPipelineBarrier": self._record,
             "vkCmdPipelineBarrier2": self._record, "vkCmdPipelineBarrier2KHR": self._record,
             **{name: self._record for name in RECORDED},
@@ -236,6 +261,44 @@ class Model:
         for info in _list(call.args.get("pBindInfos")):
             info = _dict(info)
             self._bind(info.get("buffer"), info.get("memory"), info.get("memoryOffset"), call.index)
+
+    def _create_image(self, call: Call) -> None:
+        info = _dict(call.args.get("pCreateInfo"))
+        extent = _dict(info.get("extent"))
+        name = str(info.get("format"))[:60]
+        image = Image(name, _int(extent.get("width"), "width", call.index, 1 << 16),
+                      _int(extent.get("height"), "height", call.index, 1 << 16),
+                      "LINEAR" if info.get("tiling") == "VK_IMAGE_TILING_LINEAR" else "OPTIMAL")
+        try:
+            fmt = format_info(name)
+        except (KeyError, ValueError):
+            fmt = None
+        shape = (info.get("imageType"), extent.get("depth"), info.get("mipLevels"), info.get("arrayLayers"),
+                 info.get("samples"))
+        if shape != ("VK_IMAGE_TYPE_2D", 1, 1, 1, "VK_SAMPLE_COUNT_1_BIT"):
+            image.unsupported = f"call {call.index}: vkCreateImage: not a 2-D image of one level, layer and sample"
+        elif fmt is None or not fmt.image or fmt.is_depth or fmt.file_bytes != fmt.block_bytes:
+            image.unsupported = f"call {call.index}: vkCreateImage: {name} is not an image format vkcap carries"
+        self.images[_int(call.args.get("pImage"), "pImage", call.index)] = image
+
+    def _create_image_view(self, call: Call) -> None:
+        info = _dict(call.args.get("pCreateInfo"))
+        image = self.images.get(info.get("image"))  # type: ignore[arg-type]
+        if image is not None and info.get("format") != image.format and not image.unsupported:
+            image.unsupported = f"call {call.index}: vkCreateImageView: a view in another format"
+        self.views[_int(call.args.get("pView"), "pView", call.index)] = info.get("image")  # type: ignore[assignment]
+
+    def image_resource(self, view: Any, index: int) -> Resource:
+        """The scenario image behind ``view``, made when a dispatch first binds it."""
+        image = self.images.get(self.views.get(view))  # type: ignore[arg-type]
+        if image is None:
+            raise DependsOnUnsupported(f"call {index}: binds an image view the capture does not describe")
+        if image.unsupported:
+            raise DependsOnUnsupported(f"{image.unsupported}, bound by the dispatch at call {index}")
+        if image.resource is None:
+            image.resource = Resource(f"image{len(self.versions)}", -1, 0, image.size, image.content, index, image=image)
+            self.versions.append(image.resource)
+        return image.resource
 
     def _params(self, call: Call) -> bytes:
         return self.capture.blocks.calls.get(call.index, b"")
@@ -309,6 +372,14 @@ class Model:
             target = self.sets.get(write.get("dstSet"))  # type: ignore[arg-type]
             kind = write.get("descriptorType")
             if target is None:
+                continue
+            if kind == "VK_DESCRIPTOR_TYPE_STORAGE_IMAGE":
+                binding = _int(write.get("dstBinding"), "dstBinding", call.index, 1 << 32)
+                infos = _list(write.get("pImageInfo"))
+                if _int(write.get("dstArrayElement", 0), "dstArrayElement", call.index, 1 << 32) or len(infos) != 1:
+                    self.unsupported.note("other", "descriptor arrays", call.index)
+                    continue
+                target[binding] = (IMAGE, _dict(infos[0]).get("imageView"), call.index)
                 continue
             if kind not in ("VK_DESCRIPTOR_TYPE_STORAGE_BUFFER", "VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER"):
                 self.unsupported.note("other", f"vkUpdateDescriptorSets ({kind})", call.index)
@@ -439,8 +510,12 @@ def _nothing(call: Call) -> None:
     return None
 
 
+IMAGE = "image"  # the first item of a descriptor set entry that holds a storage image: (IMAGE, view, index)
+
+
 RECORDED = ("vkCmdBindPipeline", "vkCmdBindDescriptorSets", "vkCmdPushConstants", "vkCmdDispatch",
-            "vkCmdDispatchBase", "vkCmdDispatchIndirect", "vkCmdCopyBuffer", "vkCmdFillBuffer", "vkCmdUpdateBuffer")
+            "vkCmdDispatchBase", "vkCmdDispatchIndirect", "vkCmdCopyBuffer", "vkCmdFillBuffer", "vkCmdUpdateBuffer",
+            "vkCmdCopyBufferToImage", "vkCmdCopyImageToBuffer")
 
 
 @dataclass
@@ -493,6 +568,12 @@ class Execution:
         bindings, written = [], []
         for set_index, handle in sorted(self.sets.items()):
             for binding, (buffer, offset, size) in sorted(model.sets.get(handle, {}).items()):
+                if buffer == IMAGE:
+                    resource = model.image_resource(offset, call.index)
+                    bindings.append((set_index, binding, resource.uid))
+                    if (set_index, binding) not in read_only:
+                        written.append(resource)
+                    continue
                 if buffer is None:
                     raise DependsOnUnsupported(f"call {offset}: vkUpdateDescriptorSets writes a {size} descriptor "
                                                f"(not imported) that the dispatch at call {call.index} binds")
@@ -503,7 +584,10 @@ class Execution:
                     written.append(resource)
         for resource in written:  # a dispatch may write whatever it binds without NonWritable
             resource.written = True
-            model.memories[resource.memory].device_written = True
+            if resource.image is not None:
+                resource.image.device_written = True
+            else:
+                model.memories[resource.memory].device_written = True
         push = model.layouts.get(self.pipeline.layout, 0)
         model.commands.append(Dispatch(call.index, model.shader_uid(self.pipeline, push), groups, bindings,
                                        bytes(self.push[:push])))
@@ -535,6 +619,55 @@ class Execution:
                 continue
             raw = source.read(soff, size)
             model.host_write(dmem, doff, raw if raw is not None else bytes(size), call.index)
+
+    def _whole_image(self, call: Call, image: Image | None) -> tuple[Image, int] | None:
+        """(image, buffer offset) when the copy is one region of the whole image, tightly packed."""
+        regions = _list(call.args.get("pRegions"))
+        if image is None or image.unsupported or len(regions) != 1:
+            return None
+        region = _dict(regions[0])
+        extent, offset = _dict(region.get("imageExtent")), _dict(region.get("imageOffset"))
+        sub = _dict(region.get("imageSubresource"))
+        if ((extent.get("width"), extent.get("height"), extent.get("depth")) != (image.width, image.height, 1)
+                or any(offset.get(k) for k in "xyz") or sub.get("mipLevel") or sub.get("baseArrayLayer")
+                or region.get("bufferRowLength") not in (0, image.width)
+                or region.get("bufferImageHeight") not in (0, image.height)):
+            return None
+        return image, _int(region.get("bufferOffset"), "bufferOffset", call.index)
+
+    def _copybuffertoimage(self, call: Call) -> None:
+        model = self.model
+        image = model.images.get(call.args.get("dstImage"))  # type: ignore[arg-type]
+        whole = self._whole_image(call, image)
+        if whole is None:
+            if image is not None and not image.unsupported:
+                image.unsupported = f"call {call.index}: vkCmdCopyBufferToImage: not one tightly packed copy of the whole image"
+            return
+        image, offset = whole
+        memory, moffset, _ = model.range_of(call.args.get("srcBuffer"), offset, image.size, call.index)
+        if image.resource is not None:
+            raise DependsOnUnsupported(f"call {call.index}: vkCmdCopyBufferToImage into an image dispatches already "
+                                       "used (the scenario format uploads images once)")
+        if any(r.memory == memory and r.written and _overlaps(r, moffset, image.size) for r in model.resources.values()):
+            raise DependsOnUnsupported(f"call {call.index}: vkCmdCopyBufferToImage of bytes the device wrote")
+        image.content = model.memories[memory].read(moffset, image.size)
+
+    def _copyimagetobuffer(self, call: Call) -> None:
+        model = self.model
+        image = model.images.get(call.args.get("srcImage"))  # type: ignore[arg-type]
+        whole = self._whole_image(call, image)
+        if whole is None:
+            if image is not None and image.device_written:
+                raise DependsOnUnsupported(f"call {call.index}: vkCmdCopyImageToBuffer: not one tightly packed copy "
+                                           "of the whole image")
+            return
+        image, offset = whole
+        memory, moffset, _ = model.range_of(call.args.get("dstBuffer"), offset, image.size, call.index)
+        if image.device_written and image.resource is not None:
+            image.resource.output = True
+            model.memories[memory].device_written = True
+        elif image.content is not None:
+            model.host_write(memory, moffset, image.content, call.index)
 
     def _fillbuffer(self, call: Call) -> None:
         size = _int(call.args.get("size"), "size", call.index)

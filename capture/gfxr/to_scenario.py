@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from vkcore.errors import ScenarioError
+from vkcore.resources.formats import format_info
 
 from .model import Boundary, Dispatch, Model, Resource
 
@@ -28,6 +29,7 @@ class Summary:
     dispatches: int
     frames: int
     buffers: int
+    images: int
     shaders: int
     outputs: list[str]
     guessed_outputs: bool
@@ -36,8 +38,9 @@ class Summary:
     def lines(self) -> list[str]:
         outputs = ", ".join(self.outputs) or "none"
         how = " (the application read nothing back: every buffer a dispatch wrote)" if self.guessed_outputs else ""
+        images = f"{self.images} image(s), " if self.images else ""
         return [f"imported {self.dispatches} dispatch(es) in {self.frames} frame(s): {self.buffers} buffer(s), "
-                f"{self.shaders} shader(s); outputs: {outputs}{how}", *self.unsupported]
+                f"{images}{self.shaders} shader(s); outputs: {outputs}{how}", *self.unsupported]
 
 
 def _npy(path: Path, raw: bytes) -> None:
@@ -52,7 +55,7 @@ def _groups(resources: list[Resource]) -> dict[str, tuple[str, int]]:
     for r in resources:
         lineages[r.lineage] = lineages.get(r.lineage, 0) + 1
     for r in resources:
-        if lineages[r.lineage] == 1:  # versions of one range never overlap another (the model refuses that)
+        if lineages[r.lineage] == 1 and r.image is None:  # versions of one range never overlap another (the model refuses that)
             by_memory.setdefault(r.memory, []).append(r)
     for memory, members in by_memory.items():
         members.sort(key=lambda r: r.offset)
@@ -70,6 +73,22 @@ def _groups(resources: list[Resource]) -> dict[str, tuple[str, int]]:
             for r in cluster:
                 out[r.uid] = (f"memory{memory}_{k}", r.offset - base)
     return out
+
+
+def _image(folder: Path, r: Resource, output: bool) -> dict[str, Any]:
+    """An image resource: ``dims`` [1, W, H, 1], its texels as an NHWC ``.npy``, its output as DDS."""
+    image = r.image
+    assert image is not None
+    info = format_info(image.format)
+    body: dict[str, Any] = {"uid": r.uid, "dims": [1, image.width, image.height, 1], "format": image.format,
+                            "shader_access": "readwrite" if r.written else "image_read", "tiling": image.tiling}
+    if r.initial is not None and any(r.initial):
+        texels = np.frombuffer(r.initial, dtype=info.dtype).reshape(1, image.height, image.width, -1)
+        np.save(folder / f"{r.uid}_in.npy", texels, allow_pickle=False)
+        body["src"] = f"{r.uid}_in.npy"
+    if output:
+        body["dst"] = f"{r.uid}.dds"
+    return body
 
 
 def write_scenario(model: Model, folder: Path) -> Summary:
@@ -101,6 +120,9 @@ def write_scenario(model: Model, folder: Path) -> Summary:
             items.append({"raw_data": {"uid": pushes[d.push], "src": f"{pushes[d.push]}.npy"}})
     groups = _groups(resources)
     for r in resources:
+        if r.image is not None:
+            items.append({"image": _image(folder, r, r in outputs)})
+            continue
         body = {"uid": r.uid, "size": r.size, "shader_access": "readwrite"}
         if r.initial is not None and any(r.initial):
             _npy(folder / f"{r.uid}_in.npy", r.initial)
@@ -126,5 +148,6 @@ def write_scenario(model: Model, folder: Path) -> Summary:
     if commands and "frame_boundary" in commands[-1]:
         frames -= 1
     (folder / "scenario.json").write_text(json.dumps({"resources": items, "commands": commands}, indent=2) + "\n")
-    return Summary(len(dispatches), frames, len(resources), len(model.shader_code), [r.uid for r in outputs], guessed,
+    images = sum(r.image is not None for r in resources)
+    return Summary(len(dispatches), frames, len(resources) - images, images, len(model.shader_code), [r.uid for r in outputs], guessed,
                    model.unsupported.lines())
