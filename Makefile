@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 STAMPS := .stamps
-APT_PACKAGES := gcc libvulkan1 mesa-vulkan-drivers glslang-tools spirv-tools zstd vulkan-validationlayers gfxreconstruct renderdoccmd chromium
+APT_PACKAGES := gcc libvulkan1 libvulkan-dev mesa-vulkan-drivers glslang-tools spirv-tools zstd vulkan-validationlayers gfxreconstruct renderdoccmd chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test typecheck bench setup clean golden

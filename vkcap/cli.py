@@ -140,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import commands_fleet
 
     commands_fleet.register(sub, _add_common)
+    from . import commands_import
+
+    commands_import.register(sub, _add_common)
     return parser
 
 

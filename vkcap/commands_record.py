@@ -22,6 +22,12 @@ ZSTD_MIN_LEVEL, ZSTD_MAX_LEVEL = -(1 << 17), 22  # zstd's ZSTD_minCLevel() and Z
 def cmd_record(args: argparse.Namespace) -> int:
     import logging
 
+    capture = Path(args.scenario or args.scenario_pos or "")
+    if capture.suffix.lower() == ".gfxr":  # a GFXReconstruct capture: imported first (vkcap import)
+        from .commands_import import record_capture
+
+        return record_capture(args, capture, cmd_record)
+
     from .cli import TRACE_CODECS, check_run_flags, run_options, start_vulkan_early
 
     from vkcore.bounded_numbers import check_number

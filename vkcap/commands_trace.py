@@ -44,6 +44,8 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
                      help="sync the trace to disk before publishing it, so that it also survives a power loss "
                           "(without: it survives the recorder being killed at any moment, not a power loss)")
     add_common(rec)
+    rec.add_argument("--frames-per-submit", action="store_true",
+                     help="for a GFXReconstruct capture (.gfxr): end a frame at each queue submit that dispatches")
     rec.set_defaults(handler=cmd_record)
 
     info = sub.add_parser("info", help="what a trace holds: scenario, device, frames, sizes")
