@@ -391,7 +391,8 @@ def entry() -> None:
     """
     from vkcore.device.lifetime import leave_last_device_to_exit
 
-    leave_last_device_to_exit()
+    if not leave_last_device_to_exit():
+        sys.exit(main())
     code = main()
     try:
         sys.stdout.flush()
