@@ -49,6 +49,7 @@ from vkcore.commands import kind_of
 from vkcore.scenario.model import Scenario, load_scenario
 from vkcore.exec.session import Session
 from vkcore.resources.staging import CaptureLayout, build_layout
+from vkcore.version import vkcap_version
 
 from . import kinds, records
 from .clock import creation_time
@@ -487,7 +488,7 @@ class TraceRecorder:
         return Preamble(
             header={
                 "schema": TRACE_SCHEMA,
-                "vkcap_version": _version(),
+                "vkcap_version": vkcap_version(),
                 "created": creation_time(),
                 "host": socket.gethostname(),
                 "platform": _platform(),
@@ -605,12 +606,6 @@ def _platform() -> str:
         libc = ""
     name = "-".join(part for part in (u.system, u.release, u.machine) if part)
     return f"{name}-with-{libc.replace(' ', '')}" if libc else name
-
-
-def _version() -> str:
-    from vkcap import __version__
-
-    return __version__
 
 
 def default_trace_path(scenario: Path) -> Path:

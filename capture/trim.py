@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from vkcore.errors import EXIT_FAILURE, TraceError, UsageError, VkcapError
+from vkcore.version import vkcap_version
 
 from . import kinds, records
 from .clock import creation_time
@@ -300,7 +301,7 @@ def trim_trace(source: Path, out: Path, span: FrameSpan, *, replay_options: "Rep
             "frames": [first, last], "state": result.state,
             **({"replayed_from": result.replayed_from, "device": result.device} if result.state == "replayed" else {}),
             "created": creation_time(),
-            "vkcap_version": _version(), "argv": list(argv),
+            "vkcap_version": vkcap_version(), "argv": list(argv),
         }
         previous = trace.header.get(TRIMMED_FROM)
         if previous is not None:
@@ -445,9 +446,3 @@ def _body(trace: Trace, offset: int) -> dict[str, Any]:
         raise TraceError(f"record at offset {offset}: {exc.detail}", file=trace.path) from None
     body.pop("kind", None)
     return body
-
-
-def _version() -> str:
-    from vkcap import __version__
-
-    return __version__
