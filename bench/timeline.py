@@ -58,9 +58,10 @@ STAGES: dict[str, tuple[str, ...]] = {
 
 #: module -> functions called once a frame or a blob, timed per call and summed (not as timeline rows)
 CALLS: dict[str, tuple[str, ...]] = {
-    "capture.records": ("content_key", "checksum"),
+    "capture.format.records": ("content_key", "checksum"),
     "capture.kernels": ("residual_sparse", "residual", "sparse", "plane"),
-    "capture.delta": ("compute_sparse", "compute_counted", "choose", "sparse_parts"),
+    "capture.format.codecs.delta": ("compute_sparse", "compute_counted", "choose"),
+    "capture.format.codecs.sparse": ("sparse_parts",),
     "capture.container": ("TraceWriter.residual", "TraceWriter.compress_blob", "TraceWriter._encode",
                           "TraceWriter.write_prepared", "TraceWriter.add_meta"),
     "capture.recorder": ("TraceRecorder.consume", "TraceRecorder.plan_blobs", "TraceRecorder.write_frame"),

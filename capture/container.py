@@ -3,7 +3,7 @@
 This layer is generic: it stores META records (msgpack maps with a ``kind``), content-addressed BLOB
 records (raw, zstd, byte planes, or a delta against earlier blobs), and at close an INDEX plus a
 fixed-size TRAILER. It knows nothing of Vulkan,
-frames or snapshots. The byte layout lives in :mod:`capture.records`; docs/trace-format.md is its spec.
+frames or snapshots. The byte layout lives in :mod:`capture.format.records`; docs/trace-format.md is its spec.
 
 Guarantees, in short:
 
@@ -36,13 +36,16 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 import xxhash
 import zstandard
 
-from . import limits
-from . import records as R
-from .records import BlobEntry, Codec, LayoutError, RecordType
-from .zstdframe import FrameError, inflate
+from .format import codecs, limits
+from .format import records as R
+from .format.codecs import CodecError, Coding, planes
+from .format.codecs import sparse as S
+from .format.codecs import delta as D
+from .format.errors import ContainerError, LimitExceeded, NotARegularFile, NotATrace, TraceCorrupt, UnsupportedVersion
+from .format.records import BlobEntry, Codec, LayoutError, RecordType
 
 if TYPE_CHECKING:
-    from .delta import Residual
+    from .format.codecs.delta import Residual
 
 __all__ = [
     "ContainerError",
@@ -108,62 +111,6 @@ class ReadableFile(Protocol):
     def seek(self, offset: int, whence: int = ..., /) -> int: ...
 
     def read(self, size: int = ..., /) -> bytes | None: ...
-
-
-# ==================================================================================================
-# Errors
-
-
-class ContainerError(Exception):
-    """Base of the container's errors. ``path`` and ``offset`` (or None) say where; str() says both.
-
-    Independent of ``vkcore.errors`` (this layer imports nothing of vkcap): the CLI wraps these into
-    ``vkcore.errors.TraceError`` with ``file=e.path`` and ``place=f"offset {e.offset}"``, using ``e.detail``.
-    """
-
-    def __init__(self, message: str, *, path: str | None = None, offset: int | None = None) -> None:
-        self.path = path
-        self.offset = offset
-        self.detail = message
-        where = f"{path}: " if path else ""
-        at = f"record at offset {offset}: " if offset is not None else ""
-        super().__init__(f"{where}{at}{message}")
-
-
-class NotATrace(ContainerError):
-    """The file is not a vkcap trace (wrong magic, or too short to hold the file header)."""
-
-
-class UnsupportedVersion(ContainerError):
-    """The file is a vkcap trace of a major format version this code cannot read."""
-
-    def __init__(self, message: str, *, path: str | None = None, version: tuple[int, int] = (0, 0)) -> None:
-        super().__init__(message, path=path, offset=0)
-        self.version = version
-
-
-class TraceCorrupt(ContainerError):
-    """A record is damaged: a checksum, length, key or structure does not match. ``key`` names the blob."""
-
-    def __init__(
-        self, message: str, *, path: str | None = None, offset: int | None = None, key: str | None = None
-    ) -> None:
-        if key is not None:
-            message = f"blob {key}: {message}"
-        super().__init__(message, path=path, offset=offset)
-        self.key = key
-
-
-class NotARegularFile(ContainerError):
-    """The path names a FIFO, a device, a socket or a folder: nothing a trace can be read from."""
-
-
-class LimitExceeded(TraceCorrupt):
-    """A record declares more than a reader limit allows (``max_blob_bytes``, ``max_meta_bytes``...).
-
-    A subclass of TraceCorrupt so that callers handling damaged files also handle hostile ones; the
-    message names the limit so a user who trusts the file can raise it.
-    """
 
 
 # ==================================================================================================
@@ -390,7 +337,7 @@ class TraceWriter:
     writer thread fed by parallel ``compress_blob`` workers. ``put_blob`` compresses in the calling
     thread with that thread's compressor (one reused ZstdCompressor per thread and size class).
 
-    Deltas: given a :class:`capture.delta.Residual` (see :meth:`residual`), :meth:`compress_blob`
+    Deltas: given a :class:`capture.format.codecs.delta.Residual` (see :meth:`residual`), :meth:`compress_blob`
     stores a blob as its difference from earlier blobs when that is smaller than the blob's own
     encoding. Its references must be in the file when it is written (written first, in the same
     thread), and decoding it may not need more than ``DELTA_MAX_BLOBS`` deltas: :meth:`write_prepared`
@@ -556,38 +503,36 @@ class TraceWriter:
         """``data``'s residual against ``refs`` (content key, bytes) of earlier blobs of its length, most
         recent first, for :meth:`compress_blob`: DIFF against the first, or LINEAR against the first
         two, and the residual's codec, as a probe of each says compresses smallest
-        (``capture/delta.py``), or as ``choice`` (transform, residual codec) says, without a probe;
+        (``capture/format/codecs/delta.py``), or as ``choice`` (transform, residual codec) says, without a probe;
         in ``out`` (a writable buffer of at least ``len(data)`` bytes) when given. With ``keep`` (a writable
         array of ``len(data)`` bytes, possibly the second reference's own), ``data`` is copied into it
         on the way. Thread-safe; releases the GIL."""
-        from . import delta, planes
-
         view = _byte_view(data)
         buffers = [_byte_view(b) for _, b in refs[:2]]
         probe: int | None = None
         whole_probe = None
-        if choice is not None and len(buffers) >= delta.REF_COUNT[choice[0]]:
+        if choice is not None and len(buffers) >= D.REF_COUNT[choice[0]]:
             transform, inner = choice
         else:
             cctx = self._residual_compressor(0)
             planar = (lambda window: planes.planar_size(window, PLANE_WIDTH, cctx)) if self.planes else None
-            transform, inner, probe = delta.choose(view, buffers, delta.WIDTH, cctx.compress, planar)
+            transform, inner, probe = D.choose(view, buffers, D.WIDTH, cctx.compress, planar)
             whole_probe = self._probe(view)
             if whole_probe is None:
                 probe = None  # a small blob: its window is not the one _probe compresses
-        used = delta.REF_COUNT[transform]
+        used = D.REF_COUNT[transform]
         keys = tuple(R.key_bytes(k) for k, _ in refs[:used])
-        if inner == delta.SPARSE:
+        if inner == D.SPARSE:
             # the SPARSE parts in one pass: the residual itself is never written
-            parts = delta.compute_sparse(view, buffers[:used], transform, delta.WIDTH, out, keep,
+            parts = D.compute_sparse(view, buffers[:used], transform, D.WIDTH, out, keep,
                                          self._plane_map(len(view)))
-            return delta.Residual(transform, delta.WIDTH, keys, None, inner, probe, whole_probe=whole_probe,
+            return D.Residual(transform, D.WIDTH, keys, None, inner, probe, whole_probe=whole_probe,
                                   nonzero=parts.nonzero, sparse=parts)
         # the differences only: the zigzag (three more passes over the data) is left to compress_blob,
         # which a recorder runs for several frames in parallel, where this runs for one at a time
-        residual, nonzero = delta.compute_counted(view, buffers[:used], transform, delta.WIDTH, out, keep,
+        residual, nonzero = D.compute_counted(view, buffers[:used], transform, D.WIDTH, out, keep,
                                                   self._plane_map(len(view)), zigzag=False)
-        return delta.Residual(transform, delta.WIDTH, keys, residual, inner, probe, whole_probe=whole_probe,
+        return D.Residual(transform, D.WIDTH, keys, residual, inner, probe, whole_probe=whole_probe,
                               zigzagged=False, nonzero=nonzero)
 
     def _prepare(self, view: memoryview, *, skip_if_stored: bool, copy_raw: bool, key: bytes | None = None,
@@ -613,8 +558,6 @@ class TraceWriter:
         planes, or the plain size when the writer stores no planes); None for a view too small to probe."""
         if len(view) < PLANES_MIN_BYTES:
             return None
-        from . import planes
-
         return planes.probe(view, PLANE_WIDTH, self._compressor(0), planar=self.planes)
 
     def _encode_or_delta(self, view: memoryview, residual: Residual) -> tuple[Codec, tuple[Any, ...], _Lease | None, tuple[bytes, ...]]:
@@ -626,8 +569,6 @@ class TraceWriter:
         probe predicts for the whole blob; otherwise both are encoded and the smaller is kept. A
         residual chosen without a probe is encoded first, and kept when it is at most ``DELTA_SURE``
         of its ``whole_estimate``. A small blob is always encoded both ways."""
-        from . import delta as D
-
         if residual.size != len(view):
             raise ValueError(f"a residual of {residual.size} bytes for a blob of {len(view)}")
         encoded: tuple[int, tuple[Any, ...], _Lease | None] | None = None
@@ -659,16 +600,14 @@ class TraceWriter:
     def _encode_residual(self, residual: Residual) -> tuple[int, tuple[Any, ...], _Lease | None]:
         """(residual codec, stored parts, plane buffer lease) of a residual: the codec its probe chose
         (all of them, the smallest kept, for a residual too small to probe). Never a view of its data."""
-        from . import delta as D
-
         def sparse() -> tuple[int, tuple[Any, ...], _Lease | None]:
             compress = self._residual_compressor(residual.size).compress
             if residual.sparse is not None:  # computed as its parts: nothing left but their compression
                 s = residual.sparse
-                return D.SPARSE, tuple(D.sparse_parts(s.bits, s.values, s.tail, compress)), None
-            parts = D.encode_sparse(residual.full(), residual.width, compress, zigzagged=residual.zigzagged,
-                                    nonzero=residual.nonzero)
-            return D.SPARSE, tuple(parts), None
+                return D.SPARSE, tuple(S.sparse_parts(s.bits, s.values, s.tail, compress)), None
+            coding = Coding(self._residual_compressor, residual.width, zigzagged=residual.zigzagged,
+                            nonzero=residual.nonzero)
+            return D.SPARSE, tuple(codecs.residual(D.SPARSE).encode(residual.full(), coding)), None
 
         if residual.inner != D.SPARSE:
             residual.finish()  # (SPARSE zigzags only the elements it keeps)
@@ -694,8 +633,6 @@ class TraceWriter:
     def _delta_parts(encoded: tuple[int, tuple[Any, ...], _Lease | None], residual: Residual
                      ) -> tuple[Codec, tuple[Any, ...], _Lease | None, tuple[bytes, ...]]:
         """The stored parts of a DELTA blob: its header, then the residual's encoding."""
-        from . import delta as D
-
         inner, parts, lease = encoded
         header = D.pack_header(residual.transform, residual.width, int(inner), residual.refs)
         return Codec.DELTA, (header, *parts), lease, residual.refs
@@ -710,20 +647,18 @@ class TraceWriter:
         compressor for a number of bytes."""
         compressor = self._compressor if compressor is None else compressor
         if self.planes and len(view) >= PLANES_MIN_BYTES and codec != Codec.ZSTD:
-            from . import planes
-
             if probe is None and codec is None:
                 probe = planes.probe(view, PLANE_WIDTH, compressor(0))
             if codec == Codec.PLANES or (probe is not None and probe[1] < planes.PLANAR_GAIN * probe[0]):
                 buffer = self.blob_buffers.take(len(view))
-                parts = planes.encode_parts(view, PLANE_WIDTH, compressor, buffer,
-                                            map_planes=self._plane_map(len(view)))
+                coding = Coding(compressor, PLANE_WIDTH, buffer, self._plane_map(len(view)))
+                parts = codecs.blob(Codec.PLANES).encode(view, coding)
                 if _size_of(parts) < len(view):
                     return Codec.PLANES, tuple(parts), _Lease(self.blob_buffers, buffer)
                 self.blob_buffers.give(buffer)
                 return Codec.NONE, (view,), None
-        frame = compressor(len(view)).compress(view)
-        return (Codec.ZSTD, (frame,), None) if len(frame) < len(view) else (Codec.NONE, (view,), None)
+        frame = codecs.blob(Codec.ZSTD).encode(view, Coding(compressor))
+        return (Codec.ZSTD, tuple(frame), None) if _size_of(frame) < len(view) else (Codec.NONE, (view,), None)
 
     def _plane_map(self, nbytes: int) -> Any:
         """How to run the planes of a blob: in parallel threads for a large blob when the writer may
@@ -1295,7 +1230,7 @@ class TraceReader:
             except LayoutError:
                 return "corrupt"
             stored = n - R.BLOB_HEADER.size
-            if not R.can_hold(stored, sub.raw_len, sub.codec):
+            if not codecs.fits(stored, sub.raw_len, sub.codec):
                 return "corrupt"
             self._blobs.setdefault(sub.key, BlobEntry(pos, stored, sub.raw_len, sub.codec))
             return "ok"
@@ -1348,7 +1283,7 @@ class TraceReader:
         if e is not None:
             if header.payload_len != R.BLOB_HEADER.size + e.stored_len:
                 return "record header does not match the index"
-            if not R.can_hold(e.stored_len, e.raw_len, e.codec):
+            if not codecs.fits(e.stored_len, e.raw_len, e.codec):
                 return f"stored length {e.stored_len} is impossible for raw length {e.raw_len}"
         if self._hash_range(offset + R.RECORD_HEADER.size, header.payload_len) != header.payload_checksum:
             return "payload checksum mismatch"
@@ -1461,9 +1396,7 @@ class TraceReader:
         e, stored, payload_checksum, raw = self._read_verified(k)
         if e.codec != Codec.DELTA:
             return PreparedBlob(k.hex(), e.raw_len, e.codec, (stored,), payload_checksum)
-        from . import delta
-
-        refs = delta.unpack_header(stored).refs
+        refs = D.unpack_header(stored).refs
         return PreparedBlob(k.hex(), e.raw_len, e.codec, (stored,), payload_checksum, refs=refs, raw=raw)
 
     def _read_verified(self, k: bytes) -> tuple[BlobEntry, bytes, int, bytes | memoryview]:
@@ -1493,7 +1426,7 @@ class TraceReader:
                 offset=e.offset,
                 key=k.hex(),
             )
-        if not R.can_hold(e.stored_len, e.raw_len, e.codec):
+        if not codecs.fits(e.stored_len, e.raw_len, e.codec):
             raise self._corrupt(f"stored length {e.stored_len} is impossible for raw length {e.raw_len}{needed_by}",
                                 e.offset, k)
         head = self._read_at(e.offset, R.RECORD_HEADER.size + R.BLOB_HEADER.size)
@@ -1511,26 +1444,15 @@ class TraceReader:
             raise self._corrupt(f"payload checksum mismatch{needed_by}", e.offset, k)
         return stored, header.payload_checksum
 
-    def _decode(self, stored: bytes | memoryview, e: BlobEntry, k: bytes, codec: int | None = None,
+    def _decode(self, stored: bytes | memoryview, e: BlobEntry, k: bytes, residual: Any = None,
                 needed_by: str = "") -> bytes | memoryview:
-        """Undo the codec (``e.codec``, or ``codec`` for a DELTA's residual) with the output bounded
-        by ``e.raw_len``."""
-        codec = e.codec if codec is None else codec
-        if codec == Codec.NONE:
-            if len(stored) != e.raw_len:
-                raise self._corrupt(f"{len(stored)} raw bytes stored for {e.raw_len}{needed_by}", e.offset, k)
-            return stored
-        dctx = self._dctx()
-        if codec == Codec.PLANES:
-            from . import planes
-
-            try:
-                return planes.decode(stored, e.raw_len, dctx)
-            except planes.PlanesError as exc:
-                raise self._corrupt(f"{exc}{needed_by}", e.offset, k) from None
+        """Undo the codec (``e.codec``, or for a DELTA's residual the one its header ``residual`` names)
+        with the output bounded by ``e.raw_len``."""
+        codec = codecs.blob(e.codec) if residual is None else codecs.residual(residual.inner)
+        width = D.WIDTH if residual is None else residual.width
         try:
-            return inflate(stored, e.raw_len, dctx)
-        except FrameError as exc:
+            return codec.decode(stored, e.raw_len, codecs.Decoding(self._dctx(), width))
+        except CodecError as exc:
             raise self._corrupt(f"{exc}{needed_by}", e.offset, k) from None
 
     def _dctx(self) -> zstandard.ZstdDecompressor:
@@ -1545,11 +1467,9 @@ class TraceReader:
     def _delta_header(self, stored: bytes | memoryview, e: BlobEntry, k: bytes, needed_by: str = "") -> Any:
         """The DELTA header of blob ``k`` (stored bytes ``stored``) with its references checked: each in
         the file, stored before it, and of its raw length."""
-        from . import delta
-
         try:
-            header = delta.unpack_header(stored)
-        except delta.DeltaError as exc:
+            header = D.unpack_header(stored)
+        except D.DeltaError as exc:
             raise self._corrupt(f"{exc}{needed_by}", e.offset, k) from None
         for ref in header.refs:
             entry = self._blobs.get(ref)
@@ -1566,8 +1486,6 @@ class TraceReader:
     def _decode_delta(self, k: bytes, e: BlobEntry, stored: bytes) -> memoryview:
         """The raw bytes of DELTA blob ``k``, checked against its key: its references decoded first
         (:meth:`_delta_plan`), one at a time, each kept only while a later one needs it."""
-        from . import delta
-
         header = self._delta_header(stored, e, k)
         values, closures, order, refs_of = self._delta_plan(k, e, header.refs)
         uses = Counter(r for key in order for r in refs_of.get(key, ()))
@@ -1579,7 +1497,7 @@ class TraceReader:
             if entry.codec == Codec.DELTA:
                 node_header = self._delta_header(node_stored, entry, key, needed_by)
                 residual = self._decode_residual(node_stored, node_header, entry, key, needed_by)
-                raw: bytes | memoryview = delta.restore(residual, [values[r] for r in node_header.refs],
+                raw: bytes | memoryview = D.restore(residual, [values[r] for r in node_header.refs],
                                                         node_header.transform, node_header.width)
                 closures[key] = frozenset({key}).union(*(closures[r] for r in node_header.refs))
                 for r in node_header.refs:
@@ -1593,7 +1511,7 @@ class TraceReader:
             values[key] = raw
             self._cache_put(key, raw, closures[key])
         residual = self._decode_residual(stored, header, e, k)
-        raw = delta.restore(residual, [values[r] for r in header.refs], header.transform, header.width)
+        raw = D.restore(residual, [values[r] for r in header.refs], header.transform, header.width)
         self._check_key(raw, e, k)
         self._cache_put(k, raw, frozenset({k}).union(*(closures[r] for r in header.refs)))
         return raw
@@ -1651,25 +1569,15 @@ class TraceReader:
 
     def _decode_residual(self, stored: bytes, header: Any, e: BlobEntry, k: bytes, needed_by: str = "") -> Any:
         """The residual (``e.raw_len`` bytes) that DELTA stored bytes hold after their header."""
-        from . import delta
-
-        body = memoryview(stored)[header.size :]
-        if header.inner != delta.SPARSE:
-            return self._decode(body, e, k, header.inner, needed_by)
-        try:
-            return delta.decode_sparse(body, e.raw_len, header.width, self._dctx())
-        except delta.DeltaError as exc:
-            raise self._corrupt(f"{exc}{needed_by}", e.offset, k) from None
+        return self._decode(memoryview(stored)[header.size :], e, k, header, needed_by)
 
     def _read_delta_head(self, key: bytes, e: BlobEntry, needed_by: str) -> bytes:
         """The first bytes of DELTA blob ``key``'s stored data (its header and references), after its
         record header is checked and its payload checksum verified (in bounded chunks)."""
-        from . import delta
-
-        if not R.can_hold(e.stored_len, e.raw_len, e.codec):
+        if not codecs.fits(e.stored_len, e.raw_len, e.codec):
             raise self._corrupt(f"stored length {e.stored_len} is impossible for raw length {e.raw_len}{needed_by}",
                                 e.offset, key)
-        size = min(e.stored_len, delta.header_size(delta.LINEAR))
+        size = min(e.stored_len, D.header_size(D.LINEAR))
         head = self._read_at(e.offset, R.RECORD_HEADER.size + R.BLOB_HEADER.size + size)
         try:
             header = R.unpack_record_header(head)

@@ -51,7 +51,7 @@ from vkcore.exec.session import Session
 from vkcore.resources.staging import CaptureLayout, build_layout
 from vkcore.version import vkcap_version
 
-from . import kinds, records
+from .format import kinds, records
 from .clock import creation_time
 from .container import DELTA_MIN_BYTES, PARALLEL_PLANES_MIN_BYTES, PLANE_WIDTH, PreparedBlob, TraceWriter
 from .embed import EmbeddedFile, portable_scenario
@@ -283,7 +283,7 @@ class TraceRecorder:
         LINEAR delta's second reference is the first one's own reference (or in its closure when the
         writer stored the first whole), so it adds nothing. Content planned before (a duplicate) is
         whatever was written then, with that bound, and starts the resource's chain afresh."""
-        from .delta import PROBE_BYTES
+        from .format.codecs.delta import PROBE_BYTES
 
         plans = []
         for item, view in zip(items, views):
@@ -784,7 +784,7 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
 def _prefetch_codec() -> threading.Thread:
     """Import the PLANES codec (zstandard, the compiled kernels) in a background thread, so that the
     import overlaps the driver's start-up instead of delaying the first snapshot."""
-    thread = threading.Thread(target=importlib.import_module, args=("capture.planes",), name="vkcap-prefetch", daemon=True)
+    thread = threading.Thread(target=importlib.import_module, args=("capture.format.codecs.planes",), name="vkcap-prefetch", daemon=True)
     thread.start()
     return thread
 

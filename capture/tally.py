@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from .records import Codec, key_bytes
+from .format.records import Codec, key_bytes
 
 
 def ratio(raw: int, stored: int) -> float | None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from vkcore.errors import UsageError
 from vkcore.output_folders import process_runs
 
-from .records import MAGIC
+from .format.records import MAGIC
 
 log = logging.getLogger("vkcap")
 
@@ -32,7 +32,7 @@ def is_abandoned_trim(path: str | Path) -> bool:
     """Whether the file at ``path`` is a vkcap trace whose first record is a ``header`` META holding
     ``trimmed_from`` (what :mod:`capture.trim` writes first). Reads at most the file header and one
     record of up to 1 MiB; False on any doubt."""
-    from capture import kinds, records
+    from capture.format import kinds, records
 
     try:
         with open(path, "rb") as f:

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from vkcore.errors import EXIT_FAILURE, TraceError, UsageError, VkcapError
 from vkcore.version import vkcap_version
 
-from . import kinds, records
+from .format import kinds, records
 from .clock import creation_time
 from .container import ContainerError, TraceWriter
 from .trace import REPLAY_KINDS, FrameRecord, Trace, seq_ranges

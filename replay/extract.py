@@ -400,7 +400,7 @@ def _state_before(trace: Trace, options: ReplayOptions, record: FrameRecord, bef
         recorded.update({u: previous.snapshots.get(u) for u in data})
         at = (seq - 1, -1)
     captured = _read_live(trace, options, targets)
-    from capture.records import content_key
+    from capture.format.records import content_key
 
     inputs = {u: captured[(*at, u)] for u in data}
     verdicts = {u: ("unrecorded" if recorded[u] is None else

@@ -19,7 +19,7 @@ import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capture import records as R
+from capture.format import records as R
 from capture.container import (
     ContainerError,
     LimitExceeded,

@@ -13,8 +13,8 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capture import planes
-from capture import records as R
+from capture.format.codecs import planes
+from capture.format import records as R
 from capture.container import TraceCorrupt, TraceReader, TraceWriter
 
 CCTX = zstandard.ZstdCompressor(level=3, write_content_size=True)

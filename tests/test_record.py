@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from capture import kinds
+from capture.format import kinds
 from capture.container import TraceReader, TraceWriter
 from capture.embed import check_trace_name, safe_join
 from capture.recorder import InterruptHandler

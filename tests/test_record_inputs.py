@@ -20,7 +20,7 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from capture import kinds
+from capture.format import kinds
 from capture.container import TraceWriter, failed_trace_path
 from tests.builders import ScenarioBuilder, vkcap
 from tests.test_timeout import hung_scenario

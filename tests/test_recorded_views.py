@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from capture import kinds
+from capture.format import kinds
 from capture.container import TraceReader, TraceWriter
 from capture.trace import Trace
 from capture.views import View

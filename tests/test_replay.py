@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from capture import kinds
+from capture.format import kinds
 from capture.container import TraceReader
 from capture.trace import Trace
 from tests.builders import REPO, ScenarioBuilder

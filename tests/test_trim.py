@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from capture import kinds
+from capture.format import kinds
 from tests.builders import vkcap
 from capture.container import TraceReader, TraceWriter
 from capture.trace import Trace
