@@ -53,7 +53,7 @@ from vkcore.version import vkcap_version
 
 from .format import kinds, records
 from .clock import creation_time
-from .container import DELTA_MIN_BYTES, PARALLEL_PLANES_MIN_BYTES, PLANE_WIDTH, PreparedBlob, TraceWriter
+from .writer import DELTA_MIN_BYTES, PARALLEL_PLANES_MIN_BYTES, PLANE_WIDTH, PreparedBlob, TraceWriter
 from .embed import EmbeddedFile, portable_scenario
 from .tally import SnapshotTally
 from .views import derive_views

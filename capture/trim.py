@@ -27,7 +27,7 @@ changes):
   version and command line.
 - **Minimal.** Blobs are content-addressed and copied as they are stored (no recompression, each checked
   against its key first); OUT holds exactly the blobs its records name.
-- **Atomic.** OUT is written by a :class:`~capture.container.TraceWriter` (a partial file renamed onto OUT
+- **Atomic.** OUT is written by a :class:`~capture.writer.TraceWriter` (a partial file renamed onto OUT
   once complete): a failed or interrupted trim leaves whatever was at OUT untouched and no partial file.
 - **Refusals.** Bad input is a one-line :class:`vkcore.errors.VkcapError` naming the file, exit 2, before
   anything is written: a malformed range, B < A, a frame outside the trace, OUT naming the source, a
@@ -49,7 +49,8 @@ from vkcore.version import vkcap_version
 
 from .format import kinds, records
 from .clock import creation_time
-from .container import ContainerError, TraceWriter
+from .format.errors import ContainerError
+from .writer import TraceWriter
 from .trace import REPLAY_KINDS, FrameRecord, Trace, seq_ranges
 
 if TYPE_CHECKING:

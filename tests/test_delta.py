@@ -21,15 +21,9 @@ from hypothesis import strategies as st
 from capture.format.codecs import delta as D
 from capture.format.codecs import sparse as S
 from capture.format import records as R
-from capture.container import (
-    ContainerError,
-    LimitExceeded,
-    NotATrace,
-    TraceCorrupt,
-    TraceReader,
-    TraceWriter,
-    UnsupportedVersion,
-)
+from capture.format.errors import ContainerError, LimitExceeded, NotATrace, TraceCorrupt, UnsupportedVersion
+from capture.reader import TraceReader
+from capture.writer import TraceWriter
 from tests.test_container import _mutate, _mutation
 
 CCTX = zstandard.ZstdCompressor(level=3, write_content_size=True)

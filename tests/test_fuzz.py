@@ -226,7 +226,7 @@ def test_fuzzed_delta_traces_read_or_fail_clearly(tmp_path: Path) -> None:
     trace = tmp_path / "good.vkt"
     code, err = _cli("record", str(b.save()), "-o", str(trace), "--checkpoint-every", "4")
     assert code == 0, err
-    from capture.container import TraceReader
+    from capture.reader import TraceReader
     from capture.format.records import Codec
 
     with TraceReader(trace) as r:

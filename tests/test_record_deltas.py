@@ -12,7 +12,7 @@ import pytest
 
 from capture.format.codecs import delta as D
 from capture.format import records as R
-from capture.container import TraceReader
+from capture.reader import TraceReader
 from capture.trace import Trace
 from tests.builders import ScenarioBuilder, load_output
 from vkcap.cli import main

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from capture.format import kinds
-from capture.container import TraceWriter, failed_trace_path
+from capture.writer import TraceWriter, failed_trace_path
 from tests.builders import ScenarioBuilder, vkcap
 from tests.test_timeout import hung_scenario
 from vkcap.cli import main

@@ -26,7 +26,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from capture.format import kinds
-from capture.container import TraceReader, TraceWriter
+from capture.reader import TraceReader
+from capture.writer import TraceWriter
 from capture.trace import Trace
 from capture.views import View
 from replay.reading import _derived_views, trace_views

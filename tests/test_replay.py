@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from capture.format import kinds
-from capture.container import TraceReader
+from capture.reader import TraceReader
 from capture.trace import Trace
 from tests.builders import REPO, ScenarioBuilder
 from vkcap.cli import main

@@ -23,7 +23,8 @@ import pytest
 
 from capture.format import kinds
 from tests.builders import vkcap
-from capture.container import TraceReader, TraceWriter
+from capture.reader import TraceReader
+from capture.writer import TraceWriter
 from capture.trace import Trace
 from tests.builders import ScenarioBuilder
 from vkcap.cli import main

@@ -36,7 +36,8 @@ from hypothesis import strategies as st
 
 from capture.format import limits
 from capture.format import records as R
-from capture.container import TraceCorrupt, TraceReader
+from capture.format.errors import TraceCorrupt
+from capture.reader import TraceReader
 from tests.builders import ADD_FLOAT, REPO, ScenarioBuilder, vkcap
 from vkcap.cli import main
 

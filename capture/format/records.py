@@ -344,6 +344,14 @@ class BlobEntry(NamedTuple):
     codec: int
 
 
+class BlobInfo(NamedTuple):
+    """What the index says of a blob, without reading it."""
+
+    stored_len: int
+    raw_len: int
+    codec: int
+
+
 class IndexData(NamedTuple):
     metas: list[tuple[int, str]]
     blobs: dict[bytes, BlobEntry]
