@@ -60,7 +60,7 @@ def _planned_only(self: Any, snapshot: Any) -> None:
 
 def _hashed_only(self: Any, snapshot: Any) -> None:
     """Hash each snapshot (its content key), store nothing."""
-    from capture import records
+    from capture.format import records
 
     for item in snapshot.layout.items:
         records.content_key(snapshot.slot.view(item))

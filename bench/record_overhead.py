@@ -319,7 +319,8 @@ def zstd_size(data_file: Path, *flags: str) -> int:
 def whole_blobs_size(trace: Path, work: Path) -> int:
     """Bytes of ``trace`` rewritten with every blob stored whole (raw, zstd or byte planes, as format 2.0
     stored them: no temporal deltas), its records in the same order."""
-    from capture.container import TraceReader, TraceWriter
+    from capture.reader import TraceReader
+    from capture.writer import TraceWriter
 
     target = work / "whole-blobs.vkt"
     with TraceReader(trace) as r, TraceWriter(target) as w:
@@ -415,7 +416,7 @@ def bench_memory(children: Children, work: Path, runs: int, log: Callable[[str],
 def bench_compress(work: Path, runs: int, total_mib: int, threads: list[int], log: Callable[[str], None]) -> list[dict[str, Any]]:
     from concurrent.futures import ThreadPoolExecutor
 
-    from capture.container import TraceWriter
+    from capture.writer import TraceWriter
 
     n = total_mib * MiB // 4
     log(f"(d) generating {total_mib} MiB of realistic float32 data")

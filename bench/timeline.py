@@ -49,7 +49,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "vkcore.exec.runner": ("run_async", "_write_reports"),
     "vkcore.exec.executor": ("execute",),
     "vkcore.exec.session": ("Session.__init__", "Session.load_inputs", "Session.contents", "Session.close"),
-    "capture.container": ("TraceWriter.__init__", "TraceWriter.close"),
+    "capture.writer": ("TraceWriter.__init__", "TraceWriter.close"),
     "capture.trace": ("Trace.open",),
     "capture.recorder": ("record_async", "TraceRecorder.gather_preamble", "TraceRecorder.write_preamble",
                          "TraceRecorder.join_writer", "_finish", "TraceRecorder.close"),
@@ -59,11 +59,12 @@ STAGES: dict[str, tuple[str, ...]] = {
 
 #: module -> functions called once a frame or a blob, timed per call and summed (not as timeline rows)
 CALLS: dict[str, tuple[str, ...]] = {
-    "capture.records": ("content_key", "checksum"),
+    "capture.format.records": ("content_key", "checksum"),
     "capture.kernels": ("residual_sparse", "residual", "sparse", "plane"),
-    "capture.delta": ("compute_sparse", "compute_counted", "choose", "sparse_parts"),
-    "capture.container": ("TraceWriter.residual", "TraceWriter.compress_blob", "TraceWriter._encode",
-                          "TraceWriter.write_prepared", "TraceWriter.add_meta"),
+    "capture.format.codecs.delta": ("compute_sparse", "compute_counted", "choose"),
+    "capture.format.codecs.sparse": ("sparse_parts",),
+    "capture.writer": ("TraceWriter.residual", "TraceWriter.compress_blob", "TraceWriter._encode",
+                       "TraceWriter.write_prepared", "TraceWriter.add_meta"),
     "capture.recorder": ("TraceRecorder.consume", "TraceRecorder.plan_blobs", "TraceRecorder.write_frame"),
     "vkcore.exec.session": ("Session.submit", "Session.wait"),
 }

@@ -49,10 +49,11 @@ from vkcore.commands import kind_of
 from vkcore.scenario.model import Scenario, load_scenario
 from vkcore.exec.session import Session
 from vkcore.resources.staging import CaptureLayout, build_layout
+from vkcore.version import vkcap_version
 
-from . import kinds, records
+from .format import kinds, records
 from .clock import creation_time
-from .container import DELTA_MIN_BYTES, PARALLEL_PLANES_MIN_BYTES, PLANE_WIDTH, PreparedBlob, TraceWriter
+from .writer import DELTA_MIN_BYTES, PARALLEL_PLANES_MIN_BYTES, PLANE_WIDTH, PreparedBlob, TraceWriter
 from .embed import EmbeddedFile, portable_scenario
 from .tally import SnapshotTally
 from .views import derive_views
@@ -137,7 +138,7 @@ class _Plan:
     """What ``plan_blobs`` decided for one blob of a frame."""
 
     key: bytes
-    residual: Any = None  # a capture.delta.Residual to offer the writer, or None
+    residual: Any = None  # a capture.format.codecs.delta.Residual to offer the writer, or None
     known: bool = False  # the same content was planned before: written by then, nothing to compress
 
 
@@ -282,7 +283,7 @@ class TraceRecorder:
         LINEAR delta's second reference is the first one's own reference (or in its closure when the
         writer stored the first whole), so it adds nothing. Content planned before (a duplicate) is
         whatever was written then, with that bound, and starts the resource's chain afresh."""
-        from .delta import PROBE_BYTES
+        from .format.codecs.delta import PROBE_BYTES
 
         plans = []
         for item, view in zip(items, views):
@@ -487,7 +488,7 @@ class TraceRecorder:
         return Preamble(
             header={
                 "schema": TRACE_SCHEMA,
-                "vkcap_version": _version(),
+                "vkcap_version": vkcap_version(),
                 "created": creation_time(),
                 "host": socket.gethostname(),
                 "platform": _platform(),
@@ -605,12 +606,6 @@ def _platform() -> str:
         libc = ""
     name = "-".join(part for part in (u.system, u.release, u.machine) if part)
     return f"{name}-with-{libc.replace(' ', '')}" if libc else name
-
-
-def _version() -> str:
-    from vkcap import __version__
-
-    return __version__
 
 
 def default_trace_path(scenario: Path) -> Path:
@@ -791,7 +786,7 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
 def _prefetch_codec() -> threading.Thread:
     """Import the PLANES codec (zstandard, the compiled kernels) in a background thread, so that the
     import overlaps the driver's start-up instead of delaying the first snapshot."""
-    thread = threading.Thread(target=importlib.import_module, args=("capture.planes",), name="vkcap-prefetch", daemon=True)
+    thread = threading.Thread(target=importlib.import_module, args=("capture.format.codecs.planes",), name="vkcap-prefetch", daemon=True)
     thread.start()
     return thread
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from .records import Codec, key_bytes
+from .format.records import Codec, key_bytes
 
 
 def ratio(raw: int, stored: int) -> float | None:
@@ -42,7 +42,7 @@ class SnapshotTally:
 
     def add(self, uid: str, key: str | bytes, blob: Any, *, after_dispatch: bool = False) -> None:
         """One snapshot of ``uid``, whose content key is ``key`` (hex or 16 bytes) and whose blob
-        ``blob`` is a :class:`capture.container.BlobInfo`."""
+        ``blob`` is a :class:`capture.format.records.BlobInfo`."""
         k = key_bytes(key)
         delta = blob.codec == Codec.DELTA
         self._raw += blob.raw_len

@@ -13,12 +13,13 @@ from typing import Any, Callable, ContextManager, Iterable, Sequence
 
 from vkcore.errors import EXIT_FAILURE, TraceError, VkcapError
 
-from . import kinds
-from .container import NotATrace, TraceCorrupt, TraceReader, UnsupportedVersion
-from .container import ContainerError, NotARegularFile
+from .format import kinds
+from .format.errors import NotATrace, TraceCorrupt, UnsupportedVersion
+from .reader import TraceReader
+from .format.errors import ContainerError, NotARegularFile
 from .embed import check_trace_name
-from .limits import MAX_LOST_LISTED, NestingTooDeep, check_json_nesting
-from .records import RecordType
+from .format.limits import MAX_LOST_LISTED, NestingTooDeep, check_json_nesting
+from .format.records import RecordType
 from .views import View, ViewError
 
 

@@ -3,7 +3,7 @@
 - :func:`check_replaceable` refuses an existing file that is not a vkcap trace: a trace is replaced only
   by a trace, never a user's notes.
 - :func:`clear_partials` deals with the partial files an interrupted writer left beside the target (a
-  :class:`~capture.container.TraceWriter` writes ``.NAME.PID.RANDOM.partial`` and renames it onto
+  :class:`~capture.writer.TraceWriter` writes ``.NAME.PID.RANDOM.partial`` and renames it onto
   ``NAME`` once complete; ``kill -9`` leaves the partial file). The policy: a partial file is removed
   only when it is provably an abandoned trim of this very target: its name is the writer's pattern for
   this target, it is a vkcap trace whose first record is a header saying it was trimmed (a trim is
@@ -23,7 +23,7 @@ from pathlib import Path
 from vkcore.errors import UsageError
 from vkcore.output_folders import process_runs
 
-from .records import MAGIC
+from .format.records import MAGIC
 
 log = logging.getLogger("vkcap")
 
@@ -32,7 +32,7 @@ def is_abandoned_trim(path: str | Path) -> bool:
     """Whether the file at ``path`` is a vkcap trace whose first record is a ``header`` META holding
     ``trimmed_from`` (what :mod:`replay.trim` writes first). Reads at most the file header and one
     record of up to 1 MiB; False on any doubt."""
-    from capture import kinds, records
+    from capture.format import kinds, records
 
     try:
         with open(path, "rb") as f:
@@ -71,7 +71,7 @@ def check_replaceable(path: str | Path, *, place: str = "-o") -> None:
 
 
 def partials_of(target: str | Path) -> list[tuple[Path, int]]:
-    """The partial files a :class:`~capture.container.TraceWriter` for ``target`` may have left in its
+    """The partial files a :class:`~capture.writer.TraceWriter` for ``target`` may have left in its
     folder, with the PID each name carries, sorted by name; [] when the folder cannot be listed."""
     folder, name = os.path.split(os.path.abspath(os.fspath(target)))
     pattern = re.compile(rf"\.{re.escape(name)}\.([0-9]{{1,10}})\.[0-9a-f]{{12}}\.partial")

@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 from capture.trace import DispatchSnapshot, FrameRecord, Trace
 from vkcore.errors import TraceError, UsageError
 from vkcore.safe_text import shown
+from vkcore.version import vkcap_version
 
 from .options import ReplayOptions
 from .replayer import RESTORED_KINDS, LiveSnapshot, ReplaySession, rebuild_scenario
@@ -394,7 +395,7 @@ def _state_before(trace: Trace, options: ReplayOptions, record: FrameRecord, bef
         recorded.update({u: previous.snapshots.get(u) for u in data})
         at = (seq - 1, -1)
     captured = _read_live(trace, options, targets)
-    from capture.records import content_key
+    from capture.format.records import content_key
 
     inputs = {u: captured[(*at, u)] for u in data}
     verdicts = {u: ("unrecorded" if recorded[u] is None else
@@ -558,14 +559,14 @@ def _write_folder(target: Target, scenarios: dict[str, dict[str, Any]], files: d
                         "line": divergence.line, "live": divergence.live, "segment": divergence.segment or None,
                         "replaced_shaders": {u: str(p) for u, p in divergence.replaced_shaders},
                         "found_by": divergence.found_by or None},
-                    "vkcap": _version(), "command_line": argv or []}
+                    "vkcap": vkcap_version(), "command_line": argv or []}
         (staging / "vkcap.json").write_text(json.dumps(document, indent=1) + "\n")
         (staging / "README.md").write_text(readme(document, target.out))
         result.bytes = sum(p.stat().st_size for p in staging.rglob("*") if p.is_file())
     except BaseException:
         shutil.rmtree(staging.parent, ignore_errors=True)
         raise
-    publish_folder(staging, out, what="extract", version=_version(), place=target.place, force=target.force,
+    publish_folder(staging, out, what="extract", version=vkcap_version(), place=target.place, force=target.force,
                    inputs=[target.trace])
 
 
@@ -665,12 +666,3 @@ CHECK_SH = """#!/bin/sh
 # VKCAP names the vkcap command (default: vkcap; e.g. VKCAP="python -m vkcap").
 exec ${VKCAP:-vkcap} reproduce "$(dirname "$0")" "$@"
 """
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("vkcap")
-    except PackageNotFoundError:
-        return "unknown"

@@ -418,7 +418,7 @@ def _state_before_segment(at: Located, options: ReplayOptions, segment: int, bou
     sizes = {b.trace_name: int(meta[b.uid]["size"]) for b in bound if not b.scenario}
     captured = _read_live(at.trace, options, {record.seq: target}, sizes)
     recorded = {d.uid: d.blob for d in record.dispatches if d.command == index and d.segment == segment - 1}
-    from capture.records import content_key
+    from capture.format.records import content_key
 
     inputs: dict[str, bytes] = {}
     verdicts: dict[str, str] = {}

@@ -27,7 +27,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-from capture.container import TraceReader, TraceWriter
+from capture.reader import TraceReader
+from capture.writer import TraceWriter
 from capture.trace import DispatchSnapshot, FrameRecord, Trace
 from vkcore.errors import DeviceError
 from vkcore.safe_text import shown

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, final
 
-from capture import kinds, records
+from capture.format import kinds, records
 from capture.trace import REPLAY_KINDS, FrameRecord, FramesNotJudged, Trace
 from vkcore.device.context import VulkanContext
 from vkcore.device.driver import use_driver

@@ -27,7 +27,7 @@ changes):
   version and command line.
 - **Minimal.** Blobs are content-addressed and copied as they are stored (no recompression, each checked
   against its key first); OUT holds exactly the blobs its records name.
-- **Atomic.** OUT is written by a :class:`~capture.container.TraceWriter` (a partial file renamed onto OUT
+- **Atomic.** OUT is written by a :class:`~capture.writer.TraceWriter` (a partial file renamed onto OUT
   once complete): a failed or interrupted trim leaves whatever was at OUT untouched and no partial file.
 - **Refusals.** Bad input is a one-line :class:`vkcore.errors.VkcapError` naming the file, exit 2, before
   anything is written: a malformed range, B < A, a frame outside the trace, OUT naming the source, a
@@ -45,11 +45,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from vkcore.errors import EXIT_FAILURE, TraceError, UsageError, VkcapError
+from vkcore.version import vkcap_version
 
-from capture import kinds, records
 from capture.clock import creation_time
-from capture.container import ContainerError, TraceWriter
+from capture.format import kinds, records
+from capture.format.errors import ContainerError
 from capture.trace import REPLAY_KINDS, FrameRecord, Trace, seq_ranges
+from capture.writer import TraceWriter
 
 from .options import ReplayOptions
 from .results import DIVERGED, IDENTICAL, Comparison
@@ -303,7 +305,7 @@ def trim_trace(source: Path, out: Path, span: FrameSpan, *, replay_options: Repl
             "frames": [first, last], "state": result.state,
             **({"replayed_from": result.replayed_from, "device": result.device} if result.state == "replayed" else {}),
             "created": creation_time(),
-            "vkcap_version": _version(), "argv": list(argv),
+            "vkcap_version": vkcap_version(), "argv": list(argv),
         }
         previous = trace.header.get(TRIMMED_FROM)
         if previous is not None:
@@ -454,9 +456,3 @@ def _body(trace: Trace, offset: int) -> dict[str, Any]:
         raise TraceError(f"record at offset {offset}: {exc.detail}", file=trace.path) from None
     body.pop("kind", None)
     return body
-
-
-def _version() -> str:
-    from vkcap import __version__
-
-    return __version__

@@ -1,4 +1,4 @@
-"""Tests of the generic .vkt container (capture.container / capture.records): no Vulkan involved."""
+"""Tests of the generic .vkt container (capture.writer, capture.reader, capture.format.records): no Vulkan involved."""
 
 from __future__ import annotations
 
@@ -19,17 +19,10 @@ import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capture import records as R
-from capture.container import (
-    ContainerError,
-    LimitExceeded,
-    NotATrace,
-    TraceCorrupt,
-    TraceReader,
-    TraceWriter,
-    UnsupportedVersion,
-    blob_key,
-)
+from capture.format import records as R
+from capture.format.errors import ContainerError, LimitExceeded, NotATrace, TraceCorrupt, UnsupportedVersion
+from capture.reader import TraceReader
+from capture.writer import TraceWriter, blob_key
 from tests.readlog import ReadLog
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -301,7 +294,7 @@ def test_kill_9_leaves_complete_records_readable(tmp_path: Path) -> None:
     script = f"""
 import os, signal, sys
 sys.path.insert(0, {str(ROOT)!r})
-from capture.container import TraceWriter
+from capture.writer import TraceWriter
 w = TraceWriter({str(tmp_path / "k.vkt")!r})
 for i in range(20):
     w.put_blob(bytes([i]) * 10000)

@@ -18,17 +18,12 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capture import delta as D
-from capture import records as R
-from capture.container import (
-    ContainerError,
-    LimitExceeded,
-    NotATrace,
-    TraceCorrupt,
-    TraceReader,
-    TraceWriter,
-    UnsupportedVersion,
-)
+from capture.format.codecs import delta as D
+from capture.format.codecs import sparse as S
+from capture.format import records as R
+from capture.format.errors import ContainerError, LimitExceeded, NotATrace, TraceCorrupt, UnsupportedVersion
+from capture.reader import TraceReader
+from capture.writer import TraceWriter
 from tests.test_container import _mutate, _mutation
 
 CCTX = zstandard.ZstdCompressor(level=3, write_content_size=True)
@@ -134,8 +129,8 @@ def test_differences_zigzagged_later_are_the_residual(width: int) -> None:
     whole = D.compute(raw.tobytes(), [a.tobytes()], D.DIFF, width)
     later = D.compute(raw.tobytes(), [a.tobytes()], D.DIFF, width, zigzag=False)
     assert not np.array_equal(whole, later)
-    sparse = D.encode_sparse(later, width, CCTX.compress, zigzagged=False)
-    assert b"".join(bytes(p) for p in sparse) == b"".join(bytes(p) for p in D.encode_sparse(whole, width, CCTX.compress))
+    sparse = S.encode_sparse(later, width, CCTX.compress, zigzagged=False)
+    assert b"".join(bytes(p) for p in sparse) == b"".join(bytes(p) for p in S.encode_sparse(whole, width, CCTX.compress))
     D.zigzag_in_place(later, width)
     assert np.array_equal(whole, later)
 
@@ -160,8 +155,8 @@ def test_sparse_parts_in_one_pass_are_what_the_residual_encodes_to(width: int, t
         parts = D.compute_sparse(raw.tobytes(), [*refs[:-1], keep], transform, width, out, keep, pool.map)
     assert bytes(keep) == raw.tobytes()
     assert parts.nonzero == n // width - int(np.count_nonzero(np.frombuffer(residual[: n // width * width], f"<u{width}") == 0))
-    one_pass = D.sparse_parts(parts.bits, parts.values, parts.tail, CCTX.compress)
-    assert b"".join(bytes(p) for p in one_pass) == b"".join(bytes(p) for p in D.encode_sparse(residual, width, CCTX.compress))
+    one_pass = S.sparse_parts(parts.bits, parts.values, parts.tail, CCTX.compress)
+    assert b"".join(bytes(p) for p in one_pass) == b"".join(bytes(p) for p in S.encode_sparse(residual, width, CCTX.compress))
     assert not any(isinstance(p, memoryview) for p in one_pass)  # nothing views ``out``, which is reused
     assert parts.decode(width).tobytes() == residual.tobytes()
     # a writer that finds SPARSE no smaller stores the residual itself: it is decoded from the parts
@@ -185,13 +180,13 @@ def test_sparse_round_trip(density: float, n: int) -> None:
     rng = np.random.default_rng(7)
     values = rng.integers(1, 2**32, n, dtype=np.uint32) * (rng.random(n) < density)
     residual = values.tobytes() + b"xy"  # and a tail
-    stored = b"".join(bytes(p) for p in D.encode_sparse(residual, 4, CCTX.compress))
-    assert D.decode_sparse(stored, len(residual), 4, DCTX).tobytes() == residual
-    assert D.sparse_size(residual, 4, CCTX.compress) == len(stored)
+    stored = b"".join(bytes(p) for p in S.encode_sparse(residual, 4, CCTX.compress))
+    assert S.decode_sparse(stored, len(residual), 4, DCTX).tobytes() == residual
+    assert S.sparse_size(residual, 4, CCTX.compress) == len(stored)
 
 
 def sparse(entries: list[tuple[int, int]], body: bytes) -> bytes:
-    return b"".join(D.SPARSE_ENTRY.pack(*e) for e in entries) + body
+    return b"".join(S.SPARSE_ENTRY.pack(*e) for e in entries) + body
 
 
 @pytest.mark.parametrize(
@@ -208,8 +203,8 @@ def sparse(entries: list[tuple[int, int]], body: bytes) -> bytes:
     ],
 )
 def test_malformed_sparse_layouts_are_refused_by_name(stored: bytes, raw_len: int, message: str) -> None:
-    with pytest.raises(D.DeltaError, match=message):
-        D.decode_sparse(stored, raw_len, 4, DCTX)
+    with pytest.raises(S.SparseError, match=message):
+        S.decode_sparse(stored, raw_len, 4, DCTX)
 
 
 @pytest.mark.parametrize(

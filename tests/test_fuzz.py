@@ -228,8 +228,8 @@ def test_fuzzed_delta_traces_read_or_fail_clearly(tmp_path: Path) -> None:
     trace = tmp_path / "good.vkt"
     code, err = _cli("record", str(b.save()), "-o", str(trace), "--checkpoint-every", "4")
     assert code == 0, err
-    from capture.container import TraceReader
-    from capture.records import Codec
+    from capture.reader import TraceReader
+    from capture.format.records import Codec
 
     with TraceReader(trace) as r:
         assert sum(r.blob_info(k).codec == Codec.DELTA for k in r.blob_keys()) >= 4

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from capture.container import TraceReader
+from capture.reader import TraceReader
 
 from .builders import vkcap
 

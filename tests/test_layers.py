@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 VKCORE = Path(__file__).resolve().parent.parent / "vkcore"
-ORDER = ["errors", "safe_text", "bounded_numbers", "paths", "outputs", "output_folders", "reference_log", "scenario", "device", "resources", "shaders", "graphs", "commands", "exec"]
+ORDER = ["errors", "version", "safe_text", "bounded_numbers", "paths", "outputs", "output_folders", "reference_log", "scenario", "device", "resources", "shaders", "graphs", "commands", "exec"]
 RELATIVE = re.compile(r"\s*from (\.+)([\w.]*) import (.+)")
 
 

@@ -13,9 +13,11 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capture import planes
-from capture import records as R
-from capture.container import TraceCorrupt, TraceReader, TraceWriter
+from capture.format.codecs import planes
+from capture.format import records as R
+from capture.format.errors import TraceCorrupt
+from capture.reader import TraceReader
+from capture.writer import TraceWriter
 
 CCTX = zstandard.ZstdCompressor(level=3, write_content_size=True)
 DCTX = zstandard.ZstdDecompressor()

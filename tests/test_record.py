@@ -21,8 +21,9 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from capture import kinds
-from capture.container import TraceReader, TraceWriter
+from capture.format import kinds
+from capture.reader import TraceReader
+from capture.writer import TraceWriter
 from capture.embed import check_trace_name, safe_join
 from capture.recorder import InterruptHandler
 from capture.trace import Trace

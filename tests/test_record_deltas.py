@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from capture import delta as D
-from capture import records as R
-from capture.container import TraceReader
+from capture.format.codecs import delta as D
+from capture.format import records as R
+from capture.reader import TraceReader
 from capture.trace import Trace
 from tests.builders import ScenarioBuilder, load_output
 from vkcap.cli import main

@@ -20,8 +20,8 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from capture import kinds
-from capture.container import TraceWriter, failed_trace_path
+from capture.format import kinds
+from capture.writer import TraceWriter, failed_trace_path
 from tests.builders import ScenarioBuilder, vkcap
 from tests.test_timeout import hung_scenario
 from vkcap.cli import main

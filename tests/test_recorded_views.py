@@ -25,8 +25,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from capture import kinds
-from capture.container import TraceReader, TraceWriter
+from capture.format import kinds
+from capture.reader import TraceReader
+from capture.writer import TraceWriter
 from capture.trace import Trace
 from capture.views import View
 from replay.reading import _derived_views, trace_views

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from capture import kinds
-from capture.container import TraceReader
+from capture.format import kinds
+from capture.reader import TraceReader
 from capture.trace import Trace
 from tests.builders import REPO, ScenarioBuilder
 from vkcap.cli import main

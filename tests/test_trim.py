@@ -21,9 +21,10 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from capture import kinds
+from capture.format import kinds
 from tests.builders import vkcap
-from capture.container import TraceReader, TraceWriter
+from capture.reader import TraceReader
+from capture.writer import TraceWriter
 from capture.trace import Trace
 from tests.builders import ScenarioBuilder
 from vkcap.cli import main

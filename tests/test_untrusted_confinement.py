@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from capture.container import TraceReader, TraceWriter
+from capture.reader import TraceReader
+from capture.writer import TraceWriter
 from tests.builders import ScenarioBuilder, vkcap
 from vkcore.errors import ScenarioError
 from vkcore.paths import FileTooLarge, NotARegularFile, check_regular, read_regular

@@ -121,7 +121,8 @@ def test_a_module_with_one_flipped_byte_is_one_line_and_exit_2(typed: tuple[Path
 
 def with_module(source: Path, target: Path, code: bytes) -> None:
     """A copy of trace ``source`` whose shader file and stored SPIR-V are ``code`` (record by record)."""
-    from capture.container import TraceReader, TraceWriter
+    from capture.reader import TraceReader
+    from capture.writer import TraceWriter
 
     with TraceReader(source) as reader, TraceWriter(target) as writer:
         for key in reader.blob_keys():

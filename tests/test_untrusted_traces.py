@@ -34,9 +34,10 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capture import limits
-from capture import records as R
-from capture.container import TraceCorrupt, TraceReader
+from capture.format import limits
+from capture.format import records as R
+from capture.format.errors import TraceCorrupt
+from capture.reader import TraceReader
 from tests.builders import ADD_FLOAT, REPO, ScenarioBuilder, vkcap
 from vkcap.cli import main
 
@@ -442,7 +443,7 @@ def test_blobs_that_cannot_hold_what_they_declare_are_refused_before_allocating(
 def test_planes_declaring_more_than_they_hold_are_refused_before_the_raw_buffer(tmp_path: Path) -> None:
     """The plane entries are all checked before the raw buffer is allocated: plane lengths that do not
     add up, a zstd plane too short for its plane, a raw plane of the wrong size."""
-    from capture import planes
+    from capture.format.codecs import planes
 
     dctx = zstandard.ZstdDecompressor()
     head = struct.pack("<B7x", 4)

@@ -22,8 +22,7 @@ from vkcore.bounded_numbers import check_number, number_type
 from vkcore.device import validation
 from vkcore.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED, UsageError, VkcapError
 from vkcore.safe_text import rich_text, shown
-
-from . import __version__
+from vkcore.version import vkcap_version
 
 log = logging.getLogger("vkcap")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -104,9 +103,22 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     _add_device(p)
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: argparse's own, but the version is read only when asked (it costs every run ~25 ms)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0,
+                         help="show program's version number and exit" if help is None else help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        parser._print_message(f"vkcap {vkcap_version()}\n", sys.stdout)
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="vkcap", description="Run, record and replay Vulkan compute/ML scenarios.")
-    parser.add_argument("--version", action="version", version=f"vkcap {__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     run = sub.add_parser("run", help="execute a scenario (drop-in for ARM's scenario-runner)")

@@ -44,7 +44,7 @@ def trace_summary(path: Path) -> dict[str, Any]:
     trace lacks (with their frames); ``bytes_after_trailer`` what follows the trace's own
     TRAILER (appended data or a concatenated trace, never read), with ``trailer_note``. ``intact`` is
     true when none of these is found."""
-    from capture.container import BlobInfo
+    from capture.format.records import BlobInfo
     from capture.tally import SnapshotTally
     from capture.trace import Trace
 

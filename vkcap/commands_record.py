@@ -95,8 +95,8 @@ def check_trace_target(target: Path, run: Any) -> tuple["Scenario", ExistingTrac
     it reads (a ``src``) or a ``dst`` the run writes; an existing file that is not a vkcap trace (it
     does not start with the trace magic). Returns the scenario, loaded for the check (the recording
     uses it instead of loading it again), and where a failed recording would go when a trace already
-    exists at ``target`` (see :func:`capture.container.failed_trace_path`), else None."""
-    from capture.container import failed_trace_path
+    exists at ``target`` (see :func:`capture.writer.failed_trace_path`), else None."""
+    from capture.writer import failed_trace_path
     from capture.trace_target import clear_partials
     from vkcore.outputs import check_output_target
     from vkcore.scenario.model import load_scenario

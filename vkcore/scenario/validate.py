@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import ScenarioError, json_path
+from ..version import vkcap_version_if_read
 from .npyio import NpyFormatError, NpyHeader, read_header
 from . import reference_phrases as phrases
 from .model import COMMAND_ALIASES, OPTICAL_FLOW_ROLES
@@ -176,7 +177,7 @@ def _schema_bytes() -> bytes:
 
 def _version_tag() -> bytes:
     """What identifies this validator: vkcap's version (when known without cost) and this module's source."""
-    parts = [str(getattr(sys.modules.get("vkcap"), "__version__", "")),
+    parts = [vkcap_version_if_read(),
              str(getattr(sys.modules.get("vkcore"), "__version__", ""))]
     try:
         parts.append(hashlib.sha256(Path(__file__).read_bytes()).hexdigest())

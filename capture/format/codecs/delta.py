@@ -42,8 +42,12 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable, Final, Iterable, NamedTuple, Sequence
 
-from . import kernels
-from .zstdframe import FrameError, inflate
+from capture import kernels
+
+from ..records import Codec as Id
+from .base import Buffer, CodecError, Coding, Decoding
+from .sparse import RESIDUAL_ID as SPARSE_ID
+from .sparse import SparseResidual, sparse_size
 
 DELTA_HEADER: Final = struct.Struct("<BBB5x")
 KEY_BYTES: Final = 16
@@ -52,14 +56,11 @@ LINEAR: Final = 2
 #: references each transform takes.
 REF_COUNT: Final = {DIFF: 1, LINEAR: 2}
 WIDTHS: Final = (1, 2, 4, 8)
-#: codecs the residual may be stored with: NONE, ZSTD, PLANES (what capture.records.Codec calls them)
-#: and SPARSE, which only a residual uses.
+#: codecs the residual may be stored with: NONE, ZSTD, PLANES (what capture.format.records.Codec calls
+#: them) and SPARSE, which only a residual uses (the codecs whose ``residual_id`` is set).
 RAW: Final = 0
-SPARSE: Final = 3
+SPARSE: Final = SPARSE_ID
 INNER_CODECS: Final = frozenset({0, 1, 2, SPARSE})
-#: SPARSE's two entries (as PLANES' plane entries): stored length, codec (0 raw, 1 zstd), reserved.
-SPARSE_ENTRY: Final = struct.Struct("<QB7x")
-SPARSE_PART_CODECS: Final = frozenset({0, 1})
 #: element width the writer uses: 4 bytes (float32, int32), the commonest element of a snapshot.
 WIDTH: Final = 4
 #: bytes of the residual computed at a time (by one thread, when the caller spreads chunks over threads).
@@ -71,7 +72,7 @@ PROBE_BYTES: Final = 16 << 10
 SPARSE_BIAS: Final = 0.8
 
 
-class DeltaError(ValueError):
+class DeltaError(CodecError):
     """Stored bytes that do not follow the DELTA layout; the message names what is wrong."""
 
 
@@ -201,7 +202,7 @@ def compute(raw: Any, refs: Sequence[Any], transform: int, width: int, out: Any 
     bytes, which may be the last reference itself: each element of it is read before it is written),
     ``raw`` is copied into it on the way, while in the cache. ``map_chunks`` (e.g. a thread pool's
     ``map``) may compute the chunks in parallel: they are independent. Without ``zigzag`` the elements
-    are the plain differences ``x - p``, which :func:`zigzag_in_place` (or :func:`encode_sparse`, for
+    are the plain differences ``x - p``, which :func:`zigzag_in_place` (or :func:`.sparse.encode_sparse`, for
     the values it keeps) turns into the residual later: a recorder computes differences in frame
     order, one frame at a time, and leaves the rest to the threads that encode frames in parallel."""
     return compute_counted(raw, refs, transform, width, out, keep, map_chunks, zigzag)[0]
@@ -233,25 +234,6 @@ def zigzag_in_place(differences: Any, width: int) -> None:
     """Turn the plain differences that ``compute(..., zigzag=False)`` left in ``differences`` (a
     writable buffer) into the residual it would have computed."""
     kernels.zigzag(differences, memoryview(differences).nbytes // width, width)
-
-
-class SparseResidual(NamedTuple):
-    """A residual of ``size`` bytes as SPARSE stores it, before compression: the bitmap of its non-zero
-    elements, those elements (``nonzero`` of them, zigzagged), and the ``size % width`` tail bytes."""
-
-    bits: Any
-    values: bytes | memoryview
-    tail: bytes
-    nonzero: int
-    size: int
-
-    def decode(self, width: int) -> memoryview:
-        """The residual itself, into a new buffer."""
-        n = self.size // width
-        out = kernels.new_buffer(self.size)
-        kernels.unsparse(self.bits, self.values, n, width, out)
-        out[n * width :] = self.tail
-        return out
 
 
 def compute_sparse(raw: Any, refs: Sequence[Any], transform: int, width: int, out: Any = None,
@@ -301,88 +283,6 @@ def restore(residual: Any, refs: Sequence[Any], transform: int, width: int) -> m
 
 
 # --------------------------------------------------------------------------------------------------
-# SPARSE: a residual that is mostly zero
-
-
-def encode_sparse(residual: Any, width: int, compress: Callable[[Any], bytes], zigzagged: bool = True,
-                  nonzero: int | None = None) -> list[Any]:
-    """The SPARSE encoding of ``residual`` as buffers to write one after the other: its entries, the
-    bitmap of its non-zero elements, those elements, the tail; each of the first two compressed by
-    ``compress`` (one zstd frame of its input) unless that is not smaller. No part aliases ``residual``.
-    With ``zigzagged`` false, ``residual`` holds plain differences (``compute(..., zigzag=False)``):
-    their non-zero elements are the residual's (zigzag keeps zero at zero), and only those are turned
-    into residual elements. ``nonzero``: how many elements are not zero, when the caller counted them."""
-    view = memoryview(residual).cast("B")
-    n = len(view) // width
-    bits, values = kernels.sparse(view, n, width, zigzag=not zigzagged, nonzero=nonzero)
-    return sparse_parts(bits, values, view[n * width :].tobytes(), compress)
-
-
-def sparse_parts(bits: Any, values: Any, tail: bytes, compress: Callable[[Any], bytes]) -> list[Any]:
-    """SPARSE's stored parts from its bitmap, values and tail (:func:`encode_sparse`); a part stored
-    raw is copied when it is a view, so that none aliases a buffer its caller reuses."""
-    parts: list[tuple[int, Any]] = []
-    for body in (bits, values):
-        length = memoryview(body).nbytes
-        packed = compress(body) if length else b""
-        if len(packed) < length:
-            parts.append((1, packed))
-        else:
-            parts.append((0, bytes(body) if isinstance(body, memoryview) else body))
-    entries = b"".join(SPARSE_ENTRY.pack(memoryview(body).nbytes, codec) for codec, body in parts)
-    return [entries, *(body for _, body in parts), tail]
-
-
-def sparse_size(residual: Any, width: int, compress: Callable[[Any], bytes], nonzero: int | None = None) -> int:
-    """Bytes :func:`encode_sparse` stores for ``residual``."""
-    return sum(memoryview(p).nbytes for p in encode_sparse(residual, width, compress, nonzero=nonzero))
-
-
-def decode_sparse(stored: bytes | memoryview, raw_len: int, width: int, dctx: Any) -> memoryview:
-    """The residual of ``raw_len`` bytes that SPARSE ``stored`` encodes, elements of ``width`` bytes;
-    :class:`DeltaError` unless ``stored`` is exactly such an encoding. Allocates ``raw_len`` bytes and
-    the stored parts decoded (each bounded before it is inflated)."""
-    n, tail = divmod(raw_len, width)
-    nbits = -(-n // 8)
-    head = 2 * SPARSE_ENTRY.size
-    if len(stored) < head:
-        raise DeltaError(f"SPARSE data is {len(stored)} bytes, shorter than its {head}-byte entries")
-    view = memoryview(stored).cast("B")
-    pos = head
-    bodies: list[tuple[int, memoryview]] = []
-    for i in range(2):
-        length, codec = SPARSE_ENTRY.unpack_from(view, i * SPARSE_ENTRY.size)
-        if codec not in SPARSE_PART_CODECS:
-            raise DeltaError(f"SPARSE {('bitmap', 'values')[i]} codec {codec} is unknown")
-        if length > len(view) - pos:
-            raise DeltaError(f"SPARSE {('bitmap', 'values')[i]} declares {length} bytes, more than remain")
-        bodies.append((codec, view[pos : pos + length]))
-        pos += length
-    if len(view) - pos != tail:
-        raise DeltaError(f"SPARSE data ends with {len(view) - pos} tail bytes, expected {tail}")
-    bits = _part(bodies[0], nbits, "bitmap", dctx)
-    if n % 8 and bits[-1] >> (n % 8):
-        raise DeltaError("SPARSE bitmap has bits set beyond its last element")
-    nonzero = kernels.count_bits(bits, n)
-    values = _part(bodies[1], nonzero * width, "values", dctx)
-    return SparseResidual(bits, values, view[pos:].tobytes(), nonzero, raw_len).decode(width)
-
-
-def _part(part: tuple[int, memoryview], size: int, what: str, dctx: Any) -> bytes | memoryview:
-    codec, body = part
-    if codec == 0:
-        data: bytes | memoryview = body
-    else:
-        try:
-            data = inflate(body, size, dctx)
-        except FrameError as exc:
-            raise DeltaError(f"SPARSE {what}: {exc}") from None
-    if len(data) != size:
-        raise DeltaError(f"SPARSE {what} holds {len(data)} bytes, expected {size}")
-    return data
-
-
-# --------------------------------------------------------------------------------------------------
 # choosing
 
 
@@ -413,8 +313,8 @@ def choose(raw: Any, refs: Sequence[Any], width: int, compress: Callable[[Any], 
         residuals.append((n - nonzero, n, transform, res))
     zeros, n, transform, res = max(residuals, key=lambda r: r[0])
     if 2 * zeros >= n:
-        sparse, plain = sparse_size(res, width, compress, nonzero=n - zeros), len(compress(res))
-        return (transform, SPARSE, sparse) if SPARSE_BIAS * sparse <= plain else (transform, 1, plain)
+        size, plain = sparse_size(res, width, compress, nonzero=n - zeros), len(compress(res))
+        return (transform, SPARSE, size) if SPARSE_BIAS * size <= plain else (transform, 1, plain)
     best: tuple[int, int, int] | None = None
     for _, _, transform, res in residuals:
         candidates = [(len(compress(res)), 1)]
@@ -425,3 +325,30 @@ def choose(raw: Any, refs: Sequence[Any], width: int, compress: Callable[[Any], 
             best = (transform, inner, size)
     assert best is not None
     return best
+
+
+class Delta:
+    name: Final = "DELTA"
+    blob_id: Final = int(Id.DELTA)
+    residual_id: Final = None
+
+    def encode(self, view: memoryview, coding: Coding) -> list[Any]:
+        raise TypeError("a DELTA is encoded from its Residual (TraceWriter.residual, then compress_blob)")
+
+    def decode(self, stored: Buffer, raw_len: int, decoding: Decoding) -> bytes | memoryview:
+        """The raw bytes: the residual after the header decoded with its codec (``decoding.residual_codec``),
+        then restored against ``decoding.references`` (decoded, of ``raw_len`` bytes, in the header's order)."""
+        assert decoding.residual_codec is not None
+        header = unpack_header(stored)
+        body = memoryview(stored)[header.size :]
+        residual = decoding.residual_codec(header.inner).decode(body, raw_len, Decoding(decoding.dctx, header.width))
+        return restore(residual, decoding.references, header.transform, header.width)
+
+    def max_stored_len(self, raw_len: int) -> int:
+        return raw_len  # a writer keeps a delta only when it is smaller than the blob's whole encoding
+
+    def max_decoded_len(self, stored_len: int) -> int | None:
+        return None  # a DELTA decodes to its references' length
+
+
+CODEC: Final = Delta()

@@ -64,12 +64,12 @@ class RecordType(enum.IntEnum):
 
 
 class Codec(enum.IntEnum):
-    """How a BLOB's stored bytes encode its raw bytes (u8)."""
+    """How a BLOB's stored bytes encode its raw bytes (u8): the ids of :mod:`capture.format.codecs`' table."""
 
     NONE = 0
     ZSTD = 1
-    PLANES = 2  # byte planes, each raw or zstd (capture/planes.py); format major 2
-    DELTA = 3  # a residual against earlier blobs, itself stored as NONE, ZSTD or PLANES (capture/delta.py); major 3
+    PLANES = 2  # byte planes, each raw or zstd (codecs/planes.py); format major 2
+    DELTA = 3  # a residual against earlier blobs, stored as NONE, ZSTD, PLANES or SPARSE (codecs/delta.py); major 3
 
 
 class LayoutError(ValueError):
@@ -213,32 +213,6 @@ def unpack_blob_header(data: bytes) -> BlobHeader:
 _CODECS: Final = frozenset(int(c) for c in Codec)
 
 
-def max_stored_len(raw_len: int, codec: int) -> int:
-    """The largest stored length a conforming writer produces for ``raw_len`` bytes with ``codec``.
-
-    Codec NONE stores exactly ``raw_len`` bytes; a ZSTD frame is never larger than zstd's compress
-    bound; a writer keeps PLANES only when it is smaller than the raw bytes, and DELTA only when it is
-    smaller than the blob's whole encoding (itself at most the raw bytes). Readers check this before
-    they allocate, so a stored length cannot exceed the raw limit.
-    """
-    if codec in (Codec.NONE, Codec.PLANES, Codec.DELTA):
-        return raw_len
-    return raw_len + (raw_len >> 8) + 1024  # >= ZSTD_COMPRESSBOUND(raw_len)
-
-
-def can_hold(stored_len: int, raw_len: int, codec: int) -> bool:
-    """Whether ``stored_len`` stored bytes can decode to ``raw_len`` bytes with ``codec``: no more than
-    :func:`max_stored_len`, and no less than zstd's largest expansion allows (codec NONE stores the
-    raw bytes; ZSTD and PLANES are zstd frames and raw bytes, which never expand more than
-    ``limits.ZSTD_MAX_RATIO``). A DELTA decodes to the length of its references, which are bounded
-    in their turn. Readers check this before they allocate anything for the raw bytes."""
-    if stored_len > max_stored_len(raw_len, codec):
-        return False
-    if codec in (Codec.ZSTD, Codec.PLANES):
-        return limits.zstd_can_hold(stored_len, raw_len)
-    return codec == Codec.DELTA or stored_len == raw_len
-
-
 # --------------------------------------------------------------------------------------------------
 # TRAILER record.
 
@@ -365,6 +339,14 @@ class BlobEntry(NamedTuple):
     """Where a blob lives: its record's offset, the stored data length, the raw length, the codec."""
 
     offset: int
+    stored_len: int
+    raw_len: int
+    codec: int
+
+
+class BlobInfo(NamedTuple):
+    """What the index says of a blob, without reading it."""
+
     stored_len: int
     raw_len: int
     codec: int

@@ -25,15 +25,24 @@ from typing import Any, Callable, Final, Iterable
 
 import zstandard
 
-from . import kernels
-from .limits import zstd_can_hold
-from .zstdframe import FrameError, inflate
+from capture import kernels
+
+from ..limits import ZSTD_MAX_RATIO
+from ..records import Codec as Id
+from .raw import CODEC as RAW
+from .zstd import CODEC as ZSTD
+from .base import Buffer, CodecError, Coding, Decoding, can_hold
 
 PLANES_HEADER: Final = struct.Struct("<B7x")
 PLANE_ENTRY: Final = struct.Struct("<QB7x")
 WIDTHS: Final = frozenset({2, 4, 8})
 PLANE_RAW: Final = 0
 PLANE_ZSTD: Final = 1
+#: how each plane is stored, by the codec its entry names: raw, or one zstd frame
+PART_CODECS: Final = {PLANE_RAW: RAW, PLANE_ZSTD: ZSTD}
+#: what a plane whose stored length its codec cannot decode to ``n`` bytes is told
+_CANNOT_HOLD: Final = {PLANE_RAW: "plane {k} holds {stored} bytes, expected {n}",
+                       PLANE_ZSTD: "plane {k}: a zstd frame of {stored} bytes cannot hold {n} bytes"}
 
 #: bytes of a plane compressed to decide whether the plane is worth compressing at all.
 PROBE_BYTES: Final = 4 << 10
@@ -43,7 +52,7 @@ RAW_IF_ABOVE: Final = 0.97
 PLANAR_GAIN: Final = 0.95
 
 
-class PlanesError(ValueError):
+class PlanesError(CodecError):
     """Stored bytes that do not follow the PLANES layout; the message names what is wrong."""
 
 
@@ -162,13 +171,12 @@ def decode(stored: bytes | memoryview, raw_len: int, dctx: zstandard.ZstdDecompr
         raise PlanesError(f"PLANES data is {len(stored)} bytes, shorter than its {width} plane entries")
     bodies = _plane_bodies(stored, width, n, tail_len)
     raw = kernels.new_buffer(raw_len)  # only once every declared length is known to add up
+    decoding = Decoding(dctx, width)
     for k, (codec, body) in enumerate(bodies):
-        plane: bytes | memoryview = body
-        if codec == PLANE_ZSTD:
-            try:
-                plane = inflate(body, n, dctx)
-            except FrameError as exc:
-                raise PlanesError(f"plane {k}: {exc}") from None
+        try:
+            plane = PART_CODECS[codec].decode(body, n, decoding)
+        except CodecError as exc:
+            raise PlanesError(f"plane {k}: {exc}") from None
         if len(plane) != n:
             raise PlanesError(f"plane {k} holds {len(plane)} bytes, expected {n}")
         kernels.unplane(plane, n, width, k, raw)
@@ -187,15 +195,34 @@ def _plane_bodies(stored: bytes | memoryview, width: int, n: int, tail_len: int)
         stored_len, codec = PLANE_ENTRY.unpack_from(stored, PLANES_HEADER.size + k * PLANE_ENTRY.size)
         if stored_len > len(stored) - pos:
             raise PlanesError(f"plane {k} declares {stored_len} bytes, more than remain")
-        if codec == PLANE_RAW and stored_len != n:
-            raise PlanesError(f"plane {k} holds {stored_len} bytes, expected {n}")
-        if codec == PLANE_ZSTD and not zstd_can_hold(stored_len, n):
-            raise PlanesError(f"plane {k}: a zstd frame of {stored_len} bytes cannot hold {n} bytes")
-        if codec not in (PLANE_RAW, PLANE_ZSTD):
+        part = PART_CODECS.get(codec)
+        if part is None:
             raise PlanesError(f"plane {k} codec {codec} is unknown")
+        if not can_hold(part, stored_len, n):
+            raise PlanesError(_CANNOT_HOLD[codec].format(k=k, stored=stored_len, n=n))
         bodies.append((codec, memoryview(stored)[pos : pos + stored_len]))
         pos += stored_len
     if len(stored) - pos != tail_len:
         raise PlanesError(f"PLANES data ends with {len(stored) - pos} tail bytes, expected {tail_len}")
     return bodies
 
+
+class Planes:
+    name: Final = "PLANES"
+    blob_id: Final = int(Id.PLANES)
+    residual_id: Final = int(Id.PLANES)
+
+    def encode(self, view: memoryview, coding: Coding) -> list[Any]:
+        return encode_parts(view, coding.width, coding.compressor, coding.out, coding.map_parts)
+
+    def decode(self, stored: Buffer, raw_len: int, decoding: Decoding) -> bytes | memoryview:
+        return decode(stored, raw_len, decoding.dctx)
+
+    def max_stored_len(self, raw_len: int) -> int:
+        return raw_len  # a writer keeps planes only when they are smaller than the raw bytes
+
+    def max_decoded_len(self, stored_len: int) -> int | None:
+        return stored_len * ZSTD_MAX_RATIO  # planes are zstd frames and raw bytes
+
+
+CODEC: Final = Planes()
