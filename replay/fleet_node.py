@@ -74,7 +74,7 @@ class DeviceActor:
 
     def _post_mortem(self) -> dict[str, Any]:
         """The frame a dead predecessor was running and the fatal signal it got (None: none caught)."""
-        from .isolate import frame_running
+        from .progress_file import frame_running
 
         try:
             text = (self.workdir / "fatal").read_text(errors="replace")

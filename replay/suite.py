@@ -440,7 +440,8 @@ class Worker:
         if line:
             answer = {"device": self.device, **json.loads(line)}
             return {**answer, "page": page} if page and answer.get("outcome") != "error" else answer
-        from .isolate import describe_exit, frame_running
+        from .isolate import describe_exit
+        from .progress_file import frame_running
 
         code = process.wait()
         self.process = None

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from vkcore.errors import UsageError
 from vkcore.safe_text import rich_text, shown
 
+from replay.page_scratch import forget_scratch, scratch_folder
+
 from .commands_inspect import cmd_export, cmd_info
 from .commands_record import cmd_record
 from .compare_flags import check_compare_flags, replay_options, shapes, tolerance_policy
@@ -179,53 +181,19 @@ def replaced_items(args: argparse.Namespace, kind: str, document: dict[str, Any]
     return {"replaced": items}
 
 
-#: The extras of a comparison that name a picture file (replay.heatmap.draw_comparison).
-PICTURE_KEYS = ("heatmap", "recorded_map", "live_map", "difference_map")
-
-
-def forget_scratch(frames: list[Any], document: dict[str, Any], scratch: Path) -> None:
-    """Drop from ``frames``' comparisons, and from ``document``'s frames, every picture path inside
-    ``scratch`` (the page holds the pictures; the folder goes when the command ends)."""
-    def inside(value: Any) -> bool:
-        return isinstance(value, str) and Path(value).parent == scratch
-
-    entries: list[dict[str, Any]] = [c.extras for f in frames for c in [*f.comparisons, *(c for _, c in f.dispatches)]]
-    entries += [e for f in document.get("frames") or () for e in [*(f.get("resources") or ()), *(f.get("dispatches") or ())]]
-    for entry in entries:
-        for key in PICTURE_KEYS:
-            if inside(entry.get(key)):
-                del entry[key]
-
-
 @contextlib.contextmanager
 def html_scratch(args: argparse.Namespace) -> Iterator[None]:
     """``--html``: the comparisons draw both sides and the difference of each diverged 2-d+ resource
     (``args.value_maps``) for the page to show, into ``--heatmap`` or, without it, a temporary folder
     (``args.html_scratch``) that is removed when the block ends, on every exit path (an error, Ctrl-C)."""
-    scratch = None
-    try:
-        if getattr(args, "html", None):
-            args.value_maps = True
-            if getattr(args, "heatmap", None) is None:
-                import secrets
-                import tempfile
-
-                # named before it is made: a Ctrl-C right after the folder exists still finds it to remove
-                scratch = Path(tempfile.gettempdir()) / f"vkcap-html-{os.getpid()}-{secrets.token_hex(6)}"
-                scratch.mkdir(mode=0o700)
+    if getattr(args, "html", None):
+        args.value_maps = True
+        if getattr(args, "heatmap", None) is None:
+            with scratch_folder() as scratch:
                 args.heatmap = args.html_scratch = scratch
-        yield
-    finally:
-        if scratch is not None:
-            import shutil
-            import time
-
-            # after Ctrl-C a compare thread may still be drawing into it for a moment: try again for up to 2 s
-            for _ in range(100):
-                shutil.rmtree(scratch, ignore_errors=True)
-                if not scratch.exists():
-                    break
-                time.sleep(0.02)
+                yield
+            return
+    yield
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -319,7 +287,7 @@ def _diff(args: argparse.Namespace) -> int:
 
     from capture.trace import Trace
     from replay.diff import diff_traces
-    from replay.tolerances import warn_bytes_tolerances
+    from replay.reading import warn_bytes_tolerances
     from replay.report import DIFF_SIDES, comparison_line, frames_document, print_frames
 
     log = logging.getLogger("vkcap")
@@ -478,10 +446,10 @@ def _extract_divergence(args: argparse.Namespace, result: "BisectResult", record
     import logging
     from dataclasses import replace
 
-    from replay.extract import Divergence, extract
+    from replay.extract import Divergence
     from replay.report import comparison_line
 
-    from .commands_extract import extract_options, log_extracted
+    from .commands_extract import extract_command, extract_options, log_extracted
 
     log = logging.getLogger("vkcap")
     if result.command is None or result.frame is None:
@@ -501,9 +469,9 @@ def _extract_divergence(args: argparse.Namespace, result: "BisectResult", record
     # The extract compares as this bisect did (tolerances, dtypes) and holds the candidate's shaders.
     extracting = replace(extract_options(args), tolerances=options.tolerances, dtypes=options.dtypes,
                          replace_shaders=options.replace_shaders)
-    log_extracted(extract(args.trace, result.frame.seq, result.command, args.extract, extracting,
-                          divergence, argv=getattr(args, "argv", []), segment=segment_index, place="--extract",
-                          force=args.force))
+    log_extracted(extract_command(args.trace, result.frame.seq, result.command, args.extract, extracting,
+                                  divergence, argv=getattr(args, "argv", []), segment=segment_index,
+                                  place="--extract", force=args.force))
 
 
 def search_size(result: "BisectResult") -> str:

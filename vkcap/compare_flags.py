@@ -208,7 +208,7 @@ def replay_options(args: argparse.Namespace, opened: "Trace | None" = None, **ex
         policy = tolerance_policy(args, trace.resources)
         shape_list = shapes(args, trace.resources, policy)
         if not getattr(args, "serve_probes", False):  # an isolated bisection's child: its parent said it
-            from replay.tolerances import warn_bytes_tolerances
+            from replay.reading import warn_bytes_tolerances
 
             warn_bytes_tolerances(trace, policy)
     return ReplayOptions(

@@ -2,7 +2,7 @@
 (:mod:`replay.fleet`), so a trace is judged on the same answer wherever it ran.
 
 A request is a dict: ``trace`` (a path readable here), ``progress`` (the progress file, see
-:class:`replay.isolate.ProgressFile`), ``flags`` (the trace's own tolerance flags), ``page`` (where to
+:class:`replay.progress_file.ProgressFile`), ``flags`` (the trace's own tolerance flags), ``page`` (where to
 write the replay's HTML page, or ``""``). The answer is a JSON-able dict: ``outcome`` (identical | within
 | diverged | error), ``device``, ``frames``, ``first_divergence``, ``beyond_tolerance``, ``max_ulp``, ``resources`` (each resource's verdict,
 :func:`replay.verdicts.resource_verdicts`) and,
