@@ -23,7 +23,7 @@ from typing import IO, Any
 from vkcore.errors import VkcapError
 
 from .options import ReplayOptions
-from .worker_protocol import Done, Failed, Hello, ReplayRequest, decode, encode
+from .worker_protocol import Done, Failed, Hello, ProtocolError, ReplayRequest, decode, encode
 
 
 def device_hello(selector: str | None) -> Hello:
@@ -43,8 +43,12 @@ def device_hello(selector: str | None) -> Hello:
 
 def handle(request: ReplayRequest, contexts: dict[Any, Any]) -> Done | Failed:
     """One replay answered (see the module docstring); an error no check foresaw (a RecursionError from
-    a hostile trace) is the trace's ``Failed``, with its message, never a crash of the worker."""
-    options = ReplayOptions.from_dict(request.options)
+    a hostile trace) is the trace's ``Failed``, with its message, never a crash of the worker; so are
+    options that do not read back (:class:`~replay.worker_protocol.ProtocolError`)."""
+    try:
+        options = ReplayOptions.from_dict(request.options)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        return Failed(f"a replay request's options do not read back: {type(exc).__name__}: {exc}")
     try:
         return Done(_replay(options, request, contexts))
     except VkcapError as exc:
@@ -111,14 +115,20 @@ def write_page(request: ReplayRequest, options: ReplayOptions, report: Any, scra
 
 def serve(selector: str | None, requests: IO[str], answers: IO[str]) -> int:
     """The worker's loop: say :class:`Hello` (the device, first: expectations are judged by it, crashes
-    included), then answer each request line of ``requests`` with one line on ``answers``. The Vulkan
-    devices the replays open are kept for the next requests."""
+    included), then answer each request line of ``requests`` with one line on ``answers`` (a line that is
+    no request: :class:`Failed`, saying why in one line). The Vulkan devices the replays open are kept
+    for the next requests."""
     answers.write(encode(device_hello(selector)))
     answers.flush()
     contexts: dict[Any, Any] = {}  # the worker's devices, kept across requests
     try:
         for line in requests:
-            answers.write(encode(handle(decode(line, ReplayRequest), contexts)))
+            try:
+                request = decode(line, ReplayRequest)
+            except ProtocolError as exc:
+                answers.write(encode(Failed(str(exc))))
+            else:
+                answers.write(encode(handle(request, contexts)))
             answers.flush()
         return 0
     finally:

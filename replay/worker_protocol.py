@@ -7,8 +7,8 @@ A worker killed by a driver crash answers nothing: the parent reads the frame it
 progress file (:mod:`replay.progress_file`) and reports the crash.
 
 Guarantees: :func:`encode` writes exactly one line; :func:`decode` accepts only a JSON object whose
-``type`` is one of the message types asked for and whose fields have their declared types (a worker's
-output is not trusted to be well formed), and raises :class:`ProtocolError`, one line naming what is wrong,
+``type`` is one of the message types asked for, that holds no field the type lacks and whose fields have
+their declared types (a worker's output is not trusted to be well formed), and raises :class:`ProtocolError`, one line naming what is wrong,
 for anything else: never a traceback. Options travel as their own dicts (:meth:`ReplayOptions.to_dict
 <replay.options.ReplayOptions.to_dict>`), never as command-line flags.
 """
@@ -89,10 +89,15 @@ def decode(line: str, *expected: type) -> Any:
         raise ProtocolError(f"a worker's line is not JSON: {shown!r}") from None
     if not isinstance(data, dict):
         raise ProtocolError(f"a worker's line is not a JSON object: {shown!r}")
-    kind = MESSAGES.get(data.get("type"))  # type: ignore[arg-type]
+    tag = data.get("type")
+    kind = MESSAGES.get(tag) if isinstance(tag, str) else None
     if kind is None or kind not in expected:
         wanted = " or ".join(m.type for m in expected)
         raise ProtocolError(f"a worker's line is not a {wanted} message: {shown!r}")
+    known = {f.name for f in fields(kind)}
+    extra = next((key for key in data if key != "type" and key not in known), None)
+    if extra is not None:
+        raise ProtocolError(f"a worker's {kind.type} message has an unknown field {str(extra)[:40]!r}")
     values = {}
     for f in fields(kind):
         if f.name not in data:

@@ -22,7 +22,8 @@ ZSTD_MIN_LEVEL, ZSTD_MAX_LEVEL = -(1 << 17), 22  # zstd's ZSTD_minCLevel() and Z
 def cmd_record(args: argparse.Namespace) -> int:
     import logging
 
-    from .cli import TRACE_CODECS, check_run_flags, run_options, start_vulkan_early
+    from .run_flags import check_run_flags, run_options
+    from .vulkan_start import TRACE_CODECS, start_vulkan_early
 
     from vkcore.bounded_numbers import check_number
 

@@ -16,7 +16,7 @@ from replay.page_scratch import forget_scratch, scratch_folder
 
 from .commands_inspect import cmd_export, cmd_info
 from .commands_record import cmd_record
-from .compare_flags import check_compare_flags, replay_options, shapes, tolerance_policy
+from .compare_flags import add_compare_flags, check_compare_flags, replay_options, shapes, tolerance_policy
 
 if TYPE_CHECKING:
     from replay.bisect import BisectResult
@@ -116,25 +116,6 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     bis.set_defaults(handler=cmd_bisect)
 
 
-def add_compare_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--atol", type=float, help="absolute tolerance")
-    p.add_argument("--rtol", type=float, help="relative tolerance")
-    p.add_argument("--ulp", type=int, help="tolerance in units in the last place (floats)")
-    p.add_argument("--tolerance", metavar="FILE.toml|auto|preset:NAME",
-                   help="per-resource tolerances (TOML), 'auto', or per-dtype defaults: preset:torch, preset:strict")
-    p.add_argument("--dtype", action="append", default=[], metavar="UID=TYPE", help="read a buffer as TYPE (e.g. float32)")
-    p.add_argument("--resource-tolerances", help=argparse.SUPPRESS)  # a suite worker's (compare_flags.resource_tolerances)
-    p.add_argument("--shape", action="append", default=[], metavar="UID=HxW", help="the shape of a raw buffer (for indices and heatmaps)")
-    p.add_argument("--top", type=int, default=5, metavar="N",
-                   help="list the first N offending elements of each comparison (default 5)")
-    p.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
-    p.add_argument("--html", type=Path, metavar="FILE",
-                   help="write one self-contained HTML page of the results (no network, no JavaScript)")
-    p.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
-
-
-
-
 def report_outputs(args: argparse.Namespace, kind: str, document: dict[str, Any], frames: list[Any],
                    crash: tuple[int | None, str] | None = None, sides: tuple[str, str] | None = None,
                    fingerprints: list[tuple[str, dict[str, Any]]] | None = None,
@@ -204,7 +185,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     import logging
 
-    from .cli import TRACE_CODECS, start_vulkan_early
+    from .vulkan_start import TRACE_CODECS, start_vulkan_early
 
     log = logging.getLogger("vkcap")
     check_compare_flags(args, [args.trace])  # before Vulkan starts, and before an isolated child does
@@ -357,7 +338,7 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     loader_env = {k: os.environ.get(k) for k in LOADER_VARIABLES}  # the recording device is looked for with these
     use_driver(args.icd)
     if server is None:  # the probes run here: let the driver start while the modules load
-        from .cli import TRACE_CODECS, start_vulkan_early
+        from .vulkan_start import TRACE_CODECS, start_vulkan_early
 
         start_vulkan_early(device=args.device, also=TRACE_CODECS)
     from capture.trace import Trace
