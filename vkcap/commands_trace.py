@@ -84,7 +84,7 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     add_device(rep)
     rep.add_argument("--icd", type=Path, metavar="FILE.json", help="replay on this Vulkan driver (sets VK_DRIVER_FILES)")
     add_common(rep)
-    rep.set_defaults(handler=cmd_replay)
+    rep.set_defaults(handler=cmd_replay, replay_parser=rep)  # the isolated child's flags: child_arguments
 
     dif = sub.add_parser("diff", help="compare two recordings of the same scenario")
     dif.add_argument("trace", type=Path, metavar="A.vkt")
@@ -113,7 +113,7 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     bis.add_argument("--force", action="store_true",
                      help="with --extract: replace an earlier extract at DIR (only what vkcap wrote there)")
     add_common(bis)
-    bis.set_defaults(handler=cmd_bisect)
+    bis.set_defaults(handler=cmd_bisect, replay_parser=rep)
 
 
 def report_outputs(args: argparse.Namespace, kind: str, document: dict[str, Any], frames: list[Any],
@@ -464,13 +464,11 @@ def search_size(result: "BisectResult") -> str:
 def child_arguments(args: argparse.Namespace) -> list[str]:
     """The arguments of the isolated child ``vkcap replay`` of the command parsed into ``args``: made
     from the parsed values by :func:`replay.isolate.child_arguments`, so the child accepts whatever this
-    process accepted, and is never asked to isolate again."""
+    process accepted, and is never asked to isolate again. ``args.replay_parser``: replay's own parser,
+    which :func:`register` gives replay and bisect (the child's flags are replay's)."""
     from replay.isolate import child_arguments as from_parsed
 
-    from .cli import build_parser
-
-    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return from_parsed(args, commands.choices["replay"])
+    return from_parsed(args, args.replay_parser)
 
 
 def replay_isolated(args: argparse.Namespace, log: Any) -> int:
