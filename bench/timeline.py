@@ -37,7 +37,8 @@ from bench.import_hook import AroundImport, run_vkcap  # noqa: E402
 
 #: module -> functions (qualified names) timed in it; a module with none has its import timed only
 STAGES: dict[str, tuple[str, ...]] = {
-    "vkcap.cli": ("main", "start_vulkan_early"),
+    "vkcap.cli": ("main",),
+    "vkcap.vulkan_start": ("start_vulkan_early",),
     "vkcap.commands_record": ("cmd_record", "check_trace_target"),
     "vkcap.commands_trace": (),
     "vulkan": (),

@@ -45,7 +45,7 @@ Guarantees of :func:`extract`:
   needs (named), an image whose format has no DDS form.
 
 Images are extracted at mip level 0 (the level a ``src`` file holds); graph dispatches are extracted whole,
-or, given ``segment``, one segment alone (see :mod:`replay.extract_segment`).
+or one segment alone (see :mod:`replay.extract_segment`).
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from capture.trace import DispatchSnapshot, FrameRecord, Trace
 from vkcore.errors import TraceError, UsageError
@@ -209,26 +209,28 @@ def locate(trace: Trace, seq: int, index: int, folder: Path) -> Located:
                    data, writes, earlier, later_writes, kind.name(cmd))
 
 
-def extract(trace_path: Path, seq: int, index: int, out: Path, options: ReplayOptions,
-            divergence: Divergence | None = None, argv: list[str] | None = None,
-            segment: int | None = None, *, force: bool = False, place: str = "-o") -> Extracted:
-    """Write command ``index`` of frame ``seq`` of the trace as a standalone scenario into ``out`` (see
-    the module docstring); ``options`` choose the device (no replaced shaders: the inputs are what the
-    trace's own shaders computed). ``segment``: only that segment of a graph dispatch (see
-    :mod:`replay.extract_segment`). ``force``: replace an earlier extract at ``out``; ``place``: the
-    flag that named ``out``, for refusals."""
+def folder_target(trace_path: Path, out: Path, *, place: str, force: bool) -> Target:
+    """The extract folder ``out`` checked (:func:`vkcore.output_folders.check_folder_target`) and an
+    abandoned staging folder of an earlier extract there named, before any work."""
     from vkcore.output_folders import SafeNames, check_folder_target, name_abandoned_staging
 
     check_folder_target(out, place=place, force=force, inputs=[trace_path])
     name_abandoned_staging(out)
-    target = Target(Path(out), place, force, Path(trace_path), SafeNames())
+    return Target(Path(out), place, force, Path(trace_path), SafeNames())
+
+
+def extract(trace_path: Path, seq: int, index: int, out: Path, options: ReplayOptions,
+            divergence: Divergence | None = None, argv: list[str] | None = None,
+            *, force: bool = False, place: str = "-o") -> Extracted:
+    """Write command ``index`` of frame ``seq`` of the trace as a standalone scenario into ``out`` (see
+    the module docstring); ``options`` choose the device (no replaced shaders: the inputs are what the
+    trace's own shaders computed). One segment of a graph dispatch alone:
+    :func:`replay.extract_segment.extract_segment`. ``force``: replace an earlier extract at ``out``;
+    ``place``: the flag that named ``out``, for refusals."""
+    target = folder_target(trace_path, out, place=place, force=force)
     with Trace.open(trace_path) as trace:
         with tempfile.TemporaryDirectory(prefix="vkcap-extract-") as tmp:
             at = locate(trace, seq, index, Path(tmp))
-            if segment is not None:
-                from .extract_segment import extract_segment
-
-                return extract_segment(at, segment, target, options, divergence, argv, trace_path)
         record, uids, data, writes = at.record, at.uids, at.data, at.writes
         resources = at.resources
         candidate = candidate_shaders(trace, options.replace_shaders, uids, target.names)  # checked before any replay
@@ -519,7 +521,7 @@ def _scenario(command: dict[str, Any], resources: dict[str, dict[str, Any]], uid
 def _write_folder(target: Target, scenarios: dict[str, dict[str, Any]], files: dict[str, bytes], inputs: dict[str, bytes],
                   expected: dict[str, tuple[str, bytes | None]], meta: dict[str, dict[str, Any]], result: Extracted,
                   provenance: dict[str, Any], options: ReplayOptions, divergence: Divergence | None,
-                  argv: list[str] | None) -> None:
+                  argv: list[str] | None, readme_of: Callable[[dict[str, Any], Path], str] | None = None) -> None:
     """Build the folder beside ``target.out``, then publish it (see the module docstring); every file
     name is confined to the folder."""
     from vkcore.output_folders import check_folder_target, confined, publish_folder, staging_folder
@@ -561,7 +563,7 @@ def _write_folder(target: Target, scenarios: dict[str, dict[str, Any]], files: d
                         "found_by": divergence.found_by or None},
                     "vkcap": vkcap_version(), "command_line": argv or []}
         (staging / "vkcap.json").write_text(json.dumps(document, indent=1) + "\n")
-        (staging / "README.md").write_text(readme(document, target.out))
+        (staging / "README.md").write_text((readme_of or readme)(document, target.out))
         result.bytes = sum(p.stat().st_size for p in staging.rglob("*") if p.is_file())
     except BaseException:
         shutil.rmtree(staging.parent, ignore_errors=True)
@@ -584,11 +586,8 @@ def _device_words(fp: dict[str, Any]) -> str:
 
 def readme(doc: dict[str, Any], out: Path) -> str:
     """The extract's README: what it is, where it came from, what diverged and by how much, how to check
-    it. Every text taken from the trace goes through :func:`shown` (one printable, encodable line)."""
-    if doc.get("segment"):
-        from .extract_segment import readme as segment_readme
-
-        return segment_readme(doc, out)
+    it. Every text taken from the trace goes through :func:`shown` (one printable, encodable line). (A
+    segment's extract has its own: :func:`replay.extract_segment.readme`.)"""
     name = shown(doc["name"])
     lines = [f"# commands[{doc['command']}] of frame {doc['frame']} of {shown(Path(doc['trace']).name)}", "",
              f"A standalone scenario of one {shown(doc['kind'])}" + (f" ({name})" if name else "") +

@@ -42,11 +42,12 @@ from __future__ import annotations
 import io
 import json
 import struct
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from capture.trace import DispatchSnapshot, FrameRecord
+from capture.trace import DispatchSnapshot, FrameRecord, Trace
 from vkcore.errors import UsageError
 from vkcore.safe_text import shown
 
@@ -68,6 +69,8 @@ from .extract import (
     candidate_shaders,
     compare_spec,
     embedded_file,
+    folder_target,
+    locate,
     source_file,
     readme_divergence,
     readme_run,
@@ -125,11 +128,23 @@ def segment_list(vgf: Any) -> str:
     return ", ".join(f"{s.index} {vgf.module_of(s).name} ({s.type.name})" for s in vgf.segments)
 
 
-def extract_segment(at: Located, segment: int, target: Target, options: ReplayOptions,
+def extract_segment(trace_path: Path, seq: int, index: int, segment: int, out: Path, options: ReplayOptions,
+                    divergence: Divergence | None = None, argv: list[str] | None = None,
+                    *, force: bool = False, place: str = "-o") -> Extracted:
+    """Write segment ``segment`` of the graph dispatch ``index`` of frame ``seq`` of the trace as a
+    standalone scenario into ``out``: :func:`replay.extract.extract`'s checks and arguments, then
+    :func:`extract_located` while the rebuilt scenario exists."""
+    target = folder_target(trace_path, out, place=place, force=force)
+    with Trace.open(trace_path) as trace, tempfile.TemporaryDirectory(prefix="vkcap-extract-") as tmp:
+        at = locate(trace, seq, index, Path(tmp))
+        return extract_located(at, segment, target, options, divergence, argv, trace_path)
+
+
+def extract_located(at: Located, segment: int, target: Target, options: ReplayOptions,
                     divergence: Divergence | None, argv: list[str] | None, trace_path: Path) -> Extracted:
     """Write segment ``segment`` of the graph dispatch ``at`` as a standalone scenario into ``target`` (see
     the module docstring; file names derived from the graph's file and module names go through
-    ``target.names``). Called by :func:`replay.extract.extract` while the rebuilt scenario exists."""
+    ``target.names``)."""
     from vkcore.graphs.vgf import read_vgf
 
     trace, index, seq = at.trace, at.index, at.record.seq
@@ -194,7 +209,8 @@ def extract_segment(at: Located, segment: int, target: Target, options: ReplayOp
                      RECORDED_SCENARIO: scenario_doc}
         provenance["candidate_shaders"] = {replaced: {"spirv": candidate.spirv_file, "source": candidate.source_file,
                                                       "from": str(candidate.given)}}
-    _write_folder(target, scenarios, files, inputs, expected, meta, result, provenance, options, divergence, argv)
+    _write_folder(target, scenarios, files, inputs, expected, meta, result, provenance, options, divergence, argv,
+                  readme_of=readme)
     return result
 
 

@@ -10,8 +10,8 @@ keep letters, digits and ``._-``, any other run of characters becomes one ``_``
 **Actors**: each ``vulkan_device`` unit of each matching node gets one
 :class:`replay.fleet_node.DeviceActor`, pinned to its node (hard node affinity) and holding that unit
 of the resource. It opens its device once and replays trace after trace through
-:func:`vkcap.suite_serve.answer`, the path of ``vkcap suite worker`` (its Vulkan contexts kept across
-traces). Actors run with the driver's ``VKCAP_*`` environment variables (validation, caches, fault
+:func:`replay.worker.handle`, the handler of ``vkcap suite worker``, with the messages of
+:mod:`replay.worker_protocol` (the options made by the driver; its Vulkan contexts kept across traces). Actors run with the driver's ``VKCAP_*`` environment variables (validation, caches, fault
 injection), and nothing else of it.
 
 **Columns**: every trace is replayed once per device name (a column of the report, as each
@@ -46,14 +46,15 @@ import socket
 import threading
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from vkcore.errors import UsageError, VkcapError
 
 from .fleet_node import DEVICE, NODE, DeviceActor, node_resources, resource_name
-from .suite import SuiteTrace, TraceResult, _replay_one, result_stem
+from .suite import OptionsFor, SuiteTrace, TraceResult, _replay_one, answer_of, request_for, result_stem
+from .worker_protocol import Done, Failed, ProtocolError, decode, encode
 
 log = logging.getLogger("vkcap")
 
@@ -180,14 +181,22 @@ class ActorProxy:
             request, blobs = self.fleet.shipment(trace)
         except (OSError, ray.exceptions.RayError) as exc:  # unreadable, or the object store refuses it
             return {"outcome": "error", "device": self.device, "detail": f"{trace}: {_first_line(exc)}"}
-        request = {**request, "flags": [*self.fleet.flags, *flags], "page": bool(page)}
+        flags = [*self.fleet.flags, *flags]
+        assert self.fleet.options_for is not None, "Fleet.run sets it"
+        asked = request_for(self.fleet.options_for, trace, flags)
+        if isinstance(asked, dict):
+            return {"device": self.device, **asked}
+        asked = replace(asked, page=page, command_line=["vkcap", "replay", str(trace), *flags])
         try:
-            answer = ray.get(self.actor.replay.remote(request, blobs))
+            line, html = ray.get(self.actor.replay.remote(request, encode(asked), blobs))
         except ray.exceptions.RayActorError:
             return self._died()
         except ray.exceptions.RayError as exc:  # the actor's method raised: vkcap's own failure, not the trace's
             return {"outcome": "error", "device": self.device, "detail": f"internal error on {self.host}: {_first_line(exc)}"}
-        html = answer.pop("page_html", None)
+        try:
+            answer = answer_of(decode(line, Done, Failed))
+        except ProtocolError as exc:
+            return {"outcome": "error", "device": self.device, "detail": f"{self.host}: {exc}"}
         answer = {"device": self.device, **answer}
         if page and answer.get("outcome") != "error":
             if html is not None:
@@ -316,6 +325,7 @@ class Fleet:
         address = _address(options.address)
         self.ray, self.options = ray, options
         self.flags: list[str] = []
+        self.options_for: OptionsFor | None = None  # set by run
         self.env = {k: v for k, v in os.environ.items() if k.startswith("VKCAP_")}
         self.run_id = uuid.uuid4().hex[:12]  # the actors' folders on their nodes are the run's
         self._refs: dict[str, Any] = {}  # content hash -> object reference of the trace's bytes
@@ -427,11 +437,12 @@ class Fleet:
                 if self._uses[digest] <= 0:
                     self._refs.pop(digest, None)
 
-    def run(self, traces: list[SuiteTrace], *, retries: int = 0, flags: list[str] | None = None,
+    def run(self, traces: list[SuiteTrace], *, options_for: OptionsFor, retries: int = 0, flags: list[str] | None = None,
             on_result: Callable[[TraceResult], None] | None = None, pages: Path | None = None) -> list[TraceResult]:
         """Replay every trace once on each of :attr:`devices` (see :func:`share`), with the suite's
-        ``flags`` and ``retries``; the results by trace, then device."""
-        self.flags = list(flags or [])
+        ``flags`` and ``retries``, each replay's options made here by ``options_for`` (as
+        :func:`replay.suite.run_suite` makes them) and sent to the actor; the results by trace, then device."""
+        self.flags, self.options_for = list(flags or []), options_for
         if not self.options.shared:
             with self._lock:
                 for t in traces:

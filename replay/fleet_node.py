@@ -53,8 +53,7 @@ class DeviceActor:
         self._fatal = open(self.workdir / "fatal", "w")  # noqa: SIM115 (open for the actor's life)
         faulthandler.enable(file=self._fatal)  # a fatal signal leaves its name here
         self.contexts: dict[Any, Any] = {}
-        self.flags: list[str] = []
-        self.parser: Any = None
+        self.device: str | None = None  # the --device selector of the chosen device (its index)
         self.hello: dict[str, Any] = {"pid": os.getpid(), "previous": self.previous}
         try:
             from vkcore.device.context import list_devices
@@ -66,7 +65,7 @@ class DeviceActor:
                 raise VkcapError(f"the node advertises {DEVICE}{resource} x{ordinal + 1}, but has {len(matching)} such "
                                  "Vulkan device(s)")
             chosen = matching[ordinal]
-            self.flags = ["--device", str(chosen.index)]
+            self.device = str(chosen.index)
             self.hello.update(device=chosen.name, driver=driver_of(chosen.fingerprint()), device_uuid=chosen.device_uuid,
                               device_index=chosen.index, pci_bus=chosen.pci_bus)
         except VkcapError as exc:
@@ -74,7 +73,7 @@ class DeviceActor:
 
     def _post_mortem(self) -> dict[str, Any]:
         """The frame a dead predecessor was running and the fatal signal it got (None: none caught)."""
-        from .isolate import frame_running
+        from .progress_file import frame_running
 
         try:
             text = (self.workdir / "fatal").read_text(errors="replace")
@@ -89,29 +88,38 @@ class DeviceActor:
         """The device (``device``, ``driver``), the process, and ``previous``: the post-mortem."""
         return self.hello
 
-    def replay(self, request: dict[str, Any], blobs: list[Any]) -> dict[str, Any]:
-        """One trace replayed (:func:`vkcap.suite_serve.answer`); ``blobs`` holds the trace's object
-        reference when it was shipped (``request["hash"]``), nested so that Ray leaves it unresolved
-        until this node needs it. With ``request["page"]``, the page's HTML comes back as ``page_html``."""
-        from vkcap.cli import build_parser
-        from vkcap.suite_serve import answer
+    def replay(self, shipment: dict[str, Any], line: str, blobs: list[Any]) -> tuple[str, str | None]:
+        """One trace replayed by :func:`replay.worker.handle`, the handler of a suite worker: ``line`` is
+        the :class:`~replay.worker_protocol.ReplayRequest` (the driver's options and page command line,
+        ``page`` set when the page is wanted); ``shipment`` says where the trace is (its path, or its
+        content hash with ``blobs`` holding its object reference, nested so that Ray leaves it unresolved
+        until this node needs it). The answer's line (:class:`~replay.worker_protocol.Done` or
+        :class:`~replay.worker_protocol.Failed`) and the page's HTML (None without a page)."""
+        from dataclasses import replace
+
+        from .options import ReplayOptions
+        from .worker import handle
+        from .worker_protocol import Failed, ProtocolError, ReplayRequest, decode, encode
 
         progress = self.workdir / "progress"
         progress.unlink(missing_ok=True)
         page = self.workdir / "page.html"
         page.unlink(missing_ok=True)
         try:
-            trace = self._trace(request, blobs)
-        except (OSError, VkcapError) as exc:
-            return {"outcome": "error", "detail": str(exc)}
-        asked = {"trace": trace, "progress": str(progress), "flags": request.get("flags", []),
-                 "page": str(page) if request.get("page") else ""}
-        self.parser = self.parser or build_parser()
-        result = answer(self.parser, self.flags, asked, self.contexts)
+            request = decode(line, ReplayRequest)
+            trace = self._trace(shipment, blobs)
+        except (OSError, VkcapError) as exc:  # ProtocolError is one
+            return encode(Failed(str(exc))), None
+        try:
+            options = replace(ReplayOptions.from_dict(request.options), trace=Path(trace), device=self.device,
+                              progress_file=progress)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            return encode(Failed(str(ProtocolError(f"a replay request's options do not read back: {exc}")))), None
+        here = ["vkcap", "replay", trace, "--device", str(self.device), *request.command_line[3:]]  # this node's names
+        answer = handle(replace(request, options=options.to_dict(), page=str(page) if request.page else "",
+                                command_line=here), self.contexts)
         progress.unlink(missing_ok=True)  # a death between replays is no frame of this trace's
-        if request.get("page") and page.is_file():
-            result["page_html"] = page.read_text()
-        return result
+        return encode(answer), page.read_text() if request.page and page.is_file() else None
 
     def _trace(self, request: dict[str, Any], blobs: list[Any]) -> str:
         """A path to the trace on this node: the driver's own (shared), or the node's cached copy,

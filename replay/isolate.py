@@ -32,6 +32,8 @@ from typing import Any
 
 from vkcore.errors import EXIT_BAD_INPUT, EXIT_FAILURE, VkcapError
 
+from .progress_file import frame_running
+
 ABORT_CODES = {134: "SIGABRT", 135: "SIGBUS", 136: "SIGFPE", 139: "SIGSEGV"}  # 128 + signal, via a shell
 LAST_LINES = 8
 CHILD_ENV = "VKCAP_ISOLATED_CHILD"  # set (to "1") in the environment of every isolated child
@@ -206,19 +208,6 @@ def run_child(args: list[str], *, echo: bool = True) -> ChildOutcome:
         return outcome
 
 
-def frame_running(progress: Path) -> int | None:
-    """The frame a dead child was running, from its progress file (:class:`ProgressFile`): the oldest
-    frame submitted and not finished; the last one submitted when all were finished (it died after
-    the device's work, reading or comparing that frame); None when none was submitted (or no file)."""
-    try:
-        lines = progress.read_text().splitlines()
-    except FileNotFoundError:
-        return None
-    started = [int(ln.split()[1]) for ln in lines if ln.startswith("frame ")]
-    done = {int(ln.split()[1]) for ln in lines if ln.startswith("done ")}
-    return next((seq for seq in started if seq not in done), started[-1] if started else None)
-
-
 class ProbeServer:
     """Isolated probes without a process each: one child ``vkcap replay --serve-probes`` replays frame
     range after frame range in one Vulkan session (start-up, trace opening and pipelines paid once).
@@ -337,25 +326,3 @@ def serve_probes(options: Any, answer_fd: int, opened: Any = None) -> int:
             out.write(json.dumps({"frames": frames_document(report.frames)}) + "\n")
             out.flush()
     return 0
-
-
-class ProgressFile:
-    """What a child writes as it goes, each line at once: ``frame SEQ`` when a frame is submitted, ``done
-    SEQ`` when the device has finished it. Frames are pipelined (the next one is submitted while one
-    runs), so the frame a dead child's device was running is the oldest one not done
-    (:func:`frame_running`), not the last one submitted."""
-
-    def __init__(self, path: Path) -> None:
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self.crash_at = os.environ.get("VKCAP_TEST_CRASH_AT_FRAME")  # fault injection for crash tests
-
-    def frame_started(self, seq: int) -> None:
-        os.write(self.fd, f"frame {seq}\n".encode())
-
-    def frame_finished(self, seq: int) -> None:
-        if self.crash_at is not None and int(self.crash_at) == seq:  # the driver dies while the frame runs
-            os.kill(os.getpid(), signal.SIGSEGV)  # a real fatal signal, as a crashing driver delivers it
-        os.write(self.fd, f"done {seq}\n".encode())
-
-    def close(self) -> None:
-        os.close(self.fd)

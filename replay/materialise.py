@@ -149,12 +149,30 @@ def write_new_file(trace: Trace, folder: Path, name: str, data: bytes | memoryvi
     return target
 
 
+def write_placeholder(trace: Trace, name: str, target: Path) -> None:
+    """Write embedded .npy file ``name`` as its header followed by a hole the size of its payload.
+
+    Validation reads only the header and the file's length; the payload, which a replay would
+    decompress and write only for it to be overwritten by checkpoint -1, stays in the trace. Large
+    inputs (weights) therefore cost a replay nothing before its first frame.
+    """
+    _, key, size = trace.files[name]
+    header = trace.npy_headers[name]
+    try:
+        payload = trace.reader.blob_info(key).raw_len
+    except KeyError:
+        raise TraceError(f"embedded file '{name}': its payload blob is missing", file=trace.path) from None
+    if size != len(header) + payload:
+        raise TraceError(f"embedded file '{name}' is {len(header) + payload} bytes, the trace says {size}", file=trace.path)
+    with open(target, "wb") as f:
+        f.write(header)
+        f.truncate(size)
+
+
 def materialise(trace: Trace, folder: Path, placeholders: set[str]) -> None:
     """Write every embedded file of ``trace`` into ``folder``; those in ``placeholders`` (inputs a replay
     never reads) as their .npy header and a hole (:func:`write_placeholder`). See the module docstring for
     what is guaranteed."""
-    from .replayer import write_placeholder
-
     check_name_clashes(trace.files, file=trace.path)
     folder.mkdir(parents=True, exist_ok=True)
     hollow = {name for name in trace.files if name in placeholders and name in trace.npy_headers}

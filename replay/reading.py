@@ -5,12 +5,16 @@ The order, for every command that compares (replay, diff, bisect, suites, the py
 given for the resource (``--dtype UID=TYPE``, ``UID=bytes`` included, or a tolerance file's), else its
 format's (images, tensors), else the view of the shaders that bind it (:mod:`capture.views`), else the
 policy's default (bytes unless a tolerance file says otherwise).
+
+A ULP or relative tolerance means nothing to a resource read as raw bytes: :func:`bytes_tolerances`
+names those, and :func:`warn_bytes_tolerances` says so once per resource.
 """
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from capture.views import View, derive_views
 from vkcore.errors import TraceError
@@ -89,3 +93,32 @@ def identical_in(uid: str, nbytes: int, how: str | View) -> Comparison:
         result = Comparison(uid, how.text, IDENTICAL, sum(p.elements(nbytes) * len(p.offsets) for p in how.parts))
     result.extras["view"] = how.text
     return result
+
+
+def bytes_tolerances(trace: Any, policy: TolerancePolicy) -> list[tuple[str, dict[str, float]]]:
+    """Each resource of ``trace`` that ``policy`` has compared as raw bytes (no dtype, no format, no
+    shader view: :func:`replay.reading.reading` says ``bytes``) while its tolerance sets ``rtol`` or
+    ``ulp``, which a bytes comparison never uses: (uid, those keys and values), by uid."""
+    out = []
+    for uid in sorted(trace.resources):
+        if reading(trace, uid, policy) != "bytes":
+            continue
+        tolerance = policy.for_resource(uid, "bytes")
+        keys = {k: v for k, v in (("rtol", tolerance.rtol), ("ulp", tolerance.ulp)) if v}
+        if keys:
+            out.append((uid, keys))
+    return out
+
+
+def warn_bytes_tolerances(trace: Any, policy: TolerancePolicy) -> None:
+    """Log one warning per resource of :func:`bytes_tolerances`: its tolerance is not what judges it."""
+    for uid, keys in bytes_tolerances(trace, policy):
+        logging.getLogger("vkcap").warning(
+            "%s: %s: %s does not apply: compared as bytes (%s); --dtype %s=TYPE reads it typed",
+            trace.path, uid, " and ".join(f"{k} {v:g}" for k, v in keys.items()), why_bytes(uid, policy), uid)
+
+
+def why_bytes(uid: str, policy: TolerancePolicy) -> str:
+    """Why a resource :func:`bytes_tolerances` names is compared as bytes: its dtype says so, or
+    nothing gives it a type."""
+    return "its dtype is bytes" if policy.dtypes.get(uid) == "bytes" else "no shader view, no dtype"

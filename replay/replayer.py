@@ -31,7 +31,7 @@ from vkcore.scenario.model import Scenario, Shader, load_scenario
 from vkcore.exec.session import Session
 from vkcore.resources.staging import CaptureLayout, build_layout
 
-from .isolate import ProgressFile
+from .progress_file import ProgressFile
 from .materialise import fresh_name, materialise, write_new_file
 from .options import ReplayOptions
 from .reading import dtype_name, effective_policy, identical_in, reading
@@ -65,7 +65,7 @@ def rebuild_scenario(trace: Trace, folder: Path, replace_shaders: tuple[tuple[st
     """Write the trace's files and portable scenario into ``folder`` (:mod:`replay.materialise`) and load
     it from there, confined to it: every path in it relative and inside ``folder``, checked before anything
     is written or any file looked at (:mod:`vkcore.scenario.confine`), and its ``dst`` dropped. Inputs
-    that checkpoint -1 supersedes are written as placeholders (:func:`write_placeholder`): the scenario
+    that checkpoint -1 supersedes are written as placeholders (:func:`replay.materialise.write_placeholder`): the scenario
     validates, but loading its inputs from ``folder`` would read zeros.
 
     ``replace_shaders`` swaps shader sources (``.spv`` as SPIR-V, anything else as GLSL) by uid. Each
@@ -218,26 +218,6 @@ def restored_inputs(document: dict[str, Any], initial_state: dict[str, str]) -> 
         if isinstance(src, str) and src:
             (restored if kind in RESTORED_KINDS and body.get("uid") in initial_state else read).add(src)
     return restored - read
-
-
-def write_placeholder(trace: Trace, name: str, target: Path) -> None:
-    """Write embedded .npy file ``name`` as its header followed by a hole the size of its payload.
-
-    Validation reads only the header and the file's length; the payload, which a replay would
-    decompress and write only for it to be overwritten by checkpoint -1, stays in the trace. Large
-    inputs (weights) therefore cost a replay nothing before its first frame.
-    """
-    _, key, size = trace.files[name]
-    header = trace.npy_headers[name]
-    try:
-        payload = trace.reader.blob_info(key).raw_len
-    except KeyError:
-        raise TraceError(f"embedded file '{name}': its payload blob is missing", file=trace.path) from None
-    if size != len(header) + payload:
-        raise TraceError(f"embedded file '{name}' is {len(header) + payload} bytes, the trace says {size}", file=trace.path)
-    with open(target, "wb") as f:
-        f.write(header)
-        f.truncate(size)
 
 
 @dataclass(frozen=True)

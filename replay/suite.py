@@ -50,11 +50,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from vkcore.errors import UsageError
 
 from .suite_tolerances import TraceTolerance, entry_tolerance
+
+if TYPE_CHECKING:
+    from .options import ReplayOptions
+    from .worker_protocol import Done, Failed, ReplayRequest
 
 STATUSES = ("pass", "diverged", "flaky", "skip", "crash")
 
@@ -366,10 +370,16 @@ def judge(outcome: str, expected: Expectation, first_divergence: int | None = No
     return "fail" if bad else "pass"
 
 
+#: The options of one replay of a trace under flags (the suite's, then the trace's own), checked
+#: against the trace: what the command line makes of them (:func:`vkcap.compare_flags.suite_replay_options`).
+OptionsFor = Callable[[Path, Sequence[str]], "ReplayOptions"]
+
+
 class Replayer(Protocol):
     """What :func:`_replay_one` replays through: a :class:`Worker` here, a fleet actor's proxy
     (:mod:`replay.fleet`) there. ``start`` says the device (starting what it needs); ``replay`` answers
-    as :func:`vkcap.suite_serve.answer` does, or with ``{"outcome": "crash", ...}`` when the replay died."""
+    as :func:`replay.worker.handle` does (:func:`answer_of`), or with ``{"outcome": "crash", ...}`` when
+    the replay died."""
 
     device: str
     driver: str
@@ -380,13 +390,45 @@ class Replayer(Protocol):
     def replay(self, trace: Path, flags: tuple[str, ...] = (), pages: Path | None = None) -> dict[str, Any]: ...
 
 
-class Worker:
-    """One child process replaying traces sent to it, one JSON line back per trace."""
+def request_for(options_for: OptionsFor, trace: Path, flags: Sequence[str], **fields: Any) -> "ReplayRequest | dict[str, Any]":
+    """The :class:`~replay.worker_protocol.ReplayRequest` of one replay of ``trace`` under ``flags``
+    (``fields``: replaced in its options), or the answer that replay would be when its options are
+    refused (``{"outcome": "error", "detail": ...}``: the trace's error, not the worker's)."""
+    from dataclasses import replace
 
-    def __init__(self, flags: list[str], env: dict[str, str] | None) -> None:
+    from vkcore.errors import VkcapError
+
+    from .worker_protocol import ReplayRequest
+
+    try:
+        options = replace(options_for(trace, flags), **fields)
+    except VkcapError as exc:
+        return {"outcome": "error", "detail": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - bad input no check foresaw: the trace's error, not a crash
+        return {"outcome": "error", "detail": f"{trace}: internal error: {type(exc).__name__}: {exc}"}
+    return ReplayRequest(options.to_dict())
+
+
+def answer_of(message: "Done | Failed") -> dict[str, Any]:
+    """A worker's answer as the suite judges it: a :class:`~replay.worker_protocol.Done`'s result, or
+    ``{"outcome": "error", "detail": ...}`` for a :class:`~replay.worker_protocol.Failed`."""
+    from .worker_protocol import Done
+
+    return dict(message.result) if isinstance(message, Done) else {"outcome": "error", "detail": message.error}
+
+
+class Worker:
+    """One child process (``vkcap suite worker``: :func:`replay.worker.serve`) replaying the traces sent
+    to it, on the device ``selector`` picks (else the default), one answer line per trace
+    (:mod:`replay.worker_protocol`). ``flags``: the suite's, given to every replay before the trace's own;
+    ``options_for`` makes each replay's options of them."""
+
+    def __init__(self, selector: str | None, flags: list[str], env: dict[str, str] | None,
+                 options_for: OptionsFor) -> None:
         import tempfile
 
-        self.flags, self.env = flags, env
+        self.selector, self.env, self.options_for = selector, env, options_for
+        self.flags = [*flags, *(["--device", selector] if selector is not None else [])]
         self.process: subprocess.Popen[str] | None = None
         self.device = ""  # the device the worker replays on, as it says when it starts
         self.driver = ""  # and its driver version
@@ -397,20 +439,23 @@ class Worker:
         self.stopped = False  # closed with kill=True: start no new process
 
     def _start(self) -> subprocess.Popen[str]:
+        from .worker_protocol import Hello, ProtocolError, decode
+
         if self.process is None or self.process.poll() is not None:
+            device = ["--device", self.selector] if self.selector is not None else []
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "vkcap", "suite", "worker", f"--replay-flags={json.dumps(self.flags)}"],
-                stdin=subprocess.PIPE,
+                [sys.executable, "-m", "vkcap", "suite", "worker", *device], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1, env=self.env)
             assert self.process.stdout is not None
             if self.stopped:  # closed while it started
                 self.process.send_signal(signal.SIGINT)
-            hello = self.process.stdout.readline()
-            said = json.loads(hello) if hello else {}
-            self.device, self.driver = said.get("device", ""), said.get("driver", "")
-            self.device_uuid, self.pci_bus = str(said.get("device_uuid", "")), str(said.get("pci_bus", ""))
-            self.device_index = said.get("device_index")
-            self.error = str(said.get("error", "")) if hello else "the worker ended as it started"
+            line = self.process.stdout.readline()
+            try:
+                hello = decode(line, Hello) if line else Hello(error="the worker ended as it started")
+            except ProtocolError as exc:
+                hello = Hello(error=str(exc))
+            self.device, self.driver, self.error = hello.device, hello.driver, hello.error
+            self.device_uuid, self.device_index, self.pci_bus = hello.device_uuid, hello.device_index, hello.pci_bus
         return self.process
 
     def start(self) -> str:
@@ -419,28 +464,40 @@ class Worker:
         return self.device
 
     def replay(self, trace: Path, flags: tuple[str, ...] = (), pages: Path | None = None) -> dict[str, Any]:
-        """The worker's report of one replay (with the trace's own ``flags``); ``{"outcome": "crash", ...}``
-        when it died doing it. With ``pages``, the replay also writes its HTML page there (``"page"``)."""
+        """The worker's answer for one replay (with the trace's own ``flags``, after the suite's);
+        ``{"outcome": "crash", ...}`` when it died doing it. With ``pages``, the replay also writes its
+        HTML page there (``"page"``)."""
+        from dataclasses import replace
+
+        from .worker_protocol import Done, Failed, ProtocolError, decode, encode
+
         if self.stopped:
             return {"outcome": "crash", "device": self.device, "first_divergence": None, "detail": "interrupted"}
         process = self._start()
         if self.error:  # no device: every replay would say so (and a retry again), at once
             return {"outcome": "error", "device": self.device, "first_divergence": None, "detail": self.error}
         assert process.stdin is not None and process.stdout is not None
+        request = request_for(self.options_for, trace, [*self.flags, *flags], progress_file=self.progress)
+        if isinstance(request, dict):
+            return {"device": self.device, **request}
         self.progress.unlink(missing_ok=True)
         stem = result_stem(str(trace), self.device, _identity(self.device_uuid, self.device_index))
         page = "" if pages is None else str(pages / f"{stem}.html")
+        request = replace(request, page=page, command_line=["vkcap", "replay", str(trace), *self.flags, *flags])
         try:
-            request = {"trace": str(trace), "progress": str(self.progress), "flags": list(flags), "page": page}
-            process.stdin.write(json.dumps(request) + "\n")
+            process.stdin.write(encode(request))
             process.stdin.flush()
             line = process.stdout.readline()
         except (BrokenPipeError, OSError):
             line = ""
         if line:
-            answer = {"device": self.device, **json.loads(line)}
+            try:
+                answer = {"device": self.device, **answer_of(decode(line, Done, Failed))}
+            except ProtocolError as exc:
+                return {"outcome": "error", "device": self.device, "detail": str(exc)}
             return {**answer, "page": page} if page and answer.get("outcome") != "error" else answer
-        from .isolate import describe_exit, frame_running
+        from .isolate import describe_exit
+        from .progress_file import frame_running
 
         code = process.wait()
         self.process = None
@@ -472,12 +529,13 @@ class Worker:
             shutil.rmtree(self.progress.parent, ignore_errors=True)
 
 
-def run_suite(traces: list[SuiteTrace], *, jobs: int = 1, retries: int = 0, flags: list[str] | None = None,
-              devices: list[str | None] | None = None, env: dict[str, str] | None = None,
+def run_suite(traces: list[SuiteTrace], *, options_for: OptionsFor, jobs: int = 1, retries: int = 0,
+              flags: list[str] | None = None, devices: list[str | None] | None = None, env: dict[str, str] | None = None,
               on_result: Callable[[TraceResult], None] | None = None, pages: Path | None = None,
               pool: bool = False) -> list[TraceResult]:
     """Replay every trace on every device of ``devices`` (``--device`` selectors; default: the default
-    device), ``jobs`` workers per device, each given ``flags`` (tolerances); the results by trace, then
+    device), ``jobs`` workers per device, each given ``flags`` (tolerances), each replay's options made
+    by ``options_for`` (from the suite's flags, then the trace's own); the results by trace, then
     device, in the order given. With ``pool`` (``--device-pool``), the devices share one queue instead:
     each trace is replayed once, by whichever worker is free, its result naming the device it ran on.
     With ``pages``, each replay writes its HTML page into that folder."""
@@ -494,7 +552,7 @@ def run_suite(traces: list[SuiteTrace], *, jobs: int = 1, retries: int = 0, flag
 
     def work(d: int) -> None:
         selector = selectors[d]
-        worker = Worker(list(flags or []) + (["--device", selector] if selector is not None else []), env)
+        worker = Worker(selector, list(flags or []), env, options_for)
         with lock:
             workers.append(worker)
         try:

@@ -169,7 +169,7 @@ def check_bytes(trace: Any, tolerance: TraceTolerance | None, policy: Any) -> li
     trace of a suite folder) sets it, else a warning line (the suite's flags set it)."""
     from vkcore.safe_text import shown
 
-    from .tolerances import bytes_tolerances, why_bytes
+    from .reading import bytes_tolerances, why_bytes
 
     name = shown(Path(trace.path).name)
     warnings = []

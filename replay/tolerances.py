@@ -15,7 +15,7 @@ ulp; a field's type is its view's)::
     ulp = 4
 
 A ULP or relative tolerance means nothing to a resource compared as raw bytes (no dtype, no format, no
-shader view): :func:`bytes_tolerances` names those, and :func:`warn_bytes_tolerances` says so once per
+shader view): :func:`replay.reading.bytes_tolerances` names those, and :func:`replay.reading.warn_bytes_tolerances` says so once per
 resource (replay, diff, bisect; a suite manifest that sets one is refused instead).
 
 A top-level ``preset = "NAME"`` (or ``--tolerance preset:NAME``) gives per-dtype defaults under everything
@@ -177,39 +177,6 @@ def check_field(uid: str, name: str, how: Any, where: str) -> None:
         raise UsageError(f"{where}: '{shown(uid)}' has no field '{shown(name)}' (it is read as {shown(read)}; {known})")
 
 
-def bytes_tolerances(trace: Any, policy: "TolerancePolicy") -> list[tuple[str, dict[str, float]]]:
-    """Each resource of ``trace`` that ``policy`` has compared as raw bytes (no dtype, no format, no
-    shader view: :func:`replay.reading.reading` says ``bytes``) while its tolerance sets ``rtol`` or
-    ``ulp``, which a bytes comparison never uses: (uid, those keys and values), by uid."""
-    from .reading import reading
-
-    out = []
-    for uid in sorted(trace.resources):
-        if reading(trace, uid, policy) != "bytes":
-            continue
-        tolerance = policy.for_resource(uid, "bytes")
-        keys = {k: v for k, v in (("rtol", tolerance.rtol), ("ulp", tolerance.ulp)) if v}
-        if keys:
-            out.append((uid, keys))
-    return out
-
-
-def warn_bytes_tolerances(trace: Any, policy: "TolerancePolicy") -> None:
-    """Log one warning per resource of :func:`bytes_tolerances`: its tolerance is not what judges it."""
-    import logging
-
-    for uid, keys in bytes_tolerances(trace, policy):
-        logging.getLogger("vkcap").warning(
-            "%s: %s: %s does not apply: compared as bytes (%s); --dtype %s=TYPE reads it typed",
-            trace.path, uid, " and ".join(f"{k} {v:g}" for k, v in keys.items()), why_bytes(uid, policy), uid)
-
-
-def why_bytes(uid: str, policy: "TolerancePolicy") -> str:
-    """Why a resource :func:`bytes_tolerances` names is compared as bytes: its dtype says so, or
-    nothing gives it a type."""
-    return "its dtype is bytes" if policy.dtypes.get(uid) == "bytes" else "no shader view, no dtype"
-
-
 def check_dtype(uid: str, dtype: str, resources: Resources, where: str) -> None:
     """:class:`UsageError` naming ``where`` unless ``uid`` is a resource of the trace whose size is a
     whole number of ``dtype`` elements."""
@@ -300,3 +267,23 @@ def resource_shape(trace: Any, uid: str, shapes: Iterable[tuple[str, tuple[int, 
             return None
         return (int(dims[2]), int(dims[1]), components)
     return tuple(int(d) for d in dims)
+
+
+def policy_to_dict(policy: TolerancePolicy) -> dict[str, Any]:
+    """``policy`` as JSON-able data (:func:`policy_from_dict` reads it back equal): a resource's learned
+    :class:`Tolerance` (complete) and its table of keys (partial) stay told apart."""
+    return {"default": vars(policy.default).copy(),
+            "per_resource": {uid: ["tolerance", vars(own).copy()] if isinstance(own, Tolerance) else ["keys", dict(own)]
+                             for uid, own in policy.per_resource.items()},
+            "dtypes": dict(policy.dtypes), "default_dtype": policy.default_dtype, "top": policy.top,
+            "preset": policy.preset, "default_keys": dict(policy.default_keys)}
+
+
+def policy_from_dict(data: dict[str, Any]) -> TolerancePolicy:
+    """The policy :func:`policy_to_dict` wrote."""
+    return TolerancePolicy(
+        default=Tolerance(**data["default"]),
+        per_resource={uid: Tolerance(**own) if how == "tolerance" else dict(own)
+                      for uid, (how, own) in data["per_resource"].items()},
+        dtypes=dict(data["dtypes"]), default_dtype=data["default_dtype"], top=data["top"], preset=data["preset"],
+        default_keys=dict(data["default_keys"]))

@@ -361,12 +361,13 @@ def test_a_divergence_is_reported_with_its_first_resource(builder: ScenarioBuild
     tolerance is passed): ``fail``, with the frame and the replay's line for the first diverged resource;
     with a retry, the spread of both attempts (the same divergence twice: not flaky)."""
     from replay.suite import run_suite
+    from vkcap.compare_flags import suite_replay_options
 
     trace = record(builder, tmp_path, 2, "t")
     changed = tmp_path / "changed.comp"
     changed.write_text(ADD_FLOAT.replace("a[i] + b[i]", "a[i] + b[i] * 2.0"))
     suite = [SuiteTrace(trace, flags=("--replace-shader", f"add={changed}"))]
-    (result,) = run_suite(suite, retries=1)
+    (result,) = run_suite(suite, options_for=suite_replay_options, retries=1)
     assert (result.status, result.outcome, result.first_divergence, result.attempts) == ("fail", "diverged", 0, 2)
     # c = a + 2b instead of a + b (b all ones): compared in the shader's view (float c[]), all 16 of c's
     # values differ, in each of the two frames

@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 
 from replay.suite import SuiteTrace, TraceResult, load_suite, read_results, result_stem, run_suite, write_junit, write_results
+from vkcap.compare_flags import suite_replay_options
 from tests.builders import ScenarioBuilder, vkcap
 from tests.test_typed_verdicts import ADD, MOVED, N, PARTICLES
 from tests.test_untrusted_manifests import snapshot
@@ -163,7 +164,7 @@ def test_verdicts_say_what_they_compared_and_what_was_expected(builder: Scenario
     moved = tmp_path / "moved.comp"
     moved.write_text(MOVED)
     traces = [replace(t, flags=(*t.flags, "--replace-shader", f"s={moved}")) for t in load_suite([manifest])]
-    results = {Path(r.trace).stem: r for r in run_suite(traces, jobs=2)}
+    results = {Path(r.trace).stem: r for r in run_suite(traces, options_for=suite_replay_options, jobs=2)}
     device = results["within"].device
     assert {n: (r.status, r.outcome) for n, r in results.items()} == {
         "beyond": ("fail", "diverged"), "frame": ("fail", "diverged"), "other": ("fail", "diverged"),
@@ -220,7 +221,8 @@ def test_verdicts_say_what_they_compared_and_what_was_expected(builder: Scenario
     text = manifest.read_text()
     assert text.startswith("# nightly: typed verdicts\n") and 'device = "*"   # every device\n' in text
     # and the blessed manifest judges the same replays as expected
-    again = run_suite([replace(t, flags=(*t.flags, "--replace-shader", f"s={moved}")) for t in load_suite([manifest])])
+    again = run_suite([replace(t, flags=(*t.flags, "--replace-shader", f"s={moved}")) for t in load_suite([manifest])],
+                      options_for=suite_replay_options)
     assert sorted(r.status for r in again) == ["expected", "expected", "expected", "pass"]
 
 
@@ -237,7 +239,8 @@ def test_a_struct_field_takes_its_own_tolerance_from_a_manifest(builder: Scenari
     manifest = folder / "suite.toml"
     manifest.write_text('[[traces]]\npath = "t.vkt"\ntolerance = { ulp = 4 }\nresources."parts.id" = { atol = 1 }\n')
     (suite_trace,) = load_suite([manifest])
-    (result,) = run_suite([replace(suite_trace, flags=(*suite_trace.flags, "--replace-shader", f"s={changed}"))])
+    (result,) = run_suite([replace(suite_trace, flags=(*suite_trace.flags, "--replace-shader", f"s={changed}"))],
+                          options_for=suite_replay_options)
     assert (result.status, result.outcome) == ("pass", "within")
     assert result.verdict == ("within tolerance: parts.pos (float32): 1 differ, within ulp 4, up to 1 ULP (9.54e-07 abs); "
                               "parts.id (int32): 1 differ, within atol 1, up to 1 apart")
@@ -340,7 +343,7 @@ def test_a_worker_without_its_device_answers_each_attempt_at_once(builder: Scena
     once, for every attempt: no replay is tried, no time goes by."""
     trace = add_trace(builder, tmp_path / "suite")
     start = time.monotonic()
-    (result,) = run_suite([SuiteTrace(trace)], retries=3, devices=["99"])
+    (result,) = run_suite([SuiteTrace(trace)], options_for=suite_replay_options, retries=3, devices=["99"])
     assert time.monotonic() - start < 15
     assert (result.status, result.outcome, result.attempts) == ("fail", "error", 4)
     assert [a["detail"].startswith("no device matches --device '99'") for a in result.spread] == [True] * 4

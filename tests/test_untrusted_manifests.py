@@ -685,28 +685,30 @@ def test_bless_edits_inline_tables_in_place_and_refuses_outside_paths(suite: Pat
 
 
 def test_a_worker_reports_an_unforeseen_exception_as_the_traces_error_not_a_crash(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """A replay that raises what no check foresaw (a RecursionError from a hostile trace, say) is the
     trace's ``error``, with its message, and the worker goes on with the next trace: not a ``crash``."""
-    import argparse
     import io
 
-    from vkcap import suite_serve
-    from vkcap.commands_suite import cmd_suite_worker
+    from replay import worker
+    from replay.options import ReplayOptions
+    from replay.worker_protocol import Done, Failed, Hello, ReplayRequest, decode, encode
 
-    def answer(parser: Any, flags: Any, request: dict[str, Any], contexts: Any) -> dict[str, Any]:
-        if request["trace"] == "deep.vkt":
+    def answer(options: Any, request: Any, contexts: Any) -> dict[str, Any]:
+        if str(options.trace) == "deep.vkt":
             raise RecursionError("maximum recursion depth exceeded")
         return {"outcome": "identical"}
 
-    monkeypatch.setattr(suite_serve, "answer", answer)
-    monkeypatch.setattr(suite_serve, "device_hello", lambda flags: {"device": "D", "driver": "1"})
-    monkeypatch.setattr("sys.stdin", io.StringIO('{"trace": "deep.vkt"}\n{"trace": "next.vkt"}\n'))
-    assert cmd_suite_worker(argparse.Namespace(replay_flags="[]")) == 0
-    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert lines == [{"device": "D", "driver": "1"},
-                     {"outcome": "error", "detail": "deep.vkt: internal error: RecursionError: maximum recursion depth exceeded"},
-                     {"outcome": "identical"}]
+    monkeypatch.setattr(worker, "_replay", answer)
+    monkeypatch.setattr(worker, "device_hello", lambda selector: Hello(device="D", driver="1"))
+    requests = "".join(encode(ReplayRequest(ReplayOptions(Path(name)).to_dict())) for name in ("deep.vkt", "next.vkt"))
+    out = io.StringIO()
+    assert worker.serve(None, io.StringIO(requests), out) == 0
+    hello, *answers = out.getvalue().splitlines()
+    assert decode(hello, Hello) == Hello(device="D", driver="1")
+    assert [decode(line, Done, Failed) for line in answers] == [
+        Failed("deep.vkt: internal error: RecursionError: maximum recursion depth exceeded"),
+        Done({"outcome": "identical"})]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -12,33 +12,24 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 # numpy's OpenBLAS starts a thread per core at import and lets them spin after work; vkcap does no
 # linear algebra, and on a small machine those threads compete with the driver and the compressors.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from vkcore.bounded_numbers import check_number, number_type
+from vkcore.bounded_numbers import number_type
 from vkcore.device import validation
-from vkcore.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED, UsageError, VkcapError
+from vkcore.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED, VkcapError
 from vkcore.safe_text import rich_text, shown
 from vkcore.version import vkcap_version
 
+from .flag_parser import FlagParser as _Parser  # noqa: N814 (the name tests and commands know)
+from .run_flags import check_run_flags, run_options
+from .vulkan_start import start_vulkan_early
+
 log = logging.getLogger("vkcap")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors as a :class:`UsageError` (one line, exit 2) and takes flags
-    only as spelled in full: an abbreviation a script relies on would change meaning, or stop working,
-    when a flag sharing its prefix is added."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -56,7 +47,6 @@ def _add_device(p: argparse.ArgumentParser) -> None:
                    help="run under the Khronos validation layer: any validation error fails the command (exit 1)")
 
 
-NEURAL_FLAGS = ("neural_debug_database_dump_dir", "neural_statistics_dump_dir", "neural_statistics_mode")
 # The optional extensions the reference lets --disable-extension name.
 DISABLEABLE = ("VK_EXT_custom_border_color", "VK_EXT_frame_boundary", "VK_ARM_data_graph_neural_accelerator_statistics",
                "VK_KHR_maintenance5", "VK_KHR_deferred_host_operations")
@@ -156,109 +146,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands_import.register(sub, _add_common)
     return parser
-
-
-def scenario_argument(args: argparse.Namespace) -> Path:
-    value = args.scenario or args.scenario_pos
-    if args.scenario and args.scenario_pos and args.scenario != args.scenario_pos:
-        raise UsageError("give the scenario once: either positionally or with --scenario")
-    if not value:
-        raise UsageError("a scenario file is required (vkcap run SCENARIO.json)")
-    return Path(value)
-
-
-def check_run_flags(args: argparse.Namespace) -> None:
-    """The checks of :func:`run_options` that need no module: callers make them before starting Vulkan."""
-    scenario_argument(args)
-    check_number("repeat", args.repeat, place="--repeat")
-    if args.timeout is not None:
-        check_number("timeout", args.timeout, place="--timeout")
-
-
-#: The dump paths, checked before the scenario is read (as the reference does), with the reference's phrase.
-DUMP_PATHS = (("profiling_dump_path", "--profiling-dump-path", "Unable to open profiling data file for writing"),
-              ("perf_counters_dump_path", "--perf-counters-dump-path", "Unable to open perf counters file for writing"))
-
-
-def check_dump_paths(args: argparse.Namespace) -> None:
-    """Refuse a dump path (:data:`DUMP_PATHS`) that is a folder, a device or FIFO, lies under a file or in a
-    folder that cannot be written: one line ``PATH: FLAG: <the reference's phrase>: why``, exit 2, before the
-    scenario is read, as the reference refuses it. A missing folder is created when the file is written."""
-    from vkcore.outputs import OutputTargetError, output_target_problem
-
-    for name, flag, phrase in DUMP_PATHS:
-        path = getattr(args, name, None)
-        if path is not None:
-            problem = output_target_problem(path)
-            if problem is not None:
-                raise OutputTargetError(f"{phrase}: {problem}", file=os.fspath(path) or "''", place=flag)
-
-
-def check_run_outputs(args: argparse.Namespace) -> None:
-    """Refuse, before any device work, an ``--output`` that is a file, lies under a file or is not
-    writable. One line (``PATH: --output: why``), exit 2; creates nothing. (Each ``dst`` in it is checked
-    by :func:`vkcore.exec.runner.check_outputs`, once the scenario is loaded.)"""
-    from vkcore.outputs import check_output_folder
-
-    if args.output is not None:
-        check_output_folder(args.output, place="--output")
-
-
-def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
-    """The run's options from the flags, checked (:func:`check_run_flags`, then, unless ``--dry-run``,
-    :func:`check_run_outputs`: after Vulkan started, as they import modules)."""
-    check_run_flags(args)
-    check_dump_paths(args)
-    if not args.dry_run:
-        check_run_outputs(args)
-    from vkcore.exec.runner import RunOptions
-
-    return RunOptions(
-        scenario=scenario_argument(args),
-        output=args.output,
-        repeat=args.repeat,
-        dry_run=args.dry_run,
-        pipeline_caching=args.pipeline_caching or args.clear_pipeline_cache or args.fail_on_pipeline_cache_miss,
-        clear_pipeline_cache=args.clear_pipeline_cache,
-        cache_path=args.cache_path,
-        fail_on_pipeline_cache_miss=args.fail_on_pipeline_cache_miss,
-        profiling_dump_path=args.profiling_dump_path,
-        perf_counters_dump_path=args.perf_counters_dump_path,
-        device=args.device,
-        emulation="off" if args.no_emulation_layers else "auto",
-        frame_timeout_s=args.timeout,
-        disabled_extensions=tuple(args.disable_extension),
-        robust=args.enable_robustness_features,
-        capture_frame=args.capture_frame,
-        debug_markers=args.enable_gpu_debug_markers,
-        session_memory_dump_dir=args.session_memory_dump_dir,
-        graph_profiling_dump_dir=args.emulation_layer_profiling_dump_dir,
-        neural_flags=tuple(f"--{name.replace('_', '-')}" for name in NEURAL_FLAGS if getattr(args, name) is not None),
-        **extra,  # type: ignore[arg-type]
-    )
-
-
-# C extension modules that commands import while the driver starts in its thread. A process loads
-# shared libraries one at a time (glibc's loader lock) and the driver's load is long (LLVM for lavapipe,
-# NVIDIA's libraries): imported in that window, ``_queue`` waited 17 ms on lavapipe and 12 ms on NVIDIA's
-# driver; imported before the thread starts, each takes under 2 ms.
-BEFORE_THE_DRIVER = ("queue",)
-TRACE_CODECS = ("xxhash", "zstandard", "msgpack")  # what reading or writing a trace loads
-
-
-def start_vulkan_early(icd: Path | None = None, device: str | None = None, *, also: tuple[str, ...] = ()) -> None:
-    """Choose the driver (``--icd``) and let it start, on the ``--device`` given, while the command
-    imports and reads its files (see :func:`vkcore.device.context.start_instance_early`); call once the
-    arguments are checked. ``BEFORE_THE_DRIVER`` and ``also`` (module names) are imported first."""
-    import importlib
-
-    from vkcore.device.context import start_instance_early
-    from vkcore.device.driver import use_driver
-
-    for name in (*BEFORE_THE_DRIVER, *also):
-        importlib.import_module(name)
-    use_driver(icd)
-    start_instance_early(device)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -71,9 +71,21 @@ def log_extracted(result: Any) -> None:
         size_text(result.bytes), f"; inputs that differ from the recording: {', '.join(differ)}" if differ else "")
 
 
-def cmd_extract(args: argparse.Namespace) -> int:
-    from replay.extract import extract
+def extract_command(trace: Path, seq: int, index: int, out: Path, options: Any, divergence: Any = None,
+                    argv: list[str] | None = None, segment: int | None = None, *, force: bool = False,
+                    place: str = "-o") -> Any:
+    """Command ``index`` of frame ``seq`` extracted into ``out`` (:func:`replay.extract.extract`), or only
+    its segment ``segment`` (:func:`replay.extract_segment.extract_segment`)."""
+    if segment is None:
+        from replay.extract import extract
 
+        return extract(trace, seq, index, out, options, divergence, argv, force=force, place=place)
+    from replay.extract_segment import extract_segment
+
+    return extract_segment(trace, seq, index, segment, out, options, divergence, argv, force=force, place=place)
+
+
+def cmd_extract(args: argparse.Namespace) -> int:
     from vkcore.errors import UsageError
 
     if args.frame < 0 or args.command < 0:
@@ -90,8 +102,8 @@ def cmd_extract(args: argparse.Namespace) -> int:
     from .progress import Activity
 
     with Activity(f"extract: frame {args.frame}, command {args.command} of {args.trace.name}"):
-        result = extract(args.trace, args.frame, args.command, args.output, extract_options(args),
-                         argv=getattr(args, "argv", []), segment=args.segment, force=args.force)
+        result = extract_command(args.trace, args.frame, args.command, args.output, extract_options(args),
+                                 argv=getattr(args, "argv", []), segment=args.segment, force=args.force)
     log_extracted(result)
     return 0
 

@@ -28,7 +28,8 @@ def cmd_record(args: argparse.Namespace) -> int:
 
         return record_capture(args, capture, cmd_record)
 
-    from .cli import TRACE_CODECS, check_run_flags, run_options, start_vulkan_early
+    from .run_flags import check_run_flags, run_options
+    from .vulkan_start import TRACE_CODECS, start_vulkan_early
 
     from vkcore.bounded_numbers import check_number
 

@@ -3,7 +3,6 @@ the child each worker runs (not for direct use)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,7 +75,7 @@ def add_suite_parser(sub: Any) -> None:
     bless.add_argument("--dry-run", action="store_true", help="print the diff only; write nothing")
     bless.set_defaults(handler=cmd_suite_bless)
     worker = actions.add_parser("worker", help=argparse.SUPPRESS)
-    worker.add_argument("--replay-flags", default="[]", help=argparse.SUPPRESS)  # a JSON list
+    worker.add_argument("--device", help=argparse.SUPPRESS)
     worker.set_defaults(handler=cmd_suite_worker)
 
 
@@ -143,6 +142,7 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     pooled = _pool(args.device_pool) if args.device_pool else None
     traces = _check_traces(traces, flags, dtypes, log)
 
+    from .compare_flags import suite_replay_options
     from .progress import Activity, SuiteProgress
 
     pages = args.results if args.results else args.html.parent / f"{args.html.stem}-pages" if args.html else None
@@ -155,7 +155,8 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
             fleet = Fleet(FleetOptions(args.ray, tuple(args.device), args.ray_shared, int(args.ray_cache_limit * (1 << 30))))
         try:
             with SuiteProgress(len(traces) * len(fleet.devices), log) as progress:
-                results = fleet.run(traces, retries=args.retries, flags=flags, on_result=progress.on_result, pages=pages)
+                results = fleet.run(traces, options_for=suite_replay_options, retries=args.retries, flags=flags,
+                                    on_result=progress.on_result, pages=pages)
         finally:
             with Activity("stopping Ray..."):
                 fleet.close()
@@ -163,7 +164,7 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     if pooled is not None:
         log.info("device pool: %s", ", ".join(f"{d.index}: {d.label}" for d in pooled))
     with SuiteProgress(len(traces) * (1 if pooled else max(1, len(args.device))), log) as progress:
-        results = run_suite(traces, jobs=args.jobs, retries=args.retries, flags=flags,
+        results = run_suite(traces, options_for=suite_replay_options, jobs=args.jobs, retries=args.retries, flags=flags,
                             devices=[str(d.index) for d in pooled] if pooled else args.device or None,
                             on_result=progress.on_result, pages=pages, pool=pooled is not None)
     return _report(args, results)
@@ -328,28 +329,9 @@ def _report(args: argparse.Namespace, results: list[Any]) -> int:
 
 
 def cmd_suite_worker(args: argparse.Namespace) -> int:
-    """Replay the trace of each JSON line on stdin; answer one JSON line each on stdout (the replay's
-    logging goes to stderr). A crash kills this process: the parent reports it. The Vulkan devices the
-    replays open are kept for the next traces."""
-    from .cli import build_parser
-    from .suite_serve import answer, device_hello
+    """A suite's worker process (:class:`replay.suite.Worker`): :func:`replay.worker.serve` on stdin and
+    stdout, on the device ``--device`` picks (the replays' logging goes to stderr). A crash kills this
+    process: the parent reports it."""
+    from replay.worker import serve
 
-    parser = build_parser()
-    flags = json.loads(args.replay_flags)
-    # first, the device the replays will run on: expectations are judged by it, crashes included
-    sys.stdout.write(json.dumps(device_hello(flags)) + "\n")
-    sys.stdout.flush()
-    contexts: dict[Any, Any] = {}  # the worker's devices, kept across traces
-    try:
-        for line in sys.stdin:
-            request = json.loads(line)
-            try:
-                result = answer(parser, flags, request, contexts)
-            except Exception as exc:  # noqa: BLE001 - bad input no check foresaw: the trace's error, not a crash
-                result = {"outcome": "error", "detail": f"{request.get('trace')}: internal error: {type(exc).__name__}: {exc}"}
-            sys.stdout.write(json.dumps(result) + "\n")
-            sys.stdout.flush()
-        return 0
-    finally:
-        for ctx in contexts.values():
-            ctx.close()
+    return serve(args.device, sys.stdin, sys.stdout)

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from vkcore.errors import UsageError
 from vkcore.safe_text import rich_text, shown
 
+from replay.page_scratch import forget_scratch, scratch_folder
+
 from .commands_inspect import cmd_export, cmd_info
 from .commands_record import cmd_record
-from .compare_flags import check_compare_flags, replay_options, shapes, tolerance_policy
+from .compare_flags import add_compare_flags, check_compare_flags, replay_options, shapes, tolerance_policy
 
 if TYPE_CHECKING:
     from replay.bisect import BisectResult
@@ -84,7 +86,7 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     add_device(rep)
     rep.add_argument("--icd", type=Path, metavar="FILE.json", help="replay on this Vulkan driver (sets VK_DRIVER_FILES)")
     add_common(rep)
-    rep.set_defaults(handler=cmd_replay)
+    rep.set_defaults(handler=cmd_replay, replay_parser=rep)  # the isolated child's flags: child_arguments
 
     dif = sub.add_parser("diff", help="compare two recordings of the same scenario")
     dif.add_argument("trace", type=Path, metavar="A.vkt")
@@ -113,26 +115,7 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     bis.add_argument("--force", action="store_true",
                      help="with --extract: replace an earlier extract at DIR (only what vkcap wrote there)")
     add_common(bis)
-    bis.set_defaults(handler=cmd_bisect)
-
-
-def add_compare_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--atol", type=float, help="absolute tolerance")
-    p.add_argument("--rtol", type=float, help="relative tolerance")
-    p.add_argument("--ulp", type=int, help="tolerance in units in the last place (floats)")
-    p.add_argument("--tolerance", metavar="FILE.toml|auto|preset:NAME",
-                   help="per-resource tolerances (TOML), 'auto', or per-dtype defaults: preset:torch, preset:strict")
-    p.add_argument("--dtype", action="append", default=[], metavar="UID=TYPE", help="read a buffer as TYPE (e.g. float32)")
-    p.add_argument("--resource-tolerances", help=argparse.SUPPRESS)  # a suite worker's (compare_flags.resource_tolerances)
-    p.add_argument("--shape", action="append", default=[], metavar="UID=HxW", help="the shape of a raw buffer (for indices and heatmaps)")
-    p.add_argument("--top", type=int, default=5, metavar="N",
-                   help="list the first N offending elements of each comparison (default 5)")
-    p.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
-    p.add_argument("--html", type=Path, metavar="FILE",
-                   help="write one self-contained HTML page of the results (no network, no JavaScript)")
-    p.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
-
-
+    bis.set_defaults(handler=cmd_bisect, replay_parser=rep)
 
 
 def report_outputs(args: argparse.Namespace, kind: str, document: dict[str, Any], frames: list[Any],
@@ -181,53 +164,19 @@ def replaced_items(args: argparse.Namespace, kind: str, document: dict[str, Any]
     return {"replaced": items}
 
 
-#: The extras of a comparison that name a picture file (replay.heatmap.draw_comparison).
-PICTURE_KEYS = ("heatmap", "recorded_map", "live_map", "difference_map")
-
-
-def forget_scratch(frames: list[Any], document: dict[str, Any], scratch: Path) -> None:
-    """Drop from ``frames``' comparisons, and from ``document``'s frames, every picture path inside
-    ``scratch`` (the page holds the pictures; the folder goes when the command ends)."""
-    def inside(value: Any) -> bool:
-        return isinstance(value, str) and Path(value).parent == scratch
-
-    entries: list[dict[str, Any]] = [c.extras for f in frames for c in [*f.comparisons, *(c for _, c in f.dispatches)]]
-    entries += [e for f in document.get("frames") or () for e in [*(f.get("resources") or ()), *(f.get("dispatches") or ())]]
-    for entry in entries:
-        for key in PICTURE_KEYS:
-            if inside(entry.get(key)):
-                del entry[key]
-
-
 @contextlib.contextmanager
 def html_scratch(args: argparse.Namespace) -> Iterator[None]:
     """``--html``: the comparisons draw both sides and the difference of each diverged 2-d+ resource
     (``args.value_maps``) for the page to show, into ``--heatmap`` or, without it, a temporary folder
     (``args.html_scratch``) that is removed when the block ends, on every exit path (an error, Ctrl-C)."""
-    scratch = None
-    try:
-        if getattr(args, "html", None):
-            args.value_maps = True
-            if getattr(args, "heatmap", None) is None:
-                import secrets
-                import tempfile
-
-                # named before it is made: a Ctrl-C right after the folder exists still finds it to remove
-                scratch = Path(tempfile.gettempdir()) / f"vkcap-html-{os.getpid()}-{secrets.token_hex(6)}"
-                scratch.mkdir(mode=0o700)
+    if getattr(args, "html", None):
+        args.value_maps = True
+        if getattr(args, "heatmap", None) is None:
+            with scratch_folder() as scratch:
                 args.heatmap = args.html_scratch = scratch
-        yield
-    finally:
-        if scratch is not None:
-            import shutil
-            import time
-
-            # after Ctrl-C a compare thread may still be drawing into it for a moment: try again for up to 2 s
-            for _ in range(100):
-                shutil.rmtree(scratch, ignore_errors=True)
-                if not scratch.exists():
-                    break
-                time.sleep(0.02)
+                yield
+            return
+    yield
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -238,7 +187,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     import logging
 
-    from .cli import TRACE_CODECS, start_vulkan_early
+    from .vulkan_start import TRACE_CODECS, start_vulkan_early
 
     log = logging.getLogger("vkcap")
     check_compare_flags(args, [args.trace])  # before Vulkan starts, and before an isolated child does
@@ -321,7 +270,7 @@ def _diff(args: argparse.Namespace) -> int:
 
     from capture.trace import Trace
     from replay.diff import diff_traces
-    from replay.tolerances import warn_bytes_tolerances
+    from replay.reading import warn_bytes_tolerances
     from replay.report import DIFF_SIDES, comparison_line, frames_document, print_frames
 
     log = logging.getLogger("vkcap")
@@ -391,7 +340,7 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     loader_env = {k: os.environ.get(k) for k in LOADER_VARIABLES}  # the recording device is looked for with these
     use_driver(args.icd)
     if server is None:  # the probes run here: let the driver start while the modules load
-        from .cli import TRACE_CODECS, start_vulkan_early
+        from .vulkan_start import TRACE_CODECS, start_vulkan_early
 
         start_vulkan_early(device=args.device, also=TRACE_CODECS)
     from capture.trace import Trace
@@ -480,10 +429,10 @@ def _extract_divergence(args: argparse.Namespace, result: "BisectResult", record
     import logging
     from dataclasses import replace
 
-    from replay.extract import Divergence, extract
+    from replay.extract import Divergence
     from replay.report import comparison_line
 
-    from .commands_extract import extract_options, log_extracted
+    from .commands_extract import extract_command, extract_options, log_extracted
 
     log = logging.getLogger("vkcap")
     if result.command is None or result.frame is None:
@@ -503,9 +452,9 @@ def _extract_divergence(args: argparse.Namespace, result: "BisectResult", record
     # The extract compares as this bisect did (tolerances, dtypes) and holds the candidate's shaders.
     extracting = replace(extract_options(args), tolerances=options.tolerances, dtypes=options.dtypes,
                          replace_shaders=options.replace_shaders)
-    log_extracted(extract(args.trace, result.frame.seq, result.command, args.extract, extracting,
-                          divergence, argv=getattr(args, "argv", []), segment=segment_index, place="--extract",
-                          force=args.force))
+    log_extracted(extract_command(args.trace, result.frame.seq, result.command, args.extract, extracting,
+                                  divergence, argv=getattr(args, "argv", []), segment=segment_index,
+                                  place="--extract", force=args.force))
 
 
 def search_size(result: "BisectResult") -> str:
@@ -517,13 +466,11 @@ def search_size(result: "BisectResult") -> str:
 def child_arguments(args: argparse.Namespace) -> list[str]:
     """The arguments of the isolated child ``vkcap replay`` of the command parsed into ``args``: made
     from the parsed values by :func:`replay.isolate.child_arguments`, so the child accepts whatever this
-    process accepted, and is never asked to isolate again."""
+    process accepted, and is never asked to isolate again. ``args.replay_parser``: replay's own parser,
+    which :func:`register` gives replay and bisect (the child's flags are replay's)."""
     from replay.isolate import child_arguments as from_parsed
 
-    from .cli import build_parser
-
-    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return from_parsed(args, commands.choices["replay"])
+    return from_parsed(args, args.replay_parser)
 
 
 def replay_isolated(args: argparse.Namespace, log: Any) -> int:

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 from vkcore.errors import TraceError, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from capture.trace import Trace
     from replay.tolerances import Resources, TolerancePolicy
 
@@ -22,6 +24,23 @@ def _pairs(values: list[str], flag: str) -> list[tuple[str, str]]:
             raise UsageError(f"{flag} {v!r}: expected UID=VALUE")
         out.append((uid, rest))
     return out
+
+
+def add_compare_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--atol", type=float, help="absolute tolerance")
+    p.add_argument("--rtol", type=float, help="relative tolerance")
+    p.add_argument("--ulp", type=int, help="tolerance in units in the last place (floats)")
+    p.add_argument("--tolerance", metavar="FILE.toml|auto|preset:NAME",
+                   help="per-resource tolerances (TOML), 'auto', or per-dtype defaults: preset:torch, preset:strict")
+    p.add_argument("--dtype", action="append", default=[], metavar="UID=TYPE", help="read a buffer as TYPE (e.g. float32)")
+    p.add_argument("--resource-tolerances", help=argparse.SUPPRESS)  # a suite worker's (compare_flags.resource_tolerances)
+    p.add_argument("--shape", action="append", default=[], metavar="UID=HxW", help="the shape of a raw buffer (for indices and heatmaps)")
+    p.add_argument("--top", type=int, default=5, metavar="N",
+                   help="list the first N offending elements of each comparison (default 5)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
+    p.add_argument("--html", type=Path, metavar="FILE",
+                   help="write one self-contained HTML page of the results (no network, no JavaScript)")
+    p.add_argument("--junit", type=Path, metavar="FILE", help="write the results as JUnit XML")
 
 
 def frame_range(args: argparse.Namespace) -> tuple[int | None, int | None]:
@@ -75,12 +94,13 @@ def check_compare_flags(args: argparse.Namespace, inputs: list[Path]) -> None:
             check_manifest(manifest, flag)
 
 
-def check_frames(args: argparse.Namespace, trace: "Trace", first: int | None, last: int | None) -> None:
+def check_frames(args: argparse.Namespace, trace: "Trace", first: int | None, last: int | None, *,
+                 warn: bool = True) -> None:
     """Refuse a trace without a complete frame (:class:`TraceError`), or ``--frame``/``--frames`` naming
     none of its frames (:class:`UsageError` naming the trace and the flag). Warn (log) when some frames
     asked for are not in the trace, and when the trace was recovered after its recording was cut short:
     a replay then compares fewer frames than asked, never silently. An isolated bisection's child
-    (``--serve-probes``) leaves the warnings to its parent."""
+    (``--serve-probes``) leaves the warnings to its parent, and so does ``warn=False``."""
     import logging
 
     from capture.trace import seq_ranges
@@ -89,7 +109,7 @@ def check_frames(args: argparse.Namespace, trace: "Trace", first: int | None, la
     seqs = sorted(f.seq for f in trace.frames)
     if not seqs:
         raise TraceError("the trace holds no complete frame", file=trace.path)
-    quiet = getattr(args, "serve_probes", False)
+    quiet = not warn or getattr(args, "serve_probes", False)
     if trace.recovered and not quiet:
         log.warning("%s: the trace was recovered (its recording was cut short): it holds frames %s only",
                     trace.path, seq_ranges(seqs))
@@ -153,16 +173,43 @@ def tolerance_policy(args: argparse.Namespace, resources: "Resources | None" = N
     return replace(policy, dtypes=dtypes, top=top)
 
 
-def flags_policy(flags: list[str] | tuple[str, ...], trace: "Trace"):  # -> TolerancePolicy
-    """The tolerance policy a suite worker replays ``trace`` (opened) with under ``flags`` (the suite's
-    flags, then the trace's own: :attr:`replay.suite.SuiteTrace.flags`), as :func:`tolerance_policy`
-    makes it from replay's parser: for whatever replays a suite's traces without a worker (the pytest
-    plugin)."""
-    from .cli import build_parser
+def suite_flags_parser() -> argparse.ArgumentParser:
+    """``vkcap replay``'s flags as far as a suite's replays take them (the suite's flags, ``--device``,
+    then a trace's own: :attr:`replay.suite.SuiteTrace.flags`): the compare flags (tolerances, dtypes,
+    shapes), ``--replace-shader``, ``--timeout``, ``--device``, ``--icd``, ``--no-emulation-layers``;
+    no trace (the caller has it). Spelled and refused as ``vkcap replay`` does (one line, exit 2)."""
+    from .flag_parser import FlagParser
 
-    return tolerance_policy(build_parser().parse_args(["replay", str(trace.path), *flags]), trace.resources)
+    parser = FlagParser(prog="vkcap replay", add_help=False)
+    add_compare_flags(parser)
+    parser.add_argument("--replace-shader", action="append", default=[], metavar="UID=FILE")
+    parser.add_argument("--timeout", type=float, metavar="SECONDS")
+    parser.add_argument("--device")
+    parser.add_argument("--icd", type=Path)
+    parser.add_argument("--no-emulation-layers", action="store_true")
+    return parser
 
 
+def _suite_args(trace: Path, flags: "Sequence[str]") -> argparse.Namespace:
+    args = suite_flags_parser().parse_args(list(flags))
+    args.trace = trace
+    return args
+
+
+def flags_policy(flags: "Sequence[str]", trace: "Trace"):  # -> TolerancePolicy
+    """The tolerance policy a suite replays ``trace`` (opened) with under ``flags`` (the suite's flags,
+    then the trace's own: :attr:`replay.suite.SuiteTrace.flags`), as :func:`tolerance_policy` makes it
+    from replay's flags: for the suite's checks and for whatever replays a suite's traces without a
+    worker (the pytest plugin)."""
+    return tolerance_policy(_suite_args(trace.path, flags), trace.resources)
+
+
+def suite_replay_options(trace: Path, flags: "Sequence[str]"):  # -> ReplayOptions
+    """The options of one suite replay of ``trace`` under ``flags`` (as :func:`flags_policy`), checked
+    against the trace as ``vkcap replay`` checks them (:func:`replay_options`), without its warnings:
+    the suite warned once, before any worker started (:func:`replay.suite_tolerances.check_suite`).
+    What :func:`replay.suite.run_suite` and a fleet hand their workers."""
+    return replay_options(_suite_args(trace, flags), warn=False)
 
 
 def resource_tolerances(text: str | None, resources: "Resources | None" = None) -> dict[str, dict[str, Any]]:
@@ -195,20 +242,22 @@ def resource_tolerances(text: str | None, resources: "Resources | None" = None) 
     return out
 
 
-def replay_options(args: argparse.Namespace, opened: "Trace | None" = None, **extra: Any):  # -> ReplayOptions
+def replay_options(args: argparse.Namespace, opened: "Trace | None" = None, *, warn: bool = True,
+                   **extra: Any):  # -> ReplayOptions
     """The options of a replay or bisection, checked against the trace (``opened``, else opened here
     and read for its metadata only): its frames (:func:`check_frames`), and the uids, dtypes and shapes
-    the flags name (:func:`tolerance_policy`, :func:`shapes`)."""
+    the flags name (:func:`tolerance_policy`, :func:`shapes`). ``warn=False``: no warning is logged (a
+    recovered trace, frames asked for that it lacks, tolerances compared as bytes)."""
     from capture.trace import Trace
     from replay.options import ReplayOptions
 
     first, last = frame_range(args)
     with Trace.reuse_or_open(args.trace, opened) as trace:
-        check_frames(args, trace, first, last)
+        check_frames(args, trace, first, last, warn=warn)
         policy = tolerance_policy(args, trace.resources)
         shape_list = shapes(args, trace.resources, policy)
-        if not getattr(args, "serve_probes", False):  # an isolated bisection's child: its parent said it
-            from replay.tolerances import warn_bytes_tolerances
+        if warn and not getattr(args, "serve_probes", False):  # an isolated bisection's child: its parent said it
+            from replay.reading import warn_bytes_tolerances
 
             warn_bytes_tolerances(trace, policy)
     return ReplayOptions(
