@@ -52,7 +52,7 @@ from typing import Any, Callable
 
 from vkcore.errors import UsageError, VkcapError
 
-from .fleet_node import DEVICE, NODE, DeviceActor, node_resources, resource_name
+from .fleet_node import DEVICE, GPU, NODE, DeviceActor, gpu_key, node_resources, resource_name, split_gpu_key
 from .suite import OptionsFor, SuiteTrace, TraceResult, _replay_one, answer_of, request_for, result_stem
 from .worker_protocol import Done, Failed, ProtocolError, decode, encode
 
@@ -114,7 +114,8 @@ class _Place:
     node_id: str
     host: str  # the node's name: its vkcap_node resource, else its hostname
     resource: str  # the vulkan_device resource's name, without the prefix
-    ordinal: int  # which of the node's devices of that name
+    ordinal: int  # which of the node's devices of that name (and UUID)
+    uuid: str = ""  # the device's UUID where the node advertises it (vulkan_gpu): the actor is pinned to it
 
 
 class Lost(Exception):
@@ -142,10 +143,11 @@ class ActorProxy:
 
         p, fleet = self.place, self.fleet
         self.actor = fleet.actor_class.options(
-            num_cpus=0, resources={DEVICE + p.resource: 1}, max_restarts=0,
+            num_cpus=0, resources={DEVICE + p.resource: 1, **({gpu_key(p.uuid, p.resource): 1} if p.uuid else {})},
+            max_restarts=0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(p.node_id, soft=False),
             runtime_env={"env_vars": fleet.env},
-        ).remote(p.resource, p.ordinal, f"{fleet.run_id}/{p.node_id[:16]}-{p.resource}-{p.ordinal}")
+        ).remote(p.resource, p.ordinal, f"{fleet.run_id}/{p.node_id[:16]}-{p.resource}-{p.uuid[:8]}-{p.ordinal}", p.uuid)
         return self.actor.ready.remote()
 
     def started(self, ref: Any, timeout: float) -> dict[str, Any]:
@@ -358,7 +360,8 @@ class Fleet:
             raise
 
     def _places(self) -> list[_Place]:
-        """Each unit of each matching ``vulkan_device`` resource of each live node."""
+        """Each unit of each matching ``vulkan_device`` resource of each live node: one per ``vulkan_gpu``
+        where the node advertises its devices' UUIDs, so each actor is pinned to one GPU."""
         places, seen = [], set()
         patterns = [resource_name(p, keep="*?[]").lower() for p in self.options.devices]
         for node in self.ray.nodes():
@@ -373,7 +376,13 @@ class Fleet:
                 seen.add(key[len(DEVICE):])
                 if patterns and not any(fnmatch.fnmatchcase(key[len(DEVICE):].lower(), p) for p in patterns):
                     continue
-                places += [_Place(node["NodeID"], host, key[len(DEVICE):], k) for k in range(int(count))]
+                name = key[len(DEVICE):]
+                gpus = sorted((split_gpu_key(k)[0], int(n)) for k, n in resources.items()
+                              if k.startswith(GPU) and split_gpu_key(k)[1] == name)
+                if sum(n for _, n in gpus) == int(count):
+                    places += [_Place(node["NodeID"], host, name, k, uuid) for uuid, n in gpus for k in range(n)]
+                else:  # a node that does not advertise its devices' UUIDs: the k-th device of that name
+                    places += [_Place(node["NodeID"], host, name, k) for k in range(int(count))]
         if not places:
             which = f" matching --device {' '.join(self.options.devices)}" if self.options.devices else ""
             have = f"; the fleet has: {', '.join(sorted(seen))}" if seen else \

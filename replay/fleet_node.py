@@ -13,6 +13,7 @@ from vkcore.errors import VkcapError
 DEVICE = "vulkan_device:"  # + a device's resource name: how many of that device the node has
 DRIVER = "vulkan_driver:"  # + a driver version's resource name: how many devices run it
 NODE = "vkcap_node:"  # + the node's name in results and errors (optional: else its hostname)
+GPU = "vulkan_gpu:"  # + a device's UUID, ":", its resource name: pins an actor to that one GPU
 FATAL = {"Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Bus error": "SIGBUS",
          "Floating point exception": "SIGFPE", "Illegal instruction": "SIGILL"}  # faulthandler's words
 
@@ -26,24 +27,40 @@ def resource_name(text: str, keep: str = "") -> str:
 
 def node_resources(devices: Iterable[Any], name: str | None = None) -> dict[str, int]:
     """The custom resources a node with ``devices`` (:func:`vkcore.device.context.list_devices`)
-    advertises: ``vulkan_device:<name>`` and ``vulkan_driver:<version>`` counts, ``vkcap_node:<name>``."""
+    advertises: ``vulkan_device:<name>`` and ``vulkan_driver:<version>`` counts, ``vulkan_gpu:<uuid>:<name>``
+    for each device (a count above 1 only where devices report the same UUID, as one ICD listed twice
+    does), and ``vkcap_node:<name>``."""
     from .suite import driver_of
 
     out: dict[str, int] = {}
     for d in devices:
-        for key in (DEVICE + resource_name(d.name), DRIVER + resource_name(driver_of(d.fingerprint()))):
+        keys = [DEVICE + resource_name(d.name), DRIVER + resource_name(driver_of(d.fingerprint()))]
+        if d.device_uuid:
+            keys.append(gpu_key(d.device_uuid, resource_name(d.name)))
+        for key in keys:
             out[key] = out.get(key, 0) + 1
     if name:
         out[NODE + resource_name(name)] = 1
     return out
 
 
+def gpu_key(uuid: str, resource: str) -> str:
+    """The ``vulkan_gpu`` resource of the device with ``uuid`` (hex) and resource name ``resource``."""
+    return f"{GPU}{resource_name(uuid)}:{resource}"
+
+
+def split_gpu_key(key: str) -> tuple[str, str]:
+    """(uuid, resource name) of a ``vulkan_gpu`` resource key."""
+    uuid, _, resource = key[len(GPU):].partition(":")
+    return uuid, resource
+
+
 class DeviceActor:
     """One Vulkan device of one node (made a Ray actor by :class:`replay.fleet.Fleet`): the ``ordinal``-th
-    device whose resource name is ``resource``. ``slot`` names its folder in the node's temporary folder:
+    device whose resource name is ``resource`` (and whose UUID is ``uuid``, where the node advertised it). ``slot`` names its folder in the node's temporary folder:
     a replacement started there reads what a dead predecessor left."""
 
-    def __init__(self, resource: str, ordinal: int, slot: str) -> None:
+    def __init__(self, resource: str, ordinal: int, slot: str, uuid: str = "") -> None:
         import faulthandler
         import tempfile
 
@@ -60,9 +77,11 @@ class DeviceActor:
 
             from .suite import driver_of
 
-            matching = [d for d in list_devices() if resource_name(d.name) == resource]
+            matching = [d for d in list_devices() if resource_name(d.name) == resource
+                        and (not uuid or d.device_uuid == uuid)]
             if ordinal >= len(matching):
-                raise VkcapError(f"the node advertises {DEVICE}{resource} x{ordinal + 1}, but has {len(matching)} such "
+                advertised = gpu_key(uuid, resource) if uuid else DEVICE + resource
+                raise VkcapError(f"the node advertises {advertised} x{ordinal + 1}, but has {len(matching)} such "
                                  "Vulkan device(s)")
             chosen = matching[ordinal]
             self.device = str(chosen.index)

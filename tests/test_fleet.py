@@ -341,3 +341,41 @@ def test_lost_traces_are_rescheduled_once_then_crash_naming_the_nodes(tmp_path: 
     assert all(r.detail.startswith(("not replayed: no actor left for its device after losing ", "lost twice, on "))
                for r in crashes), [r.detail for r in crashes]
     assert any("b (node lost)" in r.detail for r in crashes)
+
+
+def test_each_gpu_is_a_resource_and_an_actor_is_pinned_to_one() -> None:
+    """Without Ray: a node advertises each device's UUID (``vulkan_gpu:UUID:NAME``) beside the counts,
+    and the fleet makes one place per GPU, pinned by its UUID; devices reporting the same UUID (one ICD
+    listed twice) stay apart by their ordinal, and a node without UUIDs falls back to ordinals."""
+    from dataclasses import dataclass as data
+
+    from replay.fleet import Fleet, _Place
+    from replay.fleet_node import node_resources
+
+    @data
+    class Device:
+        name: str
+        device_uuid: str
+
+        def fingerprint(self) -> dict[str, Any]:
+            return {"driver_name": "NVIDIA", "driver_info": "580.159.04"}
+
+    h200s = [Device("NVIDIA H200", "aa" * 16), Device("NVIDIA H200", "bb" * 16)]
+    advertised = node_resources(h200s, "gpu-01")
+    assert advertised == {"vkcap_node:gpu-01": 1, "vulkan_device:NVIDIA_H200": 2, "vulkan_driver:580.159.04": 2,
+                          f"vulkan_gpu:{'aa' * 16}:NVIDIA_H200": 1, f"vulkan_gpu:{'bb' * 16}:NVIDIA_H200": 1}
+    twins = node_resources([Device("llvmpipe", "cc" * 16)] * 2)
+    legacy = {"vulkan_device:llvmpipe": 2}
+
+    class Ray:
+        @staticmethod
+        def nodes() -> list[dict[str, Any]]:
+            return [{"Alive": True, "NodeID": f"n{k}", "NodeManagerHostname": f"h{k}", "Resources": r}
+                    for k, r in enumerate([advertised, twins, legacy])]
+
+    fleet = object.__new__(Fleet)
+    fleet.ray, fleet.options = Ray, type("Options", (), {"devices": (), "address": "local"})()
+    assert fleet._places() == [
+        _Place("n0", "gpu-01", "NVIDIA_H200", 0, "aa" * 16), _Place("n0", "gpu-01", "NVIDIA_H200", 0, "bb" * 16),
+        _Place("n1", "h1", "llvmpipe", 0, "cc" * 16), _Place("n1", "h1", "llvmpipe", 1, "cc" * 16),
+        _Place("n2", "h2", "llvmpipe", 0), _Place("n2", "h2", "llvmpipe", 1)]

@@ -204,12 +204,21 @@ def flags_policy(flags: "Sequence[str]", trace: "Trace"):  # -> TolerancePolicy
     return tolerance_policy(_suite_args(trace.path, flags), trace.resources)
 
 
+#: replay flags whose values name what a trace holds (uids, dtypes, shapes, frames, a tolerance file's keys)
+TRACE_NAMING_FLAGS = ("dtype", "shape", "resource_tolerances", "tolerance", "frame", "frames")
+
+
 def suite_replay_options(trace: Path, flags: "Sequence[str]"):  # -> ReplayOptions
     """The options of one suite replay of ``trace`` under ``flags`` (as :func:`flags_policy`), checked
     against the trace as ``vkcap replay`` checks them (:func:`replay_options`), without its warnings:
     the suite warned once, before any worker started (:func:`replay.suite_tolerances.check_suite`).
-    What :func:`replay.suite.run_suite` and a fleet hand their workers."""
-    return replay_options(_suite_args(trace, flags), warn=False)
+    What :func:`replay.suite.run_suite` and a fleet hand their workers.
+
+    Flags that name nothing a trace holds (:data:`TRACE_NAMING_FLAGS`) are checked without opening it:
+    its worker opens it anyway, and reading every trace's metadata here, under one lock for all the
+    workers' threads, held a pooled suite of 64 traces on two GPUs at 0.73x of one GPU's time."""
+    args = _suite_args(trace, flags)
+    return replay_options(args, warn=False, check=any(getattr(args, k, None) for k in TRACE_NAMING_FLAGS))
 
 
 def resource_tolerances(text: str | None, resources: "Resources | None" = None) -> dict[str, dict[str, Any]]:
@@ -243,23 +252,28 @@ def resource_tolerances(text: str | None, resources: "Resources | None" = None) 
 
 
 def replay_options(args: argparse.Namespace, opened: "Trace | None" = None, *, warn: bool = True,
-                   **extra: Any):  # -> ReplayOptions
+                   check: bool = True, **extra: Any):  # -> ReplayOptions
     """The options of a replay or bisection, checked against the trace (``opened``, else opened here
     and read for its metadata only): its frames (:func:`check_frames`), and the uids, dtypes and shapes
     the flags name (:func:`tolerance_policy`, :func:`shapes`). ``warn=False``: no warning is logged (a
-    recovered trace, frames asked for that it lacks, tolerances compared as bytes)."""
+    recovered trace, frames asked for that it lacks, tolerances compared as bytes). ``check=False``:
+    the flags are checked on their own, the trace is not opened (its replay opens it)."""
     from capture.trace import Trace
     from replay.options import ReplayOptions
 
     first, last = frame_range(args)
-    with Trace.reuse_or_open(args.trace, opened) as trace:
-        check_frames(args, trace, first, last, warn=warn)
-        policy = tolerance_policy(args, trace.resources)
-        shape_list = shapes(args, trace.resources, policy)
-        if warn and not getattr(args, "serve_probes", False):  # an isolated bisection's child: its parent said it
-            from replay.reading import warn_bytes_tolerances
+    if check:
+        with Trace.reuse_or_open(args.trace, opened) as trace:
+            check_frames(args, trace, first, last, warn=warn)
+            policy = tolerance_policy(args, trace.resources)
+            shape_list = shapes(args, trace.resources, policy)
+            if warn and not getattr(args, "serve_probes", False):  # an isolated bisection's child: its parent said it
+                from replay.reading import warn_bytes_tolerances
 
-            warn_bytes_tolerances(trace, policy)
+                warn_bytes_tolerances(trace, policy)
+    else:
+        policy = tolerance_policy(args)
+        shape_list = shapes(args)
     return ReplayOptions(
         trace=args.trace,
         first=first,
