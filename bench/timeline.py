@@ -44,7 +44,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "trio": (),
     "numpy": (),
     "vkcore.device.context": ("VulkanContext.__init__", "_create_instance", "_open_device", "VulkanContext.close"),
-    "vkcore.scenario.model": ("load_scenario",),
+    "vkcore.scenario.load": ("load_scenario",),
     "vkcore.exec.runner": ("run_async", "open_context", "_write_reports"),
     "vkcore.exec.executor": ("execute",),
     "vkcore.exec.session": ("Session.__init__", "Session.load_inputs", "Session.contents", "Session.close"),

@@ -46,7 +46,8 @@ from vkcore.exec.plan import Frame, Plan
 from vkcore.exec.runner import RunOptions, RunResult, run_async
 from vkcore.exec.resource_set import ResourceSet
 from vkcore.commands import kind_of
-from vkcore.scenario.model import Scenario, load_scenario
+from vkcore.scenario.model import Scenario
+from vkcore.scenario.load import load_scenario
 from vkcore.exec.session import Session
 from vkcore.resources.staging import CaptureLayout, build_layout
 

@@ -26,7 +26,8 @@ from vkcore.exec.executor import Event, FrameFinished, FrameSnapshot, FrameStart
 from vkcore.exec.plan import Frame, Plan, make_plan
 from vkcore.exec.runner import scenario_needs, wanted_extensions
 from vkcore.scenario.confine import check_confined
-from vkcore.scenario.model import Scenario, Shader, load_scenario
+from vkcore.scenario.model import Scenario, Shader
+from vkcore.scenario.load import load_scenario
 from vkcore.exec.session import Session, SessionOptions
 from vkcore.resources.staging import CaptureLayout, build_layout
 

@@ -34,9 +34,10 @@ from vkcore.graphs.dispatch import DATA_GRAPH_USAGE, PreparedGraph, SegmentWrite
 from vkcore.scenario.npyio import read_header
 from vkcore.shaders.pipelines import PipelineCache, PipelineFactory
 from vkcore.exec.resource_set import FACTORIES, ResourceSet
-from vkcore.resources.base import free_staging, staging_buffer
+from vkcore.resources.buffers import free_staging, staging_buffer
 from replay.replayer import rebuild_scenario
-from vkcore.scenario.model import DispatchGraph, Shader, ShaderSubstitution, Tensor, load_scenario
+from vkcore.scenario.model import DispatchGraph, Shader, ShaderSubstitution, Tensor
+from vkcore.scenario.load import load_scenario
 from vkcore.shaders.compile import load_shader
 from vkcore.device.sync import FULL_BARRIER, BarrierBatch, memory_barrier
 

@@ -10,7 +10,7 @@ import vulkan as vk
 
 from ..device import validation
 from ..errors import ScenarioError, UnsupportedDeviceFeature
-from .limits import refuse_beyond_stage_limits
+from .stage_limits import refuse_beyond_stage_limits
 from ..shaders.pipelines import ComputePipeline, check_shared_memory
 from ..scenario.model import Binding, DispatchCompute, Scenario, Shader
 from ..shaders.bindings import resolve_bindings, signature

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import vulkan as vk
 
 from ..device import validation
-from .limits import refuse_beyond_stage_limits
+from .stage_limits import refuse_beyond_stage_limits
 from ..shaders.pipelines import ComputePipeline
 from ..scenario.model import Binding, DispatchFragment, Scenario, Shader
 from ..shaders.bindings import resolve_bindings, signature

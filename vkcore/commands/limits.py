@@ -10,6 +10,7 @@ import math
 import os
 from dataclasses import dataclass
 from ..device.context import VulkanContext
+from . import kind_of
 from ..errors import UnsupportedDeviceFeature
 from ..scenario.model import Buffer, Image, Scenario, Tensor
 
@@ -82,8 +83,6 @@ def check_limits(ctx: VulkanContext, scenario: Scenario) -> list[Limit]:
         total += size
     if host and total > host:
         problems.append(Limit("resources", f"the resources need {_fmt(total)}, more than this machine's memory ({_fmt(host)})"))
-    from . import kind_of
-
     for cmd in scenario.commands:
         kind = kind_of(cmd)
         problems += [Limit(place, message) for place, message in kind.limit_problems(limits, cmd)]
@@ -98,26 +97,6 @@ def check_limits(ctx: VulkanContext, scenario: Scenario) -> list[Limit]:
             problems.append(Limit(f"{cmd.place}.bindings", f"descriptor set {max(sets)} is beyond this device's "
                                   f"{int(limits.maxBoundDescriptorSets)} bound sets"))
     return problems
-
-
-# Per-stage descriptor limits, by the descriptor kinds (vkcore.shaders.spirv) that count against each.
-PER_STAGE: tuple[tuple[str, str, frozenset[str]], ...] = (
-    ("storage buffers", "maxPerStageDescriptorStorageBuffers", frozenset({"storage_buffer"})),
-    ("uniform buffers", "maxPerStageDescriptorUniformBuffers", frozenset({"uniform_buffer"})),
-    ("storage images", "maxPerStageDescriptorStorageImages", frozenset({"storage_image"})),
-    ("sampled images", "maxPerStageDescriptorSampledImages", frozenset({"sampled_image", "combined_image_sampler"})),
-    ("samplers", "maxPerStageDescriptorSamplers", frozenset({"sampler", "combined_image_sampler"})),
-)
-
-
-def refuse_beyond_stage_limits(ctx: VulkanContext, scenario: Scenario, place: str, kinds: list[str]) -> None:
-    """Raise :class:`UnsupportedDeviceFeature` when one command's resolved descriptor ``kinds`` exceed
-    a per-stage limit of the device."""
-    for what, limit_name, counted in PER_STAGE:
-        n, most = sum(k in counted for k in kinds), int(getattr(ctx.limits, limit_name))
-        if n > most:
-            raise UnsupportedDeviceFeature(f"{n} {what} in one dispatch, more than device '{ctx.info.name}' allows "
-                                           f"({limit_name} {most})", file=scenario.path, place=f"{place}.bindings")
 
 
 def refuse_beyond_limits(ctx: VulkanContext, scenario: Scenario) -> None:

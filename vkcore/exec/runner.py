@@ -21,7 +21,8 @@ from ..shaders.pipelines import cache_file_for
 from .plan import Plan, make_plan
 from ..errors import ScenarioError
 from ..scenario.model import (Barrier, DispatchOpticalFlow, DispatchSpirvGraph, Graph, GraphConstant, Image, MarkBoundary,
-                              Scenario, Tensor, load_scenario)
+                              Scenario, Tensor)
+from ..scenario.load import load_scenario
 from .session import Session, SessionOptions
 from .timing import HostTimer
 from ..device.sync import uses_graph_sync

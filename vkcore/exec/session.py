@@ -29,7 +29,7 @@ from ..device.debug_labels import DebugLabels, command_label
 from ..device.renderdoc import RenderDoc
 from .plan import Frame, Plan, unwritable_resources
 from .resource_set import ResourceSet
-from ..resources.base import free_staging, staging_buffer
+from ..resources.buffers import free_staging, staging_buffer
 from ..scenario.model import RawData, Shader
 from ..shaders.bindings import LayoutBinding, image_usage_needs
 from ..shaders.compile import SpirvModule, load_shader

@@ -97,7 +97,8 @@ from .imageio import (
     DdsImage, ImageFileError, max_mip_levels, mip_level_sizes, read_dds, read_npy_image, read_png, write_dds,
     write_png,
 )
-from .base import DescriptorWrite, MemoryRequirements, OneTimeSubmit, free_staging, staging_buffer
+from .base import DescriptorWrite, MemoryRequirements, OneTimeSubmit
+from .buffers import free_staging, staging_buffer
 from ..scenario.model import Image as ImageSpec
 from ..device.sync import AFTER_COPY, BarrierBatch, memory_barrier
 

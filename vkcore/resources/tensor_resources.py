@@ -37,7 +37,8 @@ from .buffers import fill_from_npy
 from ..device.context import VulkanContext
 from ..errors import DeviceError, ScenarioError
 from .formats import PAYLOAD_FORMATS, format_info, tensor_dtype
-from .base import DescriptorWrite, MemoryRequirements, OneTimeSubmit, free_staging, staging_buffer
+from .base import DescriptorWrite, MemoryRequirements, OneTimeSubmit
+from .buffers import free_staging, staging_buffer
 from ..scenario.model import Tensor as TensorSpec
 from .tensors import DeviceTensor, TensorApi, TensorBarrier
 
