@@ -166,7 +166,7 @@ class TraceRecorder:
         self.resources = resources
         self.graphs = graphs or {}
         self._size = lambda uid: resources[uid].snapshot_size
-        self._align = {uid: getattr(r, "snapshot_alignment", 1) for uid, r in resources.resources.items()}
+        self._align = {uid: r.snapshot_alignment for uid, r in resources.resources.items()}
         bound = {b.resource_ref for c in self.scenario.commands for b in kind_of(c).bindings(c)}
         # A checkpoint stores every resource a dispatch (compute or graph) binds: the declared access is
         # advice, not a promise.

@@ -20,12 +20,12 @@ from .executor import DispatchTimed, Event, FrameConsumer, StopRequest, execute
 from ..shaders.pipelines import cache_file_for
 from .plan import Plan, make_plan
 from ..errors import ScenarioError
-from ..scenario.model import (Barrier, DispatchOpticalFlow, DispatchSpirvGraph, Graph, GraphConstant, Image, MarkBoundary,
-                              Scenario, Tensor)
+from ..commands import kind_of
+from ..resources.kinds import CUSTOM_BORDER_COLOR, DATA_GRAPH, OPTICAL_FLOW, TENSORS, resource_kind
+from ..scenario.model import Scenario
 from ..scenario.load import load_scenario
 from .session import Session, SessionOptions
 from .timing import HostTimer
-from ..device.sync import uses_graph_sync
 
 
 @dataclass(frozen=True)
@@ -65,22 +65,24 @@ class RunResult:
     interrupted: bool = False
 
 
+def scenario_features(scenario: Scenario) -> frozenset[str]:
+    """The optional device features (:data:`vkcore.resources.kinds.FEATURES`) the scenario's resources and
+    commands need, as their kinds say."""
+    return frozenset().union(*(resource_kind(r).needs(r) for r in scenario.resources),
+                             *(kind_of(c).features for c in scenario.commands))
+
+
 def scenario_needs(scenario: Scenario) -> tuple[bool, bool]:
     """(needs VK_ARM_tensors, needs VK_ARM_data_graph) for this scenario."""
-    tensors = any(isinstance(r, Tensor) for r in scenario.resources)
-    graphs = any(isinstance(r, (Graph, GraphConstant)) for r in scenario.resources) or any(
-        uses_graph_sync(r.src_access, r.dst_access, r.src_stage, r.dst_stage)
-        for r in scenario.resources
-        if isinstance(r, Barrier)
-    ) or any(isinstance(c, (DispatchSpirvGraph, DispatchOpticalFlow)) for c in scenario.commands)
-    return tensors or graphs, graphs
+    features = scenario_features(scenario)
+    graphs = DATA_GRAPH in features
+    return TENSORS in features or graphs, graphs
 
 
 def wanted_extensions(scenario: Scenario) -> tuple[str, ...]:
     """Optional device extensions the scenario can use (enabled when the device has them)."""
-    custom = any(isinstance(r, Image) and r.border_color.endswith("_CUSTOM_EXT") for r in scenario.resources)
-    optical_flow = any(isinstance(c, DispatchOpticalFlow) for c in scenario.commands)
-    return (CUSTOM_BORDER_EXT,) * custom + (OPTICAL_FLOW_EXT,) * optical_flow
+    features = scenario_features(scenario)
+    return (CUSTOM_BORDER_EXT,) * (CUSTOM_BORDER_COLOR in features) + (OPTICAL_FLOW_EXT,) * (OPTICAL_FLOW in features)
 
 
 log = logging.getLogger("vkcap.runner")
@@ -202,7 +204,7 @@ async def run_async(
             raise
         reference_log.say("commands")
         if not ctx.has_extension(FRAME_BOUNDARY_EXT):  # the reference's warning, once per boundary command
-            for _ in (c for c in scenario.commands if isinstance(c, MarkBoundary)):
+            for _ in (c for c in scenario.commands if kind_of(c).boundary):
                 reference_log.say("no frame boundary")
         failed = False
         if options.capture_frame:

@@ -391,7 +391,7 @@ class Session:
             else:
                 device_side.append((uid, resource.snapshot_size, None))
         if device_side:
-            layout = build_layout(device_side, align_of={u: getattr(resources[u], "snapshot_alignment", 1)
+            layout = build_layout(device_side, align_of={u: resources[u].snapshot_alignment
                                                           for u, _, _ in device_side})
             staging, alloc = staging_buffer(self.ctx, layout.size)
 

@@ -59,6 +59,10 @@ class DeviceResource(Protocol):
     @property
     def snapshot_size(self) -> int: ...
 
+    @property
+    def snapshot_alignment(self) -> int:
+        """Offsets given to ``record_snapshot`` / ``record_restore`` must be multiples of this."""
+
     def meta(self) -> dict[str, Any]: ...
 
     def descriptor_type(self, descriptor_type_override: str) -> int: ...

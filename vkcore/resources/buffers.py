@@ -123,6 +123,11 @@ class DeviceBuffer:
     def snapshot_size(self) -> int:
         return self.size
 
+    @property
+    def snapshot_alignment(self) -> int:
+        """``record_snapshot`` / ``record_restore`` offsets must be multiples of this: any offset will do."""
+        return 1
+
     def meta(self) -> dict[str, Any]:
         return {"kind": "buffer", "size": self.size}
 
@@ -194,3 +199,9 @@ class DeviceBuffer:
 
     def destroy(self) -> None:
         vk.vkDestroyBuffer(self.ctx.device, self.handle, None)
+
+
+def create_buffer(ctx: VulkanContext, spec: BufferSpec, scenario: Any, created: dict[str, Any],
+                  needs: dict[int, str]) -> DeviceBuffer:
+    """The buffer kind's factory (:mod:`vkcore.resources.kinds`): a buffer needs nothing of the others."""
+    return DeviceBuffer.create(ctx, spec)

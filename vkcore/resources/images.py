@@ -99,7 +99,8 @@ from .imageio import (
 )
 from .base import DescriptorWrite, MemoryRequirements, OneTimeSubmit
 from .buffers import free_staging, staging_buffer
-from ..scenario.model import Image as ImageSpec
+from ..scenario.model import Image as ImageSpec, Scenario, Tensor
+from .memory_groups import aliased_image
 from ..device.sync import AFTER_COPY, BarrierBatch, memory_barrier
 
 if TYPE_CHECKING:
@@ -862,3 +863,11 @@ def write_image_file(path: Path, fmt: FormatInfo, width: int, height: int, texel
         data = texels.tobytes()
     assert fmt.dxgi_format is not None
     write_dds(path, width, height, fmt.dxgi_format, [data], texel_bytes=file_texel)
+
+
+def create_image(ctx: VulkanContext, spec: ImageSpec, scenario: Scenario, created: dict[str, Any],
+                 needs: dict[int, str]) -> DeviceImage:
+    """The image kind's factory (:mod:`vkcore.resources.kinds`); ``needs``: what the commands' bindings
+    need of the image (see :func:`vkcore.shaders.bindings.image_usage_needs`)."""
+    aliased = any(isinstance(r, Tensor) and aliased_image(r, scenario) == spec for r in scenario.resources)
+    return DeviceImage.create(ctx, spec, scenario.base_dir, aliased=aliased, needs=needs)

@@ -228,6 +228,11 @@ class TensorResource:
     def snapshot_size(self) -> int:
         return self.element_size * self.tensor.description.element_count
 
+    @property
+    def snapshot_alignment(self) -> int:
+        """``record_snapshot`` / ``record_restore`` offsets must be multiples of this: any offset will do."""
+        return 1
+
     def _bind_alias_buffer(self, allocation: memory.Allocation, offset: int) -> Any:
         """A transfer buffer over ``snapshot_size`` bytes of ``allocation`` at ``offset``, or ``None`` when
         the device does not allow a buffer there (memory type, alignment)."""

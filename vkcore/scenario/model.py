@@ -43,11 +43,21 @@ class SubresourceRange:
     layer_count: int = 1
 
 
+# Where a resource or command names other resources, as data: ((path inside its JSON body, "*" = every
+# list item), the resource kinds allowed there), checked by vkcore.scenario.validate. DATA stands for every
+# kind that holds data (buffer, image, tensor: vkcore.resources.kinds says which).
+RefRules = tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]
+DATA = "<data>"
+
+
 @dataclass(frozen=True)
 class Resource:
     """Common part of every resource: its uid and its position in ``resources``."""
 
     KIND: ClassVar[str] = ""
+    REFS: ClassVar[RefRules] = ()
+    HOLDS_DATA: ClassVar[bool] = False  # device memory: bound by commands, captured, restored by a replay
+    SRC: ClassVar[str | None] = None  # what its src names: "npy" (a .npy file), "file" (any file), None (no src)
     uid: str
     index: int
 
@@ -60,6 +70,8 @@ class Resource:
 @dataclass(frozen=True)
 class Buffer(Resource):
     KIND: ClassVar[str] = "buffer"
+    HOLDS_DATA: ClassVar[bool] = True
+    SRC: ClassVar[str | None] = "npy"
     size: int = 0
     shader_access: str = "readwrite"
     src: str = ""
@@ -71,6 +83,8 @@ class Buffer(Resource):
 @dataclass(frozen=True)
 class Image(Resource):
     KIND: ClassVar[str] = "image"
+    HOLDS_DATA: ClassVar[bool] = True
+    SRC: ClassVar[str | None] = "file"
     format: str = ""
     dims: tuple[int, ...] = ()
     shader_access: str = "readonly"
@@ -92,6 +106,8 @@ class Image(Resource):
 @dataclass(frozen=True)
 class Tensor(Resource):
     KIND: ClassVar[str] = "tensor"
+    HOLDS_DATA: ClassVar[bool] = True
+    SRC: ClassVar[str | None] = "npy"
     dims: tuple[int, ...] = ()
     format: str = ""
     shader_access: str = "readwrite"
@@ -105,12 +121,14 @@ class Tensor(Resource):
 @dataclass(frozen=True)
 class RawData(Resource):
     KIND: ClassVar[str] = "raw_data"
+    SRC: ClassVar[str | None] = "npy"
     src: str = ""
 
 
 @dataclass(frozen=True)
 class Shader(Resource):
     KIND: ClassVar[str] = "shader"
+    SRC: ClassVar[str | None] = "file"
     src: str = ""
     entry: str = "main"
     type: str = "SPIR-V"
@@ -124,6 +142,8 @@ class Shader(Resource):
 @dataclass(frozen=True)
 class Graph(Resource):
     KIND: ClassVar[str] = "graph"
+    SRC: ClassVar[str | None] = "file"
+    REFS: ClassVar[RefRules] = ((("shader_substitutions", "*", "shader_ref"), ("shader",)),)
     src: str = ""
     specialization_constants_map: tuple[SpecializationConstantMap, ...] = ()
     shader_substitutions: tuple[ShaderSubstitution, ...] = ()
@@ -135,9 +155,13 @@ class GraphConstant(Resource):
     """Constant tensor data for a ``dispatch_spirv_graph`` (a ``.npy`` ``src``)."""
 
     KIND: ClassVar[str] = "graph_constant"
+    SRC: ClassVar[str | None] = "npy"
     dims: tuple[int, ...] = ()
     format: str = ""
     src: str = ""
+
+
+GRAPH_ACCESS_NAMES = frozenset({"ACCESS_GRAPH_WRITE", "ACCESS_GRAPH_READ"})
 
 
 @dataclass(frozen=True)
@@ -149,6 +173,11 @@ class Barrier(Resource):
     src_stage: tuple[str, ...] = ("ALL",)  # the reference runner's default when omitted
     dst_stage: tuple[str, ...] = ("ALL",)
 
+    @property
+    def syncs_graphs(self) -> bool:
+        """Whether the barrier names graph stages or accesses (which need VK_ARM_data_graph enabled)."""
+        return bool({self.src_access, self.dst_access} & GRAPH_ACCESS_NAMES) or "GRAPH" in (*self.src_stage, *self.dst_stage)
+
 
 @dataclass(frozen=True)
 class MemoryBarrier(Barrier):
@@ -158,6 +187,7 @@ class MemoryBarrier(Barrier):
 @dataclass(frozen=True)
 class BufferBarrier(Barrier):
     KIND: ClassVar[str] = "buffer_barrier"
+    REFS: ClassVar[RefRules] = ((("buffer_resource",), ("buffer",)),)
     buffer_resource: str = ""
     size: int = 0
     offset: int = 0
@@ -166,6 +196,7 @@ class BufferBarrier(Barrier):
 @dataclass(frozen=True)
 class ImageBarrier(Barrier):
     KIND: ClassVar[str] = "image_barrier"
+    REFS: ClassVar[RefRules] = ((("image_resource",), ("image",)),)
     image_resource: str = ""
     old_layout: str = "IMAGE_LAYOUT_GENERAL"
     new_layout: str = "IMAGE_LAYOUT_GENERAL"
@@ -175,6 +206,7 @@ class ImageBarrier(Barrier):
 @dataclass(frozen=True)
 class TensorBarrier(Barrier):
     KIND: ClassVar[str] = "tensor_barrier"
+    REFS: ClassVar[RefRules] = ((("tensor_resource",), ("tensor",)),)
     tensor_resource: str = ""
 
 
@@ -204,6 +236,8 @@ class PushConstantMap:
 @dataclass(frozen=True)
 class Command:
     KIND: ClassVar[str] = ""
+    REFS: ClassVar[RefRules] = ()
+    SHADER_STAGES: ClassVar[tuple[tuple[str, str], ...]] = ()  # (field naming a shader, the stage it must be)
     index: int
     spelled: str = field(default="", compare=False, kw_only=True)  # the JSON key, where it is an alias of KIND
 
@@ -215,6 +249,12 @@ class Command:
 @dataclass(frozen=True)
 class DispatchCompute(Command):
     KIND: ClassVar[str] = "dispatch_compute"
+    REFS: ClassVar[RefRules] = (
+        (("shader_ref",), ("shader",)),
+        (("push_data_ref",), ("raw_data",)),
+        (("bindings", "*", "resource_ref"), (DATA,)),
+    )
+    SHADER_STAGES: ClassVar[tuple[tuple[str, str], ...]] = (("shader_ref", "compute"),)
     shader_ref: str = ""
     push_data_ref: str = ""
     rangeND: tuple[int, int, int] = (1, 1, 1)
@@ -231,6 +271,15 @@ class AttachmentRef:
 @dataclass(frozen=True)
 class DispatchFragment(Command):
     KIND: ClassVar[str] = "dispatch_fragment"
+    REFS: ClassVar[RefRules] = (
+        (("vertex_shader_ref",), ("shader",)),
+        (("fragment_shader_ref",), ("shader",)),
+        (("push_data_ref",), ("raw_data",)),
+        (("bindings", "*", "resource_ref"), (DATA,)),
+        (("color_attachment_refs", "*"), ("image",)),
+        (("color_attachment_refs", "*", "resource_ref"), ("image",)),
+    )
+    SHADER_STAGES: ClassVar[tuple[tuple[str, str], ...]] = (("vertex_shader_ref", "vertex"), ("fragment_shader_ref", "fragment"))
     debug_name: str = ""
     vertex_shader_ref: str = ""
     fragment_shader_ref: str = ""
@@ -244,6 +293,12 @@ class DispatchFragment(Command):
 @dataclass(frozen=True)
 class DispatchGraph(Command):
     KIND: ClassVar[str] = "dispatch_graph"
+    REFS: ClassVar[RefRules] = (
+        (("graph_ref",), ("graph",)),
+        (("push_constants", "*", "push_data_ref"), ("raw_data",)),
+        (("shader_substitutions", "*", "shader_ref"), ("shader",)),
+        (("bindings", "*", "resource_ref"), (DATA,)),
+    )
     graph_ref: str = ""
     push_constants: tuple[PushConstantMap, ...] = ()
     bindings: tuple[Binding, ...] = ()
@@ -256,6 +311,11 @@ class DispatchSpirvGraph(Command):
     """A data graph from a SPIR-V module (``OpGraphARM``) given as a shader resource: no VGF."""
 
     KIND: ClassVar[str] = "dispatch_spirv_graph"
+    REFS: ClassVar[RefRules] = (
+        (("graph_ref",), ("shader",)),
+        (("bindings", "*", "resource_ref"), (DATA,)),
+        (("graph_constants", "*"), ("graph_constant",)),
+    )
     graph_ref: str = ""
     bindings: tuple[Binding, ...] = ()
     graph_constants: tuple[str, ...] = ()
@@ -279,6 +339,7 @@ class DispatchOpticalFlow(Command):
     """Motion vectors from a search and a template image through VK_ARM_data_graph_optical_flow."""
 
     KIND: ClassVar[str] = "dispatch_optical_flow"
+    REFS: ClassVar[RefRules] = tuple((("bindings", role, "resource_ref"), ("image",)) for role in OPTICAL_FLOW_ROLES)
     width: int = 0
     height: int = 0
     grid_size: str = ""
@@ -295,6 +356,9 @@ class DispatchOpticalFlow(Command):
 @dataclass(frozen=True)
 class DispatchBarrier(Command):
     KIND: ClassVar[str] = "dispatch_barrier"
+    REFS: ClassVar[RefRules] = tuple(
+        ((f"{k}_refs", "*"), (k,)) for k in ("image_barrier", "tensor_barrier", "memory_barrier", "buffer_barrier")
+    )
     image_barrier_refs: tuple[str, ...] = ()
     tensor_barrier_refs: tuple[str, ...] = ()
     memory_barrier_refs: tuple[str, ...] = ()
@@ -304,6 +368,7 @@ class DispatchBarrier(Command):
 @dataclass(frozen=True)
 class MarkBoundary(Command):
     KIND: ClassVar[str] = "mark_boundary"
+    REFS: ClassVar[RefRules] = ((("resources", "*"), (DATA,)),)
     resources: tuple[str, ...] = ()
     frame_id: int | None = None  # None: the frame's position (ids given by hand are deprecated)
 

@@ -32,59 +32,27 @@ from typing import Any, Callable, Iterator, Sequence
 from ..errors import ScenarioError, json_path
 from .npyio import NpyFormatError, NpyHeader, read_header
 from . import reference_phrases as phrases
-from .model import COMMAND_ALIASES, OPTICAL_FLOW_ROLES
+from .model import COMMAND_ALIASES, COMMAND_KINDS as MODEL_COMMANDS, DATA, OPTICAL_FLOW_ROLES, RESOURCE_KINDS as MODEL_RESOURCES, RefRules
 
 log = logging.getLogger("vkcap.validate")
 
 SCHEMA_RESOURCE = "scenario/schema/scenario.schema.json"
-MEMORY_KINDS = ("buffer", "image", "tensor")
-RefRules = tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]  # ((path in the body, kinds allowed), ...)
+MEMORY_KINDS = tuple(kind for kind, cls in MODEL_RESOURCES.items() if cls.HOLDS_DATA)  # buffer, image, tensor
 
 # ---------------------------------------------------------------------------------------------------------
 # Data tables
 # ---------------------------------------------------------------------------------------------------------
 
-# Where each resource kind names other resources: (path inside the body, "*" = every list item) -> kinds allowed.
-RESOURCE_REFS: dict[str, RefRules] = {
-    "buffer_barrier": ((("buffer_resource",), ("buffer",)),),
-    "image_barrier": ((("image_resource",), ("image",)),),
-    "tensor_barrier": ((("tensor_resource",), ("tensor",)),),
-    "graph": ((("shader_substitutions", "*", "shader_ref"), ("shader",)),),
-}
-COMMAND_REFS: dict[str, RefRules] = {
-    "dispatch_compute": (
-        (("shader_ref",), ("shader",)),
-        (("push_data_ref",), ("raw_data",)),
-        (("bindings", "*", "resource_ref"), MEMORY_KINDS),
-    ),
-    "dispatch_fragment": (
-        (("vertex_shader_ref",), ("shader",)),
-        (("fragment_shader_ref",), ("shader",)),
-        (("push_data_ref",), ("raw_data",)),
-        (("bindings", "*", "resource_ref"), MEMORY_KINDS),
-        (("color_attachment_refs", "*"), ("image",)),
-        (("color_attachment_refs", "*", "resource_ref"), ("image",)),
-    ),
-    "dispatch_spirv_graph": (
-        (("graph_ref",), ("shader",)),
-        (("bindings", "*", "resource_ref"), MEMORY_KINDS),
-        (("graph_constants", "*"), ("graph_constant",)),
-    ),
-    "dispatch_graph": (
-        (("graph_ref",), ("graph",)),
-        (("push_constants", "*", "push_data_ref"), ("raw_data",)),
-        (("shader_substitutions", "*", "shader_ref"), ("shader",)),
-        (("bindings", "*", "resource_ref"), MEMORY_KINDS),
-    ),
-    "dispatch_barrier": tuple(
-        ((f"{k}_refs", "*"), (k,)) for k in ("image_barrier", "tensor_barrier", "memory_barrier", "buffer_barrier")
-    ),
-    "dispatch_optical_flow": tuple((("bindings", role, "resource_ref"), ("image",)) for role in OPTICAL_FLOW_ROLES),
-    "mark_boundary": ((("resources", "*"), MEMORY_KINDS),),
-}
+# Where each kind names other resources (the model classes say, DATA expanded to the kinds that hold data).
+def _expand(rules: RefRules) -> RefRules:
+    return tuple((path, tuple(k for name in kinds for k in (MEMORY_KINDS if name == DATA else (name,))))
+                 for path, kinds in rules)
+
+
+RESOURCE_REFS: dict[str, RefRules] = {kind: _expand(cls.REFS) for kind, cls in MODEL_RESOURCES.items() if cls.REFS}
+COMMAND_REFS: dict[str, RefRules] = {kind: _expand(cls.REFS) for kind, cls in MODEL_COMMANDS.items()}
 # Resource kinds whose ``src`` names a file to read, and whether that file must be a .npy file.
-SRC_KINDS: dict[str, bool] = {"buffer": True, "raw_data": True, "tensor": True, "shader": False, "graph": False,
-                              "image": False, "graph_constant": True}
+SRC_KINDS: dict[str, bool] = {kind: cls.SRC == "npy" for kind, cls in MODEL_RESOURCES.items() if cls.SRC is not None}
 # Bytes per element of each tensor format (the .npy ``src`` of a tensor must use elements of this size).
 TENSOR_ELEMENT_SIZE: dict[str, int] = {
     "VK_FORMAT_R8_BOOL_ARM": 1, "VK_FORMAT_R8_UINT": 1, "VK_FORMAT_R8_SINT": 1, "VK_FORMAT_R16_UINT": 2,
@@ -718,11 +686,8 @@ def _check_push_constants(ctx: _Context) -> None:
                          f"of shader {name} (shorter data is zero-padded, longer is refused)")
 
 
-# Which shader stage each command's shader fields want.
-SHADER_STAGES: dict[str, tuple[tuple[str, str], ...]] = {
-    "dispatch_compute": (("shader_ref", "compute"),),
-    "dispatch_fragment": (("vertex_shader_ref", "vertex"), ("fragment_shader_ref", "fragment")),
-}
+# Which shader stage each command's shader fields want (the model classes say).
+SHADER_STAGES: dict[str, tuple[tuple[str, str], ...]] = {kind: cls.SHADER_STAGES for kind, cls in MODEL_COMMANDS.items()}
 
 
 def _check_shader_stages(ctx: _Context) -> None:
