@@ -58,6 +58,7 @@ class Resource:
     REFS: ClassVar[RefRules] = ()
     HOLDS_DATA: ClassVar[bool] = False  # device memory: bound by commands, captured, restored by a replay
     SRC: ClassVar[str | None] = None  # what its src names: "npy" (a .npy file), "file" (any file), None (no src)
+    CHECKS: ClassVar[str] = ""  # the module of vkcore.scenario.checks holding its checks ("": none of its own)
     uid: str
     index: int
 
@@ -70,6 +71,7 @@ class Resource:
 @dataclass(frozen=True)
 class Buffer(Resource):
     KIND: ClassVar[str] = "buffer"
+    CHECKS: ClassVar[str] = "buffer"
     HOLDS_DATA: ClassVar[bool] = True
     SRC: ClassVar[str | None] = "npy"
     size: int = 0
@@ -83,6 +85,7 @@ class Buffer(Resource):
 @dataclass(frozen=True)
 class Image(Resource):
     KIND: ClassVar[str] = "image"
+    CHECKS: ClassVar[str] = "image"
     HOLDS_DATA: ClassVar[bool] = True
     SRC: ClassVar[str | None] = "file"
     format: str = ""
@@ -106,6 +109,7 @@ class Image(Resource):
 @dataclass(frozen=True)
 class Tensor(Resource):
     KIND: ClassVar[str] = "tensor"
+    CHECKS: ClassVar[str] = "tensor"
     HOLDS_DATA: ClassVar[bool] = True
     SRC: ClassVar[str | None] = "npy"
     dims: tuple[int, ...] = ()
@@ -128,6 +132,7 @@ class RawData(Resource):
 @dataclass(frozen=True)
 class Shader(Resource):
     KIND: ClassVar[str] = "shader"
+    CHECKS: ClassVar[str] = "shader"
     SRC: ClassVar[str | None] = "file"
     src: str = ""
     entry: str = "main"
@@ -142,6 +147,7 @@ class Shader(Resource):
 @dataclass(frozen=True)
 class Graph(Resource):
     KIND: ClassVar[str] = "graph"
+    CHECKS: ClassVar[str] = "graph"
     SRC: ClassVar[str | None] = "file"
     REFS: ClassVar[RefRules] = ((("shader_substitutions", "*", "shader_ref"), ("shader",)),)
     src: str = ""
@@ -155,6 +161,7 @@ class GraphConstant(Resource):
     """Constant tensor data for a ``dispatch_spirv_graph`` (a ``.npy`` ``src``)."""
 
     KIND: ClassVar[str] = "graph_constant"
+    CHECKS: ClassVar[str] = "graph_constant"
     SRC: ClassVar[str | None] = "npy"
     dims: tuple[int, ...] = ()
     format: str = ""
@@ -187,6 +194,7 @@ class MemoryBarrier(Barrier):
 @dataclass(frozen=True)
 class BufferBarrier(Barrier):
     KIND: ClassVar[str] = "buffer_barrier"
+    CHECKS: ClassVar[str] = "buffer_barrier"
     REFS: ClassVar[RefRules] = ((("buffer_resource",), ("buffer",)),)
     buffer_resource: str = ""
     size: int = 0
@@ -196,6 +204,7 @@ class BufferBarrier(Barrier):
 @dataclass(frozen=True)
 class ImageBarrier(Barrier):
     KIND: ClassVar[str] = "image_barrier"
+    CHECKS: ClassVar[str] = "image_barrier"
     REFS: ClassVar[RefRules] = ((("image_resource",), ("image",)),)
     image_resource: str = ""
     old_layout: str = "IMAGE_LAYOUT_GENERAL"
@@ -238,6 +247,7 @@ class Command:
     KIND: ClassVar[str] = ""
     REFS: ClassVar[RefRules] = ()
     SHADER_STAGES: ClassVar[tuple[tuple[str, str], ...]] = ()  # (field naming a shader, the stage it must be)
+    CHECKS: ClassVar[str] = ""  # the module of vkcore.scenario.checks holding its checks ("": none of its own)
     index: int
     spelled: str = field(default="", compare=False, kw_only=True)  # the JSON key, where it is an alias of KIND
 
@@ -249,6 +259,7 @@ class Command:
 @dataclass(frozen=True)
 class DispatchCompute(Command):
     KIND: ClassVar[str] = "dispatch_compute"
+    CHECKS: ClassVar[str] = "compute"
     REFS: ClassVar[RefRules] = (
         (("shader_ref",), ("shader",)),
         (("push_data_ref",), ("raw_data",)),
@@ -271,6 +282,7 @@ class AttachmentRef:
 @dataclass(frozen=True)
 class DispatchFragment(Command):
     KIND: ClassVar[str] = "dispatch_fragment"
+    CHECKS: ClassVar[str] = "fragment"
     REFS: ClassVar[RefRules] = (
         (("vertex_shader_ref",), ("shader",)),
         (("fragment_shader_ref",), ("shader",)),
@@ -293,6 +305,7 @@ class DispatchFragment(Command):
 @dataclass(frozen=True)
 class DispatchGraph(Command):
     KIND: ClassVar[str] = "dispatch_graph"
+    CHECKS: ClassVar[str] = "bindings"
     REFS: ClassVar[RefRules] = (
         (("graph_ref",), ("graph",)),
         (("push_constants", "*", "push_data_ref"), ("raw_data",)),
@@ -311,6 +324,7 @@ class DispatchSpirvGraph(Command):
     """A data graph from a SPIR-V module (``OpGraphARM``) given as a shader resource: no VGF."""
 
     KIND: ClassVar[str] = "dispatch_spirv_graph"
+    CHECKS: ClassVar[str] = "spirv_graph"
     REFS: ClassVar[RefRules] = (
         (("graph_ref",), ("shader",)),
         (("bindings", "*", "resource_ref"), (DATA,)),
@@ -339,6 +353,7 @@ class DispatchOpticalFlow(Command):
     """Motion vectors from a search and a template image through VK_ARM_data_graph_optical_flow."""
 
     KIND: ClassVar[str] = "dispatch_optical_flow"
+    CHECKS: ClassVar[str] = "optical_flow"
     REFS: ClassVar[RefRules] = tuple((("bindings", role, "resource_ref"), ("image",)) for role in OPTICAL_FLOW_ROLES)
     width: int = 0
     height: int = 0
