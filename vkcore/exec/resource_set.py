@@ -14,7 +14,7 @@ from ..device import memory
 from ..device.context import VulkanContext
 from ..errors import ScenarioError, UnsupportedDeviceFeature
 from ..resources.base import DeviceResource, MemoryRequirements, OneTimeSubmit
-from ..resources.kinds import data_resources, resource_kind
+from ..resources.kinds import creation_order, data_resources, resource_kind
 from ..resources.memory_groups import group_key
 from ..scenario.model import Buffer, Image, Resource, Scenario, Tensor
 
@@ -40,8 +40,7 @@ class ResourceSet:
         groups: dict[str, list[tuple[Any, DeviceResource]]] = {}
         specs = data_resources(scenario.resources)
         try:
-            # Tensors last: one that aliases an image is laid out after the image.
-            for spec in sorted(specs, key=lambda s: isinstance(s, Tensor)):
+            for spec in creation_order(specs):  # a tensor that aliases an image is laid out after the image
                 try:
                     factory = instead.get(type(spec)) or resource_kind(spec).make()
                     resource = factory(ctx, spec, scenario, self.resources, (image_usage or {}).get(spec.uid, {}))

@@ -99,7 +99,8 @@ from .imageio import (
 )
 from .base import DescriptorWrite, MemoryRequirements, OneTimeSubmit
 from .buffers import free_staging, staging_buffer
-from ..scenario.model import Image as ImageSpec, Scenario, Tensor
+from ..scenario.model import Image as ImageSpec, Scenario
+from .kinds import resource_kind
 from .memory_groups import aliased_image
 from ..device.sync import AFTER_COPY, BarrierBatch, memory_barrier
 
@@ -869,5 +870,5 @@ def create_image(ctx: VulkanContext, spec: ImageSpec, scenario: Scenario, create
                  needs: dict[int, str]) -> DeviceImage:
     """The image kind's factory (:mod:`vkcore.resources.kinds`); ``needs``: what the commands' bindings
     need of the image (see :func:`vkcore.shaders.bindings.image_usage_needs`)."""
-    aliased = any(isinstance(r, Tensor) and aliased_image(r, scenario) == spec for r in scenario.resources)
+    aliased = any(resource_kind(r).aliases_images and aliased_image(r, scenario) == spec for r in scenario.resources)
     return DeviceImage.create(ctx, spec, scenario.base_dir, aliased=aliased, needs=needs)

@@ -13,7 +13,13 @@ none of them branches on resource types. A kind says:
 - ``src`` (the model's ``SRC``): what its ``src`` names: ``"npy"`` (a .npy file), ``"file"`` (any file) or
   ``None`` (no src);
 - ``demand``: what one resource asks of the device's limits (:class:`Demand`);
-- ``needs``: the optional device features one resource needs (:data:`FEATURES`).
+- ``needs``: the optional device features one resource needs (:data:`FEATURES`);
+- ``creation_rank``: resources are made in rank order (scenario order within a rank): a kind that may lay
+  itself out over another's memory ranks after it;
+- ``aliases_images``: its memory may be an image's (a memory group shared with one); such an image is
+  made for aliasing (see :func:`vkcore.resources.images.create_image`);
+- ``checks``: its validation checks by phase, from the module of :mod:`vkcore.scenario.checks` its model
+  names (``model.CHECKS``); validation, below this layer, finds them through the model.
 
 Importing this module imports no Vulkan (validation uses it).
 """
@@ -22,8 +28,9 @@ from __future__ import annotations
 import importlib
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
+from ..scenario.checking import Check, checks_of
 from ..scenario.model import (Barrier, Buffer, BufferBarrier, Graph, GraphConstant, Image, ImageBarrier, MemoryBarrier,
                               RawData, Resource, Shader, Tensor, TensorBarrier)
 
@@ -107,6 +114,8 @@ class ResourceKind:
     factory: tuple[str, str] | None = None
     demand: Callable[[Any, Any], Demand] = _no_demand
     needs: Callable[[Any], frozenset[str]] = _no_needs
+    creation_rank: int = 0
+    aliases_images: bool = False
 
     @property
     def name(self) -> str:
@@ -122,6 +131,11 @@ class ResourceKind:
     def src(self) -> str | None:
         """What its ``src`` names: ``"npy"``, ``"file"`` or ``None`` (the model says)."""
         return self.model.SRC
+
+    @property
+    def checks(self) -> Mapping[str, Check]:
+        """Its validation checks by phase (:mod:`vkcore.scenario.checking`)."""
+        return checks_of(self.model)
 
     @property
     def restorable(self) -> bool:
@@ -144,7 +158,7 @@ KINDS: dict[type[Resource], ResourceKind] = {k.model: k for k in (
     ResourceKind(Image, factory=("vkcore.resources.images", "create_image"),
                  demand=_image_demand, needs=_image_needs),
     ResourceKind(Tensor, factory=("vkcore.exec.tensor_factory", "create_tensor"),
-                 demand=_tensor_demand, needs=_ALWAYS_TENSORS),
+                 demand=_tensor_demand, needs=_ALWAYS_TENSORS, creation_rank=1, aliases_images=True),
     ResourceKind(RawData),
     ResourceKind(Shader, demand=_push_constant_demand),
     ResourceKind(Graph, demand=_push_constant_demand, needs=_ALWAYS_GRAPHS),
@@ -173,3 +187,8 @@ def holds_data(spec: Any) -> bool:
 def data_resources(resources: Iterable[Any]) -> list[Any]:
     """The resources that hold data, in the order given."""
     return [r for r in resources if holds_data(r)]
+
+
+def creation_order(resources: Iterable[Any]) -> list[Any]:
+    """``resources`` in the order they are made: by their kinds' ``creation_rank``, else as given."""
+    return sorted(resources, key=lambda r: KINDS[type(r)].creation_rank)

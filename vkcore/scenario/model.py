@@ -59,6 +59,9 @@ class Resource:
     HOLDS_DATA: ClassVar[bool] = False  # device memory: bound by commands, captured, restored by a replay
     SRC: ClassVar[str | None] = None  # what its src names: "npy" (a .npy file), "file" (any file), None (no src)
     CHECKS: ClassVar[str] = ""  # the module of vkcore.scenario.checks holding its checks ("": none of its own)
+    # What a command's binding can bind it as (descriptor kinds as vkcore.shaders.spirv names them), first the
+    # one it gets when nothing else decides; () for a kind no descriptor can bind.
+    DESCRIPTORS: ClassVar[tuple[str, ...]] = ()
     uid: str
     index: int
 
@@ -72,6 +75,7 @@ class Resource:
 class Buffer(Resource):
     KIND: ClassVar[str] = "buffer"
     CHECKS: ClassVar[str] = "buffer"
+    DESCRIPTORS: ClassVar[tuple[str, ...]] = ("storage_buffer", "uniform_buffer")
     HOLDS_DATA: ClassVar[bool] = True
     SRC: ClassVar[str | None] = "npy"
     size: int = 0
@@ -86,6 +90,7 @@ class Buffer(Resource):
 class Image(Resource):
     KIND: ClassVar[str] = "image"
     CHECKS: ClassVar[str] = "image"
+    DESCRIPTORS: ClassVar[tuple[str, ...]] = ("combined_image_sampler", "storage_image", "sampled_image", "sampler")
     HOLDS_DATA: ClassVar[bool] = True
     SRC: ClassVar[str | None] = "file"
     format: str = ""
@@ -110,6 +115,7 @@ class Image(Resource):
 class Tensor(Resource):
     KIND: ClassVar[str] = "tensor"
     CHECKS: ClassVar[str] = "tensor"
+    DESCRIPTORS: ClassVar[tuple[str, ...]] = ("tensor",)
     HOLDS_DATA: ClassVar[bool] = True
     SRC: ClassVar[str | None] = "npy"
     dims: tuple[int, ...] = ()

@@ -14,6 +14,9 @@ Guarantees:
 - ``import vkcore.scenario.validate`` does not import ``jsonschema``.
 - The semantic checks (references, uniqueness, files and their sizes, ranges) always run; they are cheap.
   They assume a schema-valid document, which is why they run after the schema pass (or its cached result).
+  This module makes the ones that span kinds (uids, memory groups, references from the models' ``REFS``,
+  src/dst paths, shader stages from ``SHADER_STAGES``); each kind's own are in the module of
+  :mod:`vkcore.scenario.checks` its model class names, run in the phases of :mod:`vkcore.scenario.checking`.
 - Integers must be JSON integers: ``40.0`` is rejected where the schema says integer.
 """
 from __future__ import annotations

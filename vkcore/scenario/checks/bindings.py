@@ -19,15 +19,7 @@ from typing import Any, Iterator, Sequence
 from ...errors import ScenarioError, json_path
 from .. import reference_phrases as phrases
 from ..checking import CheckContext, Entry, Problem, quote
-from ..model import AUTO, IMAGE_DEFAULT_BY_ACCESS, OPTICAL_FLOW_ROLES, OVERRIDES, Binding, Buffer, Image, Resource, Tensor
-
-#: What each resource kind can be bound as, first the kind it gets when nothing else decides (descriptor
-#: kinds as :mod:`vkcore.shaders.spirv` names them).
-BINDABLE: dict[str, tuple[str, ...]] = {
-    Buffer.KIND: ("storage_buffer", "uniform_buffer"),
-    Image.KIND: ("combined_image_sampler", "storage_image", "sampled_image", "sampler"),
-    Tensor.KIND: ("tensor",),
-}
+from ..model import AUTO, IMAGE_DEFAULT_BY_ACCESS, OPTICAL_FLOW_ROLES, OVERRIDES, Binding, Image, Resource
 
 
 def bindings_of(body: dict[str, Any]) -> list[tuple[str | int, dict[str, Any]]]:
@@ -64,7 +56,7 @@ def descriptor_kind(path: Any, resource: Resource, b: Binding, declared: Any, sh
     if override == "?":
         raise ScenarioError(f"unknown descriptor_type {b.descriptor_type!r} ({', '.join(OVERRIDES)})",
                             file=path, place=f"{where}.descriptor_type")
-    allowed = BINDABLE.get(resource.KIND, ())
+    allowed = resource.DESCRIPTORS
     what = f"'{resource.uid}' is {'an' if resource.KIND[0] in 'aeiou' else 'a'} {resource.KIND}"
     if not allowed:
         raise ScenarioError(f"{what}, which cannot be bound to a descriptor", file=path, place=where)
