@@ -45,7 +45,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "trio": (),
     "numpy": (),
     "vkcore.device.context": ("VulkanContext.__init__", "_create_instance", "_open_device", "VulkanContext.close"),
-    "vkcore.scenario.model": ("load_scenario",),
+    "vkcore.scenario.load": ("load_scenario",),
     "vkcore.exec.opening": ("open_context",),
     "vkcore.exec.runner": ("run_async", "_write_reports"),
     "vkcore.exec.executor": ("execute",),

@@ -46,7 +46,8 @@ from vkcore.exec.plan import Frame, Plan
 from vkcore.exec.runner import RunOptions, RunResult, run_async
 from vkcore.exec.resource_set import ResourceSet
 from vkcore.commands import kind_of
-from vkcore.scenario.model import Scenario, load_scenario
+from vkcore.scenario.model import Scenario
+from vkcore.scenario.load import load_scenario
 from vkcore.exec.session import Session
 from vkcore.resources.staging import CaptureLayout, build_layout
 from vkcore.version import vkcap_version
@@ -166,7 +167,7 @@ class TraceRecorder:
         self.resources = resources
         self.graphs = graphs or {}
         self._size = lambda uid: resources[uid].snapshot_size
-        self._align = {uid: getattr(r, "snapshot_alignment", 1) for uid, r in resources.resources.items()}
+        self._align = {uid: r.snapshot_alignment for uid, r in resources.resources.items()}
         bound = {b.resource_ref for c in self.scenario.commands for b in kind_of(c).bindings(c)}
         # A checkpoint stores every resource a dispatch (compute or graph) binds: the declared access is
         # advice, not a promise.

@@ -175,3 +175,15 @@ def header_line(uid: str, view: View, fields: list[HeaderField], n: int) -> str:
 
 
 __all__ = ["HeaderField", "ViewExportError", "elements", "header_line", "sized_text", "typed_array"]
+
+
+def npy_problem(array: "np.ndarray") -> str | None:
+    """Why no .npy header can describe ``array``'s dtype (fields that overlap, as the padded elements of a
+    struct array flattened into one field per member do), or None when one can."""
+    import numpy as np
+
+    try:
+        np.lib.format.dtype_to_descr(array.dtype)
+    except ValueError:
+        return "its fields overlap (a struct array's members), which no .npy header describes"
+    return None

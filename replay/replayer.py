@@ -27,7 +27,9 @@ from vkcore.exec.executor import Event, FrameFinished, FrameSnapshot, FrameStart
 from vkcore.exec.opening import ContextPool, DeviceRequest, OpenOptions, open_session, optional_extensions
 from vkcore.exec.plan import Frame, Plan
 from vkcore.scenario.confine import check_confined
-from vkcore.scenario.model import Scenario, Shader, load_scenario
+from vkcore.resources.kinds import KINDS as RESOURCE_KINDS
+from vkcore.scenario.model import Scenario, Shader
+from vkcore.scenario.load import load_scenario
 from vkcore.exec.session import Session
 from vkcore.resources.staging import CaptureLayout, build_layout
 
@@ -201,7 +203,7 @@ def rebuilt_scenario_error(exc: ScenarioError | UnsupportedDeviceFeature, trace:
 
 
 #: Resource kinds whose initial state a replay restores from checkpoint -1 instead of reading ``src``.
-RESTORED_KINDS = frozenset({"buffer", "image", "tensor"})
+RESTORED_KINDS = frozenset(k.name for k in RESOURCE_KINDS.values() if k.restorable)
 
 
 def restored_inputs(document: dict[str, Any], initial_state: dict[str, str]) -> set[str]:

@@ -9,7 +9,8 @@ import numpy as np
 from tests.builders import ADD_FLOAT, REPO, ScenarioBuilder
 from vkcore.commands import KINDS, by_kind, kind_of
 from vkcore.exec.plan import make_plan, unwritable_resources, written_resources
-from vkcore.scenario.model import COMMAND_KINDS, load_scenario
+from vkcore.scenario.model import COMMAND_KINDS
+from vkcore.scenario.load import load_scenario
 
 
 def test_every_command_of_the_format_has_exactly_one_kind() -> None:
@@ -57,7 +58,8 @@ def test_kinds_with_layers_of_their_own_are_imported_by_the_scenarios_that_use_t
 import sys
 import capture.recorder, replay.replayer, vkcap.cli
 from vkcore.commands import kind_of
-from vkcore.scenario.model import DispatchFragment, load_scenario
+from vkcore.scenario.model import DispatchFragment
+from vkcore.scenario.load import load_scenario
 scenario = load_scenario({str(builder.save())!r})
 assert [kind_of(c).command_type.KIND for c in scenario.commands] == ["dispatch_compute", "mark_boundary"]
 print(sorted(m for m in sys.modules if m in {LAZY_KINDS!r} or m.startswith("vkcore.graphs")))

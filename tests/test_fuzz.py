@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from tests.builders import ADD_FLOAT, ScenarioBuilder
 from vkcap.cli import main
 from vkcore.errors import ScenarioError
-from vkcore.scenario.model import load_scenario
+from vkcore.scenario.load import load_scenario
 
 SCALE = max(1, int(os.environ.get("VKCAP_FUZZ_SCALE", "1")))
 FUZZ = settings(deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))

@@ -26,7 +26,7 @@ from vkcore.errors import DeviceError, ScenarioError, UnsupportedDeviceFeature
 from vkcore.resources.formats import FORMATS, dds_formats, format_info
 from vkcore.resources.images import DeviceImage, SWAP_MIN_MAG_LIKE_REFERENCE, is_integer_format
 from vkcore.resources.imageio import encode_png, read_dds, write_dds, write_png
-from vkcore.resources.base import free_staging, staging_buffer
+from vkcore.resources.buffers import free_staging, staging_buffer
 from vkcore.scenario.model import Image as ImageSpec
 from vkcore.shaders.bindings import LayoutBinding
 

@@ -277,7 +277,7 @@ def test_the_portable_scenario_renames_the_files_and_leaves_the_scenario_as_it_w
     """``portable_scenario`` copies only the resources' entries it renames: the loaded scenario's
     document is unchanged, and the rest (the commands) is the same data."""
     from capture.embed import portable_scenario
-    from vkcore.scenario.model import load_scenario
+    from vkcore.scenario.load import load_scenario
 
     builder.shader("accumulate", ACCUMULATE).buffer("inc", 4 * N, INC, shader_access="readonly")
     builder.buffer("acc", 4 * N, np.arange(N, dtype=np.float32))

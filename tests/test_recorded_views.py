@@ -370,13 +370,17 @@ def test_any_accepted_view_exports_exactly_or_says_why(view: View, data: bytes) 
     summary of it never fails."""
     import io
 
-    from capture.view_arrays import ViewExportError, typed_array
+    from capture.view_arrays import ViewExportError, npy_problem, typed_array
     from vkcap.commands_inspect import npy_header, view_line, view_summary
 
     assert view_line("u", view_summary(view, len(data)))
     try:
         array, header = typed_array(view, data)
     except ViewExportError:
+        return
+    if npy_problem(array) is not None:  # export says so (test_a_struct_array_view_export_says_why)
+        with pytest.raises(ValueError):
+            npy_header(array)
         return
     payload = np.asarray(array).reshape(-1).view(np.uint8).tobytes()  # as write_npy writes it
     back = np.load(io.BytesIO(npy_header(array) + payload))
@@ -463,9 +467,11 @@ def test_real_layouts_read_back_and_export_every_field(source: str, tmp_path: Pa
     """Every block of test_block_layout's shaders (std140, std430, scalar, 8/16/64-bit, matrices row- and
     column-major, nested struct arrays): its view survives the trace (to_json, then from_json's checks)
     and exports with each field holding the part's values (padded subarrays unwrapped)."""
-    from capture.view_arrays import typed_array
+    from capture.view_arrays import npy_problem, typed_array
     from capture.views import view_of_block
     from tests import test_block_layout
+    from vkcap.commands_inspect import _export_typed
+    from vkcore.errors import TraceError
     from vkcore.shaders.block_layout import reflect_blocks
 
     views = [v for v in map(view_of_block, reflect_blocks(test_block_layout.compile_glsl(getattr(test_block_layout, source), tmp_path)))
@@ -482,6 +488,10 @@ def test_real_layouts_read_back_and_export_every_field(source: str, tmp_path: Pa
                 while values.dtype.names == ("v",):
                     values = values["v"]
                 assert np.array_equal(values, part.extract(data), equal_nan=True), (view.text, name)
+        if npy_problem(array) is not None:  # a struct array's members overlap: export says so, writes nothing
+            with pytest.raises(TraceError, match=r"cannot shape an array: its fields overlap .* \(--raw exports its bytes\)"):
+                _export_typed(tmp_path / "t.vkt", tmp_path / "out.npy", "particles", view, data)
+            assert not (tmp_path / "out.npy").exists()
 
 
 def test_a_long_uid_or_type_name_is_cut_short_in_the_damage_line(add_trace: Path, tmp_path: Path) -> None:

@@ -119,7 +119,7 @@ def test_the_recorded_fingerprint_says_how_a_replay_opens_the_device(builder: Sc
     that does not list the enabled extensions (an older trace) disables none."""
     from replay.options import ReplayOptions
     from replay.replayer import device_as_recorded
-    from vkcore.scenario.model import load_scenario
+    from vkcore.scenario.load import load_scenario
 
     scenario = load_scenario(builder.shader("spill", SPILL).buffer("a", 128).dispatch("spill", [(0, 0, "a")], [1, 1, 1]).save())
     options = ReplayOptions(trace=tmp_path / "t.vkt", device="0")

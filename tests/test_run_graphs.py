@@ -33,10 +33,12 @@ from vkcore.errors import DeviceError, ScenarioError
 from vkcore.graphs.dispatch import DATA_GRAPH_USAGE, PreparedGraph, SegmentWrites, graph_bound_tensors
 from vkcore.scenario.npyio import read_header
 from vkcore.shaders.pipelines import PipelineCache, PipelineFactory
-from vkcore.exec.resource_set import FACTORIES, ResourceSet
-from vkcore.resources.base import free_staging, staging_buffer
+from vkcore.exec.resource_set import ResourceSet
+from vkcore.exec.tensor_factory import create_tensor
+from vkcore.resources.buffers import free_staging, staging_buffer
 from replay.replayer import rebuild_scenario
-from vkcore.scenario.model import DispatchGraph, Shader, ShaderSubstitution, Tensor, load_scenario
+from vkcore.scenario.model import DispatchGraph, Shader, ShaderSubstitution, Tensor
+from vkcore.scenario.load import load_scenario
 from vkcore.shaders.compile import load_shader
 from vkcore.device.sync import FULL_BARRIER, BarrierBatch, memory_barrier
 
@@ -148,11 +150,11 @@ def tensor_factories(data_graph: frozenset[str] | None) -> dict[type, Callable[.
 
     def tensor(ctx: Any, spec: Tensor, scenario: Any, created: dict[str, Any], needs: dict[int, str]) -> Any:
         if data_graph is not None and spec.uid not in data_graph:
-            return FACTORIES[Tensor](ctx, spec, scenario, created, needs)
+            return create_tensor(ctx, spec, scenario, created, needs)
         extra = DATA_GRAPH_USAGE if data_graph is not None else 0
         return TensorResource.create(ctx, TensorApi.load(ctx), spec, None, extra_usage=extra)
 
-    return {**FACTORIES, Tensor: tensor}
+    return {Tensor: tensor}
 
 
 class Harness:

@@ -338,8 +338,8 @@ def test_per_stage_descriptor_limits_count_what_the_shader_declares(tmp_path: Pa
     sampler counts as a sampled image and as a sampler), with the command's JSON path."""
     from vkcore.device.context import VulkanContext
     from vkcore.errors import UnsupportedDeviceFeature
-    from vkcore.commands.limits import refuse_beyond_stage_limits
-    from vkcore.scenario.model import load_scenario
+    from vkcore.commands.stage_limits import refuse_beyond_stage_limits
+    from vkcore.scenario.load import load_scenario
 
     scenario = load_scenario(ScenarioBuilder(tmp_path / "s").buffer("b", 4).save())
     with VulkanContext() as ctx:
@@ -365,7 +365,7 @@ def test_a_compute_dispatch_of_a_shader_of_another_stage(builder: ScenarioBuilde
 
 
 def test_glsl_is_compiled_for_its_stage(builder: ScenarioBuilder) -> None:
-    from vkcore.scenario.model import load_scenario
+    from vkcore.scenario.load import load_scenario
     from vkcore.shaders.compile import load_shader
     from vkcore.shaders.spirv import reflect
 

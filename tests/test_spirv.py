@@ -12,7 +12,7 @@ import pytest
 from tests.needs import missing
 
 from vkcore.exec.plan import unwritable_resources
-from vkcore.scenario.model import load_scenario
+from vkcore.scenario.load import load_scenario
 from vkcore.shaders.spirv import reflect
 
 EVERY_KIND = """#version 450

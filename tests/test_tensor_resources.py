@@ -25,7 +25,8 @@ from vkcore.resources import tensors
 from vkcore.scenario import npyio
 from vkcore.errors import DeviceError, ScenarioError
 from vkcore.resources.formats import tensor_formats
-from vkcore.resources.base import DeviceResource, free_staging, staging_buffer
+from vkcore.resources.base import DeviceResource
+from vkcore.resources.buffers import free_staging, staging_buffer
 from vkcore.scenario.model import Tensor as TensorSpec
 from vkcore.device.sync import BarrierBatch, memory_barrier
 from vkcore.resources.tensor_resources import TensorResource, accepted_dtypes

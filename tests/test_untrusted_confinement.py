@@ -319,7 +319,7 @@ def test_a_traces_depfile_option_never_reaches_the_compiler(recorded: Path, tmp_
 ])
 def test_a_users_scenario_with_a_file_naming_option_is_refused(tmp_path: Path, options: str, message: str) -> None:
     """Through the CLI for --depfile (nothing around the scenario changes), in-process for the rest."""
-    from vkcore.scenario.model import load_scenario
+    from vkcore.scenario.load import load_scenario
 
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")

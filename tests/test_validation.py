@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vkcore.errors import ScenarioError
-from vkcore.scenario.model import Buffer, Image, ImageBarrier, MemoryBarrier, Tensor, load_scenario
+from vkcore.scenario.model import Buffer, Image, ImageBarrier, MemoryBarrier, Tensor
+from vkcore.scenario.load import load_scenario
 from vkcore.scenario.validate import cache_dir, validate_document
 
 REPO = Path(__file__).resolve().parent.parent

@@ -317,10 +317,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def _export_typed(trace: Path, out: Path, uid: str, view: Any, data: bytes | memoryview) -> None:
     """Write ``data`` as the array ``view`` shapes; say the fixed members a runtime array leaves out."""
-    from capture.view_arrays import ViewExportError, header_line, typed_array
+    from capture.view_arrays import ViewExportError, header_line, npy_problem, typed_array
 
     try:
         array, header = typed_array(view, data)
+        problem = npy_problem(array)
+        if problem is not None:
+            raise ViewExportError(problem)
     except ViewExportError as exc:
         raise TraceError(f"the view of '{uid}' cannot shape an array: {exc} (--raw exports its bytes)",
                          file=trace, place=f"views.{uid}") from None

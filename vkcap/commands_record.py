@@ -100,7 +100,7 @@ def check_trace_target(target: Path, run: Any) -> tuple["Scenario", ExistingTrac
     from capture.writer import failed_trace_path
     from capture.trace_target import clear_partials
     from vkcore.outputs import check_output_target
-    from vkcore.scenario.model import load_scenario
+    from vkcore.scenario.load import load_scenario
 
     check_output_target(target, place="-o")
     scenario = load_scenario(run.scenario, warn_deprecated=True)

@@ -1,7 +1,7 @@
 """``dispatch_barrier``: the memory, buffer, image and tensor barriers it names, as one dependency."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import vulkan as vk
 
@@ -9,19 +9,17 @@ from ..resources.buffers import DeviceBuffer
 from ..scenario.model import BufferBarrier, DispatchBarrier, ImageBarrier, MemoryBarrier, TensorBarrier
 from ..device.sync import ACCESS, LAYOUT, BarrierBatch, buffer_barrier, memory_barrier, stage_mask
 from .base import AfterSegment, NoDeviceWork
-
-if TYPE_CHECKING:
-    from ..exec.session import Session
+from .context import CommandContext
 
 
 class BarrierKind(NoDeviceWork):
     command_type: type = DispatchBarrier
 
-    def record(self, session: "Session", cb: Any, cmd: DispatchBarrier, after_segment: AfterSegment | None) -> None:
+    def record(self, session: CommandContext, cb: Any, cmd: DispatchBarrier, after_segment: AfterSegment | None) -> None:
         barrier_batch(session, cmd).record(cb)
 
 
-def barrier_batch(session: "Session", cmd: DispatchBarrier) -> BarrierBatch:
+def barrier_batch(session: CommandContext, cmd: DispatchBarrier) -> BarrierBatch:
     """One batch of every barrier ``cmd`` names. An image barrier to a new layout sets the image's
     :attr:`~vkcore.resources.images.DeviceImage.layout`, which later copies of it start from."""
     scenario, resources = session.scenario, session.resources

@@ -8,12 +8,10 @@ a command kind is one new module here plus its registry line.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, Hashable, Mapping, Protocol
+from typing import Any, Callable, Hashable, Mapping, Protocol
 
 from ..scenario.model import Binding, Scenario
-
-if TYPE_CHECKING:
-    from ..exec.session import Session
+from .context import CommandContext
 
 # A snapshot taken right after a command with --dispatch-level: (uid, size, command index[, segment]).
 SnapshotEntry = tuple[Any, ...]
@@ -27,6 +25,7 @@ class CommandKind(Protocol):
     command_type: type
     dispatch: bool  # work on the device: counted, timed when profiling, snapshotted after with --dispatch-level
     boundary: bool  # ends a frame
+    features: frozenset[str]  # the optional device features its commands need (vkcore.resources.kinds.FEATURES)
 
     def bindings(self, cmd: Any) -> tuple[Binding, ...]:
         """The scenario bindings the command binds (what checkpoints keep)."""
@@ -45,20 +44,20 @@ class CommandKind(Protocol):
                            size: Callable[[str], int]) -> list[SnapshotEntry]:
         """The snapshots ``--dispatch-level`` takes right after the command."""
 
-    def resolve(self, session: "Session", commands: list[Any]) -> None:
+    def resolve(self, session: CommandContext, commands: list[Any]) -> None:
         """Before any resource exists: what the commands need of resources (the session's layouts)."""
 
-    def prepare(self, session: "Session", commands: list[Any]) -> None:
+    def prepare(self, session: CommandContext, commands: list[Any]) -> None:
         """Build pipelines, descriptor sets and whatever recording needs, for all commands of the kind."""
 
-    def record(self, session: "Session", cb: Any, cmd: Any, after_segment: AfterSegment | None) -> None:
+    def record(self, session: CommandContext, cb: Any, cmd: Any, after_segment: AfterSegment | None) -> None:
         """Record the command into ``cb``."""
 
     def name(self, cmd: Any) -> str:
         """What reports and debug labels call the command besides its JSON path: its shader, graph or pass
         ("" for a command without one)."""
 
-    def timing(self, session: "Session", cmd: Any) -> tuple[int, str, str] | None:
+    def timing(self, session: CommandContext, cmd: Any) -> tuple[int, str, str] | None:
         """With profiling: (first of its two timestamp queries, report name, the reference's kind name)."""
 
     def limit_problems(self, limits: Any, cmd: Any) -> list[tuple[str, str]]:
@@ -70,6 +69,7 @@ class NoDeviceWork:
 
     dispatch = False
     boundary = False
+    features: frozenset[str] = frozenset()
 
     def bindings(self, cmd: Any) -> tuple[Binding, ...]:
         return ()
@@ -87,19 +87,19 @@ class NoDeviceWork:
                            size: Callable[[str], int]) -> list[SnapshotEntry]:
         return []
 
-    def resolve(self, session: "Session", commands: list[Any]) -> None:
+    def resolve(self, session: CommandContext, commands: list[Any]) -> None:
         pass
 
-    def prepare(self, session: "Session", commands: list[Any]) -> None:
+    def prepare(self, session: CommandContext, commands: list[Any]) -> None:
         pass
 
-    def record(self, session: "Session", cb: Any, cmd: Any, after_segment: AfterSegment | None) -> None:
+    def record(self, session: CommandContext, cb: Any, cmd: Any, after_segment: AfterSegment | None) -> None:
         pass
 
     def name(self, cmd: Any) -> str:
         return ""
 
-    def timing(self, session: "Session", cmd: Any) -> tuple[int, str, str] | None:
+    def timing(self, session: CommandContext, cmd: Any) -> tuple[int, str, str] | None:
         return None
 
     def limit_problems(self, limits: Any, cmd: Any) -> list[tuple[str, str]]:
@@ -115,7 +115,7 @@ def declared_writes(scenario: Scenario, bindings: tuple[Binding, ...]) -> list[s
     """Uids of ``bindings`` whose resources are declared with an access other than ``readonly``."""
     out: list[str] = []
     for b in bindings:
-        r = scenario.by_uid[b.resource_ref]
-        if getattr(r, "shader_access", "readwrite") != "readonly" and b.resource_ref not in out:
+        r = scenario.by_uid[b.resource_ref]  # validated: a resource that holds data, so it has a shader_access
+        if r.shader_access != "readonly" and b.resource_ref not in out:  # type: ignore[union-attr]
             out.append(b.resource_ref)
     return out

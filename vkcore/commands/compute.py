@@ -4,13 +4,13 @@ their position) share one prepared dispatch, unless profiling times each."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import vulkan as vk
 
 from ..device import validation
 from ..errors import ScenarioError, UnsupportedDeviceFeature
-from .limits import refuse_beyond_stage_limits
+from .stage_limits import refuse_beyond_stage_limits
 from ..shaders.pipelines import ComputePipeline, check_shared_memory
 from ..scenario.model import Binding, DispatchCompute, Scenario, Shader
 from ..shaders.bindings import resolve_bindings, signature
@@ -18,9 +18,7 @@ from ..shaders.spirv import Reflection
 from ..device.sync import implicit_barrier
 from .base import AfterSegment, SnapshotEntry, declared_writes
 from .descriptors import allocate_sets, check_bindings, create_pool, reflect_shader
-
-if TYPE_CHECKING:
-    from ..exec.session import Session
+from .context import CommandContext
 
 
 @dataclass
@@ -38,6 +36,7 @@ class ComputeKind:
     command_type: type = DispatchCompute
     dispatch = True
     boundary = False
+    features: frozenset[str] = frozenset()
 
     def bindings(self, cmd: DispatchCompute) -> tuple[Binding, ...]:
         return cmd.bindings
@@ -57,7 +56,7 @@ class ComputeKind:
                            size: Callable[[str], int]) -> list[SnapshotEntry]:
         return [(uid, size(uid), cmd.index) for uid in declared_writes(scenario, cmd.bindings)]
 
-    def resolve(self, session: "Session", commands: list[DispatchCompute]) -> None:
+    def resolve(self, session: CommandContext, commands: list[DispatchCompute]) -> None:
         """Every command's bindings resolved against its shader's SPIR-V, and the shader checked against
         the device (entry point, capabilities, workgroup size, per-stage limits), before any resource or
         pipeline exists: fills ``session.layouts``."""
@@ -71,7 +70,7 @@ class ComputeKind:
             refuse_beyond_stage_limits(session.ctx, session.scenario, cmd.place, [b.kind for b in layout])
             session.layouts[cmd.index] = layout
 
-    def prepare(self, session: "Session", commands: list[DispatchCompute]) -> None:
+    def prepare(self, session: CommandContext, commands: list[DispatchCompute]) -> None:
         """One descriptor pool for every set, then per command (or per distinct command): the bindings
         checked against the resources, the pipeline, the sets, the push data (zero-padded)."""
         from .base import command_key
@@ -89,7 +88,7 @@ class ComputeKind:
             for cmd in commands:
                 session.dispatches[cmd.index] = prepared[command_key(cmd)]
 
-    def record(self, session: "Session", cb: Any, cmd: DispatchCompute, after_segment: AfterSegment | None) -> None:
+    def record(self, session: CommandContext, cb: Any, cmd: DispatchCompute, after_segment: AfterSegment | None) -> None:
         d = session.dispatches[cmd.index]
         p = d.pipeline
         vk.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline)
@@ -115,14 +114,14 @@ class ComputeKind:
     def name(self, cmd: DispatchCompute) -> str:
         return cmd.shader_ref
 
-    def timing(self, session: "Session", cmd: DispatchCompute) -> tuple[int, str, str] | None:
+    def timing(self, session: CommandContext, cmd: DispatchCompute) -> tuple[int, str, str] | None:
         d = session.dispatches.get(cmd.index)
         if d is None or d.query_base < 0:
             return None
         return d.query_base, d.pipeline.shader_uid, "ComputeDispatch"
 
 
-def _reflect(session: "Session", spec: Shader) -> Reflection | None:
+def _reflect(session: CommandContext, spec: Shader) -> Reflection | None:
     """:func:`reflect_shader`, and the workgroup size (after specialization) checked against the device."""
     r = reflect_shader(session, spec)
     if r is None:
@@ -144,7 +143,7 @@ def _reflect(session: "Session", spec: Shader) -> Reflection | None:
     return r
 
 
-def _prepare_one(session: "Session", cmd: DispatchCompute, pool: Any) -> PreparedDispatch:
+def _prepare_one(session: CommandContext, cmd: DispatchCompute, pool: Any) -> PreparedDispatch:
     assert session.factory is not None and session.resources is not None
     spec = session.scenario.by_uid[cmd.shader_ref]
     assert isinstance(spec, Shader)

@@ -3,7 +3,7 @@ checking it against the device, checking bindings against the resources, descrip
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import vulkan as vk
 
@@ -13,9 +13,7 @@ from ..scenario.model import Shader
 from ..shaders.bindings import LayoutBinding
 from ..shaders.pipelines import check_specialization
 from ..shaders.spirv import CAPABILITY_FEATURES, Reflection, SpirvError, reflect
-
-if TYPE_CHECKING:
-    from ..exec.session import Session
+from .context import CommandContext
 
 log = logging.getLogger("vkcap.descriptors")
 #: Capabilities whose missing feature the reference runner does not check and the drivers tried serve anyway
@@ -24,7 +22,7 @@ log = logging.getLogger("vkcap.descriptors")
 RUN_WITHOUT_FEATURE = frozenset({55, 56})  # StorageImageReadWithoutFormat, StorageImageWriteWithoutFormat
 
 
-def create_pool(session: "Session", commands: list[Any]) -> Any:
+def create_pool(session: CommandContext, commands: list[Any]) -> Any:
     """One descriptor pool sized for every set of ``commands`` (by their resolved layouts), owned by the
     session (``session.descriptor_pools``); ``None`` when they bind nothing."""
     counts: dict[int, int] = {}
@@ -42,7 +40,7 @@ def create_pool(session: "Session", commands: list[Any]) -> Any:
     return pool
 
 
-def allocate_sets(session: "Session", pool: Any, cmd: Any, set_layouts: dict[int, Any],
+def allocate_sets(session: CommandContext, pool: Any, cmd: Any, set_layouts: dict[int, Any],
                   layout: tuple[LayoutBinding, ...]) -> dict[int, Any]:
     """The sets ``cmd`` binds, allocated from ``pool`` and written with its resolved ``layout``."""
     used = sorted({b.set for b in cmd.bindings})
@@ -58,7 +56,7 @@ def allocate_sets(session: "Session", pool: Any, cmd: Any, set_layouts: dict[int
     return sets
 
 
-def reflect_shader(session: "Session", spec: Shader) -> Reflection | None:
+def reflect_shader(session: CommandContext, spec: Shader) -> Reflection | None:
     """The reflection of shader ``spec``, its entry point (of the shader's stage) and the capabilities
     it declares checked against the device; ``None`` when its SPIR-V cannot be read (then only the
     scenario decides, and the driver reports the rest). Records what it cannot write."""
@@ -90,7 +88,7 @@ def reflect_shader(session: "Session", spec: Shader) -> Reflection | None:
     return r
 
 
-def check_bindings(session: "Session", layout: tuple[LayoutBinding, ...]) -> None:
+def check_bindings(session: CommandContext, layout: tuple[LayoutBinding, ...]) -> None:
     """Each resource asked whether it can serve its binding on this device (errors name the scenario file)."""
     assert session.resources is not None
     for lb in layout:

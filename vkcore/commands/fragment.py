@@ -6,12 +6,12 @@ stages; push constants are one range for both, as large as the larger of their s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import vulkan as vk
 
 from ..device import validation
-from .limits import refuse_beyond_stage_limits
+from .stage_limits import refuse_beyond_stage_limits
 from ..shaders.pipelines import ComputePipeline
 from ..scenario.model import Binding, DispatchFragment, Scenario, Shader
 from ..shaders.bindings import resolve_bindings, signature
@@ -19,9 +19,7 @@ from ..shaders.spirv import Reflection
 from ..device.sync import FULL_BARRIER, BarrierBatch, memory_barrier
 from .base import AfterSegment, SnapshotEntry, declared_writes
 from .descriptors import allocate_sets, check_bindings, create_pool, reflect_shader
-
-if TYPE_CHECKING:
-    from ..exec.session import Session
+from .context import CommandContext
 
 DRAWN_VERTICES = 3  # one triangle that covers the viewport, its corners made by the vertex shader
 
@@ -41,6 +39,7 @@ class FragmentKind:
     command_type: type = DispatchFragment
     dispatch = True
     boundary = False
+    features: frozenset[str] = frozenset()
 
     def bindings(self, cmd: DispatchFragment) -> tuple[Binding, ...]:
         return cmd.bindings
@@ -61,7 +60,7 @@ class FragmentKind:
                            size: Callable[[str], int]) -> list[SnapshotEntry]:
         return [(uid, size(uid), cmd.index) for uid in self.declared_writes(scenario, cmd)]
 
-    def resolve(self, session: "Session", commands: list[DispatchFragment]) -> None:
+    def resolve(self, session: CommandContext, commands: list[DispatchFragment]) -> None:
         """Both shaders reflected (entry points of their stages), their descriptors together resolved
         against the command's bindings: fills ``session.layouts``."""
         for cmd in commands:
@@ -78,14 +77,14 @@ class FragmentKind:
             refuse_beyond_stage_limits(session.ctx, session.scenario, cmd.place, [b.kind for b in layout])
             session.layouts[cmd.index] = layout
 
-    def prepare(self, session: "Session", commands: list[DispatchFragment]) -> None:
+    def prepare(self, session: CommandContext, commands: list[DispatchFragment]) -> None:
         pool = create_pool(session, commands)
         for cmd in commands:
             session.draws[cmd.index] = _prepare_one(session, cmd, pool)
             if session.options.profiling:
                 session.draws[cmd.index].query_base = session.reserve_queries(2)
 
-    def record(self, session: "Session", cb: Any, cmd: DispatchFragment, after_segment: AfterSegment | None) -> None:
+    def record(self, session: CommandContext, cb: Any, cmd: DispatchFragment, after_segment: AfterSegment | None) -> None:
         d = session.draws[cmd.index]
         p = d.pipeline
         width, height = d.extent
@@ -120,14 +119,14 @@ class FragmentKind:
     def name(self, cmd: DispatchFragment) -> str:
         return cmd.debug_name or cmd.fragment_shader_ref
 
-    def timing(self, session: "Session", cmd: DispatchFragment) -> tuple[int, str, str] | None:
+    def timing(self, session: CommandContext, cmd: DispatchFragment) -> tuple[int, str, str] | None:
         d = session.draws.get(cmd.index)
         if d is None or d.query_base < 0:
             return None
         return d.query_base, cmd.debug_name or cmd.fragment_shader_ref, "FragmentDispatch"
 
 
-def _prepare_one(session: "Session", cmd: DispatchFragment, pool: Any) -> PreparedDraw:
+def _prepare_one(session: CommandContext, cmd: DispatchFragment, pool: Any) -> PreparedDraw:
     assert session.factory is not None and session.resources is not None
     vs, fs = (session.scenario.by_uid[cmd.vertex_shader_ref], session.scenario.by_uid[cmd.fragment_shader_ref])
     assert isinstance(vs, Shader) and isinstance(fs, Shader)

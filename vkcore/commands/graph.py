@@ -2,16 +2,14 @@
 order (see :mod:`vkcore.graphs.dispatch`); identical commands share one prepared graph."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Hashable, Mapping
+from typing import Any, Callable, Hashable, Mapping
 
 import vulkan as vk
 
 from ..device import validation
 from ..scenario.model import Binding, DispatchGraph, Scenario
 from .base import AfterSegment, NoDeviceWork, SnapshotEntry, declared_writes
-
-if TYPE_CHECKING:
-    from ..exec.session import Session
+from .context import CommandContext
 
 
 class GraphKind(NoDeviceWork):
@@ -36,7 +34,7 @@ class GraphKind(NoDeviceWork):
         return [(name, graph.resource(name).snapshot_size, cmd.index, seg.index)
                 for seg in graph.segments for name in seg.writes]
 
-    def prepare(self, session: "Session", commands: list[DispatchGraph]) -> None:
+    def prepare(self, session: CommandContext, commands: list[DispatchGraph]) -> None:
         from ..graphs.dispatch import PreparedGraph
         from .base import command_key
 
@@ -54,7 +52,7 @@ class GraphKind(NoDeviceWork):
             if session.options.profiling:
                 session.graph_queries[cmd.index] = session.reserve_queries(2)
 
-    def record(self, session: "Session", cb: Any, cmd: DispatchGraph, after_segment: AfterSegment | None) -> None:
+    def record(self, session: CommandContext, cb: Any, cmd: DispatchGraph, after_segment: AfterSegment | None) -> None:
         query = session.graph_queries.get(cmd.index)
         if query is not None:
             vk.vkCmdWriteTimestamp2(cb, vk.VK_PIPELINE_STAGE_2_TOP_OF_PIPE_BIT, session.query_pool, query)
@@ -65,6 +63,6 @@ class GraphKind(NoDeviceWork):
     def name(self, cmd: DispatchGraph) -> str:
         return cmd.graph_ref
 
-    def timing(self, session: "Session", cmd: DispatchGraph) -> tuple[int, str, str] | None:
+    def timing(self, session: CommandContext, cmd: DispatchGraph) -> tuple[int, str, str] | None:
         query = session.graph_queries.get(cmd.index)
         return None if query is None else (query, cmd.graph_ref, "DataGraphDispatch")

@@ -6,12 +6,13 @@ emulation layer, aborting the process).
 """
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from ..device.context import VulkanContext
+from . import kind_of
 from ..errors import UnsupportedDeviceFeature
-from ..scenario.model import Buffer, Image, Scenario, Tensor
+from ..resources.kinds import format_bytes, resource_kind
+from ..scenario.model import Scenario
 
 
 MAX_BINDING = 65535  # binding numbers vkcap accepts (no Vulkan limit; drivers allocate up to the highest)
@@ -39,13 +40,6 @@ def device_heap_bytes(ctx: VulkanContext) -> int:
     return max((int(mp.memoryHeaps[i].size) for i in range(mp.memoryHeapCount)), default=0)
 
 
-def _fmt(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} bytes"
-
-
 def check_limits(ctx: VulkanContext, scenario: Scenario) -> list[Limit]:
     """Every limit the scenario exceeds on this device and host (empty when it fits)."""
     limits = ctx.limits
@@ -54,36 +48,16 @@ def check_limits(ctx: VulkanContext, scenario: Scenario) -> list[Limit]:
     problems: list[Limit] = []
     total = 0
     for r in scenario.resources:
-        size = 0
-        if isinstance(r, Buffer):
-            size = r.size
-            if size > limits.maxStorageBufferRange:
-                problems.append(Limit(f"{r.place}.size", f"{_fmt(size)} exceeds this device's largest storage buffer "
-                                      f"(maxStorageBufferRange {_fmt(int(limits.maxStorageBufferRange))})"))
-        elif isinstance(r, Image):
-            width, height = (r.dims[1], r.dims[2]) if len(r.dims) == 4 else (0, 0)
-            if max(width, height) > limits.maxImageDimension2D:
-                problems.append(Limit(f"{r.place}.dims", f"{width}x{height} exceeds this device's largest 2-D image "
-                                      f"(maxImageDimension2D {int(limits.maxImageDimension2D)})"))
-            size = width * height * 16
-        elif isinstance(r, Tensor):
-            elements = math.prod(r.dims)
-            if elements >= 1 << 63:
-                problems.append(Limit(f"{r.place}.dims", f"dims {list(r.dims)} hold {elements} elements, more than "
-                                      "64-bit sizes can express"))
-                continue
-            size = elements * 8
-        push = getattr(r, "push_constants_size", 0)
-        if push > limits.maxPushConstantsSize:
-            problems.append(Limit(f"{r.place}.push_constants_size", f"{push} bytes exceed this device's push constant "
-                                  f"space (maxPushConstantsSize {int(limits.maxPushConstantsSize)})"))
-        if heap and size > heap:
-            problems.append(Limit(r.place, f"needs {_fmt(size)}, more than this device's largest memory heap ({_fmt(heap)})"))
-        total += size
+        demand = resource_kind(r).demand(limits, r)
+        problems += [Limit(place, message) for place, message in demand.problems]
+        if demand.bytes is None:  # beyond what sizes express: said above, left out of the totals
+            continue
+        if heap and demand.bytes > heap:
+            problems.append(Limit(r.place, f"needs {format_bytes(demand.bytes)}, more than this device's largest memory heap "
+                                  f"({format_bytes(heap)})"))
+        total += demand.bytes
     if host and total > host:
-        problems.append(Limit("resources", f"the resources need {_fmt(total)}, more than this machine's memory ({_fmt(host)})"))
-    from . import kind_of
-
+        problems.append(Limit("resources", f"the resources need {format_bytes(total)}, more than this machine's memory ({format_bytes(host)})"))
     for cmd in scenario.commands:
         kind = kind_of(cmd)
         problems += [Limit(place, message) for place, message in kind.limit_problems(limits, cmd)]
@@ -98,26 +72,6 @@ def check_limits(ctx: VulkanContext, scenario: Scenario) -> list[Limit]:
             problems.append(Limit(f"{cmd.place}.bindings", f"descriptor set {max(sets)} is beyond this device's "
                                   f"{int(limits.maxBoundDescriptorSets)} bound sets"))
     return problems
-
-
-# Per-stage descriptor limits, by the descriptor kinds (vkcore.shaders.spirv) that count against each.
-PER_STAGE: tuple[tuple[str, str, frozenset[str]], ...] = (
-    ("storage buffers", "maxPerStageDescriptorStorageBuffers", frozenset({"storage_buffer"})),
-    ("uniform buffers", "maxPerStageDescriptorUniformBuffers", frozenset({"uniform_buffer"})),
-    ("storage images", "maxPerStageDescriptorStorageImages", frozenset({"storage_image"})),
-    ("sampled images", "maxPerStageDescriptorSampledImages", frozenset({"sampled_image", "combined_image_sampler"})),
-    ("samplers", "maxPerStageDescriptorSamplers", frozenset({"sampler", "combined_image_sampler"})),
-)
-
-
-def refuse_beyond_stage_limits(ctx: VulkanContext, scenario: Scenario, place: str, kinds: list[str]) -> None:
-    """Raise :class:`UnsupportedDeviceFeature` when one command's resolved descriptor ``kinds`` exceed
-    a per-stage limit of the device."""
-    for what, limit_name, counted in PER_STAGE:
-        n, most = sum(k in counted for k in kinds), int(getattr(ctx.limits, limit_name))
-        if n > most:
-            raise UnsupportedDeviceFeature(f"{n} {what} in one dispatch, more than device '{ctx.info.name}' allows "
-                                           f"({limit_name} {most})", file=scenario.path, place=f"{place}.bindings")
 
 
 def refuse_beyond_limits(ctx: VulkanContext, scenario: Scenario) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import vulkan as vk
 
@@ -21,14 +21,13 @@ from ..device import validation
 from ..errors import ScenarioError, UnsupportedDeviceFeature
 from ..resources.formats import FORMATS
 from ..graphs.optical_flow import EXTENSION, Connection, OpticalFlowConfig, OpticalFlowPipeline, OpticalFlowSupport, query_support
+from ..resources.kinds import DATA_GRAPH, OPTICAL_FLOW
 from ..scenario.model import OPTICAL_FLOW_OUTPUTS, Binding, DispatchOpticalFlow, Scenario
 from ..shaders.bindings import LayoutBinding
 from ..device.sync import FULL_BARRIER, BarrierBatch, memory_barrier
 from .base import AfterSegment, SnapshotEntry
 from .descriptors import allocate_sets, check_bindings, create_pool
-
-if TYPE_CHECKING:
-    from ..exec.session import Session
+from .context import CommandContext
 
 # role -> (how the node connects it, the descriptor kind it is bound as, the format use the device is asked about)
 ROLES: dict[str, tuple[str, str, str]] = {
@@ -56,6 +55,7 @@ class OpticalFlowKind:
     command_type: type = DispatchOpticalFlow
     dispatch = True
     boundary = False
+    features = frozenset({DATA_GRAPH, OPTICAL_FLOW})
 
     def bindings(self, cmd: DispatchOpticalFlow) -> tuple[Binding, ...]:
         return cmd.bindings
@@ -73,14 +73,14 @@ class OpticalFlowKind:
                            size: Callable[[str], int]) -> list[SnapshotEntry]:
         return [(uid, size(uid), cmd.index) for uid in self.declared_writes(scenario, cmd)]
 
-    def resolve(self, session: "Session", commands: list[DispatchOpticalFlow]) -> None:
+    def resolve(self, session: CommandContext, commands: list[DispatchOpticalFlow]) -> None:
         for cmd in commands:
             session.layouts[cmd.index] = tuple(
                 LayoutBinding(b.set, b.id, ROLES[b.role][1], b.resource_ref, b.lod or 0, f"{cmd.place}.bindings.{b.role}",
                               None)
                 for b in cmd.bindings)
 
-    def prepare(self, session: "Session", commands: list[DispatchOpticalFlow]) -> None:
+    def prepare(self, session: CommandContext, commands: list[DispatchOpticalFlow]) -> None:
         from ..graphs.data_graph import GraphApi
 
         support = query_support(session.ctx)
@@ -118,7 +118,7 @@ class OpticalFlowKind:
                 prepared.query_base = session.reserve_queries(2)
             session.optical_flows[cmd.index] = prepared
 
-    def record(self, session: "Session", cb: Any, cmd: DispatchOpticalFlow, after_segment: AfterSegment | None) -> None:
+    def record(self, session: CommandContext, cb: Any, cmd: DispatchOpticalFlow, after_segment: AfterSegment | None) -> None:
         p = session.optical_flows[cmd.index]
         if p.query_base >= 0:
             vk.vkCmdWriteTimestamp2(cb, vk.VK_PIPELINE_STAGE_2_TOP_OF_PIPE_BIT, session.query_pool, p.query_base)
@@ -131,7 +131,7 @@ class OpticalFlowKind:
     def name(self, cmd: DispatchOpticalFlow) -> str:
         return f"optical flow {cmd.grid_size}"
 
-    def timing(self, session: "Session", cmd: DispatchOpticalFlow) -> tuple[int, str, str] | None:
+    def timing(self, session: CommandContext, cmd: DispatchOpticalFlow) -> tuple[int, str, str] | None:
         p = session.optical_flows.get(cmd.index)
         if p is None or p.query_base < 0:
             return None
@@ -141,7 +141,7 @@ class OpticalFlowKind:
         return []
 
 
-def _config(session: "Session", cmd: DispatchOpticalFlow, support: OpticalFlowSupport) -> OpticalFlowConfig:
+def _config(session: CommandContext, cmd: DispatchOpticalFlow, support: OpticalFlowSupport) -> OpticalFlowConfig:
     """The pipeline's settings from the command and its images, refused where the device says no."""
     assert session.resources is not None
     device, path = session.ctx.info.name, session.scenario.path

@@ -2,22 +2,22 @@
 one-segment model :mod:`vkcore.graphs.spirv_graph` describes; otherwise as ``dispatch_graph``."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..device import validation
 from ..errors import ScenarioError
 from ..graphs.vgf import VgfError
+from ..resources.kinds import DATA_GRAPH
 from ..scenario.model import DispatchSpirvGraph, Shader
 from .graph import GraphKind
-
-if TYPE_CHECKING:
-    from ..exec.session import Session
+from .context import CommandContext
 
 
 class SpirvGraphKind(GraphKind):
     command_type: type = DispatchSpirvGraph
+    features = frozenset({DATA_GRAPH})
 
-    def prepare(self, session: "Session", commands: list[Any]) -> None:
+    def prepare(self, session: CommandContext, commands: list[Any]) -> None:
         from ..graphs.dispatch import PreparedGraph
         from ..graphs.spirv_graph import as_graph_command, model_of
 
@@ -39,6 +39,6 @@ class SpirvGraphKind(GraphKind):
             if session.options.profiling:
                 session.graph_queries[cmd.index] = session.reserve_queries(2)
 
-    def timing(self, session: "Session", cmd: Any) -> tuple[int, str, str] | None:
+    def timing(self, session: CommandContext, cmd: Any) -> tuple[int, str, str] | None:
         query = session.graph_queries.get(cmd.index)
         return None if query is None else (query, cmd.graph_ref, "DataGraphDispatch")

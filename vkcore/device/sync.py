@@ -33,7 +33,6 @@ LAYOUT: dict[str, int] = {
     "IMAGE_LAYOUT_GENERAL": vk.VK_IMAGE_LAYOUT_GENERAL,
     "IMAGE_LAYOUT_UNDEFINED": vk.VK_IMAGE_LAYOUT_UNDEFINED,
 }
-GRAPH_ACCESS_NAMES = frozenset({"ACCESS_GRAPH_WRITE", "ACCESS_GRAPH_READ"})
 
 # The implicit barrier after a dispatch: every earlier write is visible to every later access.
 IMPLICIT_SRC_STAGE = vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT
@@ -68,11 +67,6 @@ def stage_mask(names: Iterable[str]) -> int:
     for n in names:
         mask |= STAGE[n]
     return mask
-
-
-def uses_graph_sync(src_access: str, dst_access: str, src_stage: Iterable[str], dst_stage: Iterable[str]) -> bool:
-    """Whether a barrier names graph stages or accesses (which need VK_ARM_data_graph enabled)."""
-    return bool({src_access, dst_access} & GRAPH_ACCESS_NAMES) or "GRAPH" in (*src_stage, *dst_stage)
 
 
 @dataclass

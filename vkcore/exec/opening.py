@@ -15,8 +15,9 @@ from typing import Any, Callable
 
 from .. import reference_log
 from ..device.context import CUSTOM_BORDER_EXT, FRAME_BOUNDARY_EXT, OPTICAL_FLOW_EXT, EmulationMode, VulkanContext
-from ..device.sync import uses_graph_sync
-from ..scenario.model import Barrier, DispatchOpticalFlow, DispatchSpirvGraph, Graph, GraphConstant, Image, Scenario, Tensor
+from ..commands import kind_of
+from ..resources.kinds import CUSTOM_BORDER_COLOR, DATA_GRAPH, OPTICAL_FLOW, TENSORS, resource_kind
+from ..scenario.model import Scenario
 from .plan import Plan, make_plan
 from .session import Session, SessionOptions
 from .timing import HostTimer
@@ -47,24 +48,27 @@ class OpenOptions:
     device: DeviceRequest = field(default_factory=DeviceRequest)
     session: SessionOptions = field(default_factory=SessionOptions)
     capture_all: bool = False  # --capture all: every writable resource snapshotted at each boundary
+    reference_lines: bool = False  # log the reference runner's "device" line (run and record, as it does)
+
+
+def scenario_features(scenario: Scenario) -> frozenset[str]:
+    """The optional device features (:data:`vkcore.resources.kinds.FEATURES`) the scenario's resources and
+    commands need, as their kinds say."""
+    return frozenset().union(*(resource_kind(r).needs(r) for r in scenario.resources),
+                             *(kind_of(c).features for c in scenario.commands))
 
 
 def scenario_needs(scenario: Scenario) -> tuple[bool, bool]:
     """(needs VK_ARM_tensors, needs VK_ARM_data_graph) for this scenario."""
-    tensors = any(isinstance(r, Tensor) for r in scenario.resources)
-    graphs = any(isinstance(r, (Graph, GraphConstant)) for r in scenario.resources) or any(
-        uses_graph_sync(r.src_access, r.dst_access, r.src_stage, r.dst_stage)
-        for r in scenario.resources
-        if isinstance(r, Barrier)
-    ) or any(isinstance(c, (DispatchSpirvGraph, DispatchOpticalFlow)) for c in scenario.commands)
-    return tensors or graphs, graphs
+    features = scenario_features(scenario)
+    graphs = DATA_GRAPH in features
+    return TENSORS in features or graphs, graphs
 
 
 def wanted_extensions(scenario: Scenario) -> tuple[str, ...]:
     """Optional device extensions the scenario can use (enabled when the device has them)."""
-    custom = any(isinstance(r, Image) and r.border_color.endswith("_CUSTOM_EXT") for r in scenario.resources)
-    optical_flow = any(isinstance(c, DispatchOpticalFlow) for c in scenario.commands)
-    return (CUSTOM_BORDER_EXT,) * custom + (OPTICAL_FLOW_EXT,) * optical_flow
+    features = scenario_features(scenario)
+    return (CUSTOM_BORDER_EXT,) * (CUSTOM_BORDER_COLOR in features) + (OPTICAL_FLOW_EXT,) * (OPTICAL_FLOW in features)
 
 
 def optional_extensions(scenario: Scenario) -> tuple[str, ...]:
@@ -122,8 +126,9 @@ class SessionScope:
                 self.contexts[pool_key] = ctx
         self.ctx = ctx
         try:
-            reference_log.say("device", ctx.info.name, reference_log.DEVICE_TYPES.get(ctx.info.type, "Other"),
-                              ctx.info.vendor_id)
+            if self.options.reference_lines:
+                reference_log.say("device", ctx.info.name, reference_log.DEVICE_TYPES.get(ctx.info.type, "Other"),
+                                  ctx.info.vendor_id)
             if request.neural_flags:
                 _say_no_neural_statistics(ctx, request.neural_flags)
             self.session = Session(ctx, self.plan, self.options.session, self.timer)

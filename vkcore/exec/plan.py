@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ..commands import kind_of
-from ..scenario.model import AnyCommand, Buffer, Image, MarkBoundary, Scenario, Tensor
-
-DATA_KINDS = (Buffer, Image, Tensor)
+from ..resources.kinds import data_resources
+from ..scenario.model import AnyCommand, MarkBoundary, Scenario
 
 
 @dataclass(frozen=True)
@@ -50,11 +49,7 @@ class Plan:
 def written_resources(scenario: Scenario) -> tuple[str, ...]:
     """Uids of the data resources some dispatch binds with write access, in resource order."""
     bound = {b.resource_ref for cmd in scenario.commands for b in kind_of(cmd).bindings(cmd)}
-    return tuple(
-        r.uid
-        for r in scenario.resources
-        if isinstance(r, DATA_KINDS) and r.uid in bound and getattr(r, "shader_access", "readwrite") != "readonly"
-    )
+    return tuple(r.uid for r in data_resources(scenario.resources) if r.uid in bound and r.shader_access != "readonly")
 
 
 def unwritable_resources(scenario: Scenario, read_only: Mapping[str, set[tuple[int, int]]]) -> frozenset[str]:
@@ -63,12 +58,11 @@ def unwritable_resources(scenario: Scenario, read_only: Mapping[str, set[tuple[i
     maps a shader uid to those (set, binding) pairs, from SPIR-V reflection; a shader missing from it
     counts as writing all it binds), no graph binds it, and it shares memory with no other resource
     (an alias may be written under another name). Their content is the initial one at every frame."""
-    shared = {r.uid for r in scenario.resources if getattr(r, "memory_group", "")}
+    shared = {r.uid for r in data_resources(scenario.resources) if r.memory_group}
     written: set[str] = set()
     for cmd in scenario.commands:
         written |= kind_of(cmd).may_write(cmd, read_only)
-    return frozenset(r.uid for r in scenario.resources
-                     if isinstance(r, DATA_KINDS) and r.uid not in written and r.uid not in shared)
+    return frozenset(r.uid for r in data_resources(scenario.resources) if r.uid not in written and r.uid not in shared)
 
 
 def make_plan(scenario: Scenario, *, capture_all: bool = False) -> Plan:

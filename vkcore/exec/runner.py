@@ -22,7 +22,9 @@ from ..shaders.pipelines import cache_file_for
 from .opening import DeviceRequest, OpenOptions, open_session
 from .plan import Plan
 from ..errors import ScenarioError
-from ..scenario.model import MarkBoundary, Scenario, load_scenario
+from ..commands import kind_of
+from ..scenario.model import Scenario
+from ..scenario.load import load_scenario
 from .session import Session, SessionOptions
 from .timing import HostTimer
 
@@ -81,7 +83,8 @@ def open_options(options: RunOptions) -> OpenOptions:
     device = DeviceRequest(device=options.device, emulation=options.emulation,
                            disabled_extensions=options.disabled_extensions, robust=options.robust,
                            neural_flags=options.neural_flags)
-    return OpenOptions(device=device, session=session_options(options), capture_all=options.capture_all)
+    return OpenOptions(device=device, session=session_options(options), capture_all=options.capture_all,
+                       reference_lines=True)
 
 
 def check_outputs(scenario: Scenario, options: RunOptions) -> None:
@@ -181,7 +184,7 @@ async def run_async(
         result = RunResult(plan, device_name=session.ctx.info.name)
         reference_log.say("commands")
         if not session.ctx.has_extension(FRAME_BOUNDARY_EXT):  # the reference's warning, once per boundary command
-            for _ in (c for c in scenario.commands if isinstance(c, MarkBoundary)):
+            for _ in (c for c in scenario.commands if kind_of(c).boundary):
                 reference_log.say("no frame boundary")
         failed = False
         if options.capture_frame:

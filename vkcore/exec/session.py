@@ -29,7 +29,7 @@ from ..device.debug_labels import DebugLabels, command_label
 from ..device.renderdoc import RenderDoc
 from .plan import Frame, Plan, unwritable_resources
 from .resource_set import ResourceSet
-from ..resources.base import free_staging, staging_buffer
+from ..resources.buffers import free_staging, staging_buffer
 from ..scenario.model import RawData, Shader
 from ..shaders.bindings import LayoutBinding, image_usage_needs
 from ..shaders.compile import SpirvModule, load_shader
@@ -391,7 +391,7 @@ class Session:
             else:
                 device_side.append((uid, resource.snapshot_size, None))
         if device_side:
-            layout = build_layout(device_side, align_of={u: getattr(resources[u], "snapshot_alignment", 1)
+            layout = build_layout(device_side, align_of={u: resources[u].snapshot_alignment
                                                           for u, _, _ in device_side})
             staging, alloc = staging_buffer(self.ctx, layout.size)
 

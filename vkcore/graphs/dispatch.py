@@ -660,14 +660,8 @@ class _Checker:
             for b, kind in sorted(io.values(), key=lambda x: x[0].binding)
         ) or "none"
         bound: dict[int, _Bound] = {}
-        seen: dict[tuple[int, int], int] = {}
-        for j, binding in enumerate(self.command.bindings):
+        for j, binding in enumerate(self.command.bindings):  # each (set, id) once: vkcore.scenario.checks.bindings
             place = f"{self.place}.bindings[{j}]"
-            key = (binding.set, binding.id)
-            if key in seen:
-                raise self.fail(f"set {binding.set} binding {binding.id} is bound twice (bindings[{seen[key]}] and "
-                                f"bindings[{j}])", place)
-            seen[key] = j
             if binding.id not in io:
                 raise self.fail(f"graph '{g}' has no input or output at binding {binding.id} (it has: {listing})", place)
             model, kind = io[binding.id]

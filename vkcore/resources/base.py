@@ -20,9 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-import vulkan as vk
-
-
 @dataclass(frozen=True)
 class MemoryRequirements:
     size: int
@@ -62,6 +59,10 @@ class DeviceResource(Protocol):
     @property
     def snapshot_size(self) -> int: ...
 
+    @property
+    def snapshot_alignment(self) -> int:
+        """Offsets given to ``record_snapshot`` / ``record_restore`` must be multiples of this."""
+
     def meta(self) -> dict[str, Any]: ...
 
     def descriptor_type(self, descriptor_type_override: str) -> int: ...
@@ -85,21 +86,3 @@ class DeviceResource(Protocol):
     def write_dst(self, path: Path, submit: OneTimeSubmit) -> None: ...
 
     def destroy(self) -> None: ...
-
-
-def staging_buffer(ctx: Any, size: int) -> tuple[Any, Any]:
-    """A host-visible transfer buffer of ``size`` bytes, mapped: (buffer, allocation). Caller frees both."""
-    from ..device import memory
-    from .buffers import create_buffer_handle
-
-    handle, req = create_buffer_handle(ctx, max(size, 4), vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
-    alloc = memory.allocate(ctx, req, req.size, host_access=True, what="staging")
-    vk.vkBindBufferMemory(ctx.device, handle, alloc.memory, 0)
-    return handle, alloc
-
-
-def free_staging(ctx: Any, handle: Any, alloc: Any) -> None:
-    from ..device import memory
-
-    vk.vkDestroyBuffer(ctx.device, handle, None)
-    memory.free(ctx, alloc)

@@ -63,6 +63,19 @@ def record_buffer_copy(cb: Any, src: Any, src_offset: int, dst: Any, dst_offset:
     BarrierBatch(memory=[memory_barrier(*AFTER_COPY)]).record(cb)
 
 
+def staging_buffer(ctx: Any, size: int) -> tuple[Any, Any]:
+    """A host-visible transfer buffer of ``size`` bytes, mapped: (buffer, allocation). Caller frees both."""
+    handle, req = create_buffer_handle(ctx, max(size, 4), vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+    alloc = memory.allocate(ctx, req, req.size, host_access=True, what="staging")
+    vk.vkBindBufferMemory(ctx.device, handle, alloc.memory, 0)
+    return handle, alloc
+
+
+def free_staging(ctx: Any, handle: Any, alloc: Any) -> None:
+    vk.vkDestroyBuffer(ctx.device, handle, None)
+    memory.free(ctx, alloc)
+
+
 @dataclass
 class DeviceBuffer:
     """A ``VkBuffer`` bound to (part of) an allocation, with a byte view of its contents."""
@@ -110,6 +123,11 @@ class DeviceBuffer:
     def snapshot_size(self) -> int:
         return self.size
 
+    @property
+    def snapshot_alignment(self) -> int:
+        """``record_snapshot`` / ``record_restore`` offsets must be multiples of this: any offset will do."""
+        return 1
+
     def meta(self) -> dict[str, Any]:
         return {"kind": "buffer", "size": self.size}
 
@@ -154,8 +172,6 @@ class DeviceBuffer:
             if src is not None:
                 fill_from_npy(self.view, src)
             return
-        from .base import free_staging, staging_buffer
-
         staging, alloc = staging_buffer(self.ctx, self.size)
         try:
             assert alloc.view is not None
@@ -170,8 +186,6 @@ class DeviceBuffer:
         """The current bytes: the mapping itself, or a copy read back through staging."""
         if self.mapped:
             return self.view
-        from .base import free_staging, staging_buffer
-
         staging, alloc = staging_buffer(self.ctx, self.size)
         try:
             submit(lambda cb: self.record_snapshot(cb, staging, 0))
@@ -185,3 +199,9 @@ class DeviceBuffer:
 
     def destroy(self) -> None:
         vk.vkDestroyBuffer(self.ctx.device, self.handle, None)
+
+
+def create_buffer(ctx: VulkanContext, spec: BufferSpec, scenario: Any, created: dict[str, Any],
+                  needs: dict[int, str]) -> DeviceBuffer:
+    """The buffer kind's factory (:mod:`vkcore.resources.kinds`): a buffer needs nothing of the others."""
+    return DeviceBuffer.create(ctx, spec)

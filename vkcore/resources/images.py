@@ -97,8 +97,11 @@ from .imageio import (
     DdsImage, ImageFileError, max_mip_levels, mip_level_sizes, read_dds, read_npy_image, read_png, write_dds,
     write_png,
 )
-from .base import DescriptorWrite, MemoryRequirements, OneTimeSubmit, free_staging, staging_buffer
-from ..scenario.model import Image as ImageSpec
+from .base import DescriptorWrite, MemoryRequirements, OneTimeSubmit
+from .buffers import free_staging, staging_buffer
+from ..scenario.model import Image as ImageSpec, Scenario
+from .kinds import resource_kind
+from .memory_groups import aliased_image
 from ..device.sync import AFTER_COPY, BarrierBatch, memory_barrier
 
 if TYPE_CHECKING:
@@ -861,3 +864,11 @@ def write_image_file(path: Path, fmt: FormatInfo, width: int, height: int, texel
         data = texels.tobytes()
     assert fmt.dxgi_format is not None
     write_dds(path, width, height, fmt.dxgi_format, [data], texel_bytes=file_texel)
+
+
+def create_image(ctx: VulkanContext, spec: ImageSpec, scenario: Scenario, created: dict[str, Any],
+                 needs: dict[int, str]) -> DeviceImage:
+    """The image kind's factory (:mod:`vkcore.resources.kinds`); ``needs``: what the commands' bindings
+    need of the image (see :func:`vkcore.shaders.bindings.image_usage_needs`)."""
+    aliased = any(resource_kind(r).aliases_images and aliased_image(r, scenario) == spec for r in scenario.resources)
+    return DeviceImage.create(ctx, spec, scenario.base_dir, aliased=aliased, needs=needs)

@@ -37,7 +37,8 @@ from .buffers import fill_from_npy
 from ..device.context import VulkanContext
 from ..errors import DeviceError, ScenarioError
 from .formats import PAYLOAD_FORMATS, format_info, tensor_dtype
-from .base import DescriptorWrite, MemoryRequirements, OneTimeSubmit, free_staging, staging_buffer
+from .base import DescriptorWrite, MemoryRequirements, OneTimeSubmit
+from .buffers import free_staging, staging_buffer
 from ..scenario.model import Tensor as TensorSpec
 from .tensors import DeviceTensor, TensorApi, TensorBarrier
 
@@ -226,6 +227,11 @@ class TensorResource:
     @property
     def snapshot_size(self) -> int:
         return self.element_size * self.tensor.description.element_count
+
+    @property
+    def snapshot_alignment(self) -> int:
+        """``record_snapshot`` / ``record_restore`` offsets must be multiples of this: any offset will do."""
+        return 1
 
     def _bind_alias_buffer(self, allocation: memory.Allocation, offset: int) -> Any:
         """A transfer buffer over ``snapshot_size`` bytes of ``allocation`` at ``offset``, or ``None`` when

@@ -1,7 +1,7 @@
 """The typed, immutable scenario model.
 
-``load_scenario(path)`` reads a scenario JSON file, validates it (JSON Schema, then the checks a schema
-cannot express; see :mod:`vkcore.scenario.validate`) and returns a :class:`Scenario`. Every field of the
+:func:`vkcore.scenario.load.load_scenario` reads a scenario JSON file, validates it and returns a
+:class:`Scenario`; :func:`scenario_from_document` builds one from a validated document. Every field of the
 specification is represented, with the specification's defaults filled in, so later stages never look
 at raw JSON again. Paths stay as written; :meth:`Scenario.src_path` / :meth:`Scenario.dst_path` resolve
 them (``src`` against the scenario's folder, ``dst`` against the output folder), like the reference runner.
@@ -9,14 +9,12 @@ them (``src`` against the scenario's folder, ``dst`` against the output folder),
 from __future__ import annotations
 
 import dataclasses
-import json
-import logging
-import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Union
 
-from ..errors import ScenarioError, json_path
+from .confine import confined_path
+
 
 
 @dataclass(frozen=True)
@@ -45,11 +43,25 @@ class SubresourceRange:
     layer_count: int = 1
 
 
+# Where a resource or command names other resources, as data: ((path inside its JSON body, "*" = every
+# list item), the resource kinds allowed there), checked by vkcore.scenario.validate. DATA stands for every
+# kind that holds data (buffer, image, tensor: vkcore.resources.kinds says which).
+RefRules = tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]
+DATA = "<data>"
+
+
 @dataclass(frozen=True)
 class Resource:
     """Common part of every resource: its uid and its position in ``resources``."""
 
     KIND: ClassVar[str] = ""
+    REFS: ClassVar[RefRules] = ()
+    HOLDS_DATA: ClassVar[bool] = False  # device memory: bound by commands, captured, restored by a replay
+    SRC: ClassVar[str | None] = None  # what its src names: "npy" (a .npy file), "file" (any file), None (no src)
+    CHECKS: ClassVar[str] = ""  # the module of vkcore.scenario.checks holding its checks ("": none of its own)
+    # What a command's binding can bind it as (descriptor kinds as vkcore.shaders.spirv names them), first the
+    # one it gets when nothing else decides; () for a kind no descriptor can bind.
+    DESCRIPTORS: ClassVar[tuple[str, ...]] = ()
     uid: str
     index: int
 
@@ -62,6 +74,10 @@ class Resource:
 @dataclass(frozen=True)
 class Buffer(Resource):
     KIND: ClassVar[str] = "buffer"
+    CHECKS: ClassVar[str] = "buffer"
+    DESCRIPTORS: ClassVar[tuple[str, ...]] = ("storage_buffer", "uniform_buffer")
+    HOLDS_DATA: ClassVar[bool] = True
+    SRC: ClassVar[str | None] = "npy"
     size: int = 0
     shader_access: str = "readwrite"
     src: str = ""
@@ -73,6 +89,10 @@ class Buffer(Resource):
 @dataclass(frozen=True)
 class Image(Resource):
     KIND: ClassVar[str] = "image"
+    CHECKS: ClassVar[str] = "image"
+    DESCRIPTORS: ClassVar[tuple[str, ...]] = ("combined_image_sampler", "storage_image", "sampled_image", "sampler")
+    HOLDS_DATA: ClassVar[bool] = True
+    SRC: ClassVar[str | None] = "file"
     format: str = ""
     dims: tuple[int, ...] = ()
     shader_access: str = "readonly"
@@ -94,6 +114,10 @@ class Image(Resource):
 @dataclass(frozen=True)
 class Tensor(Resource):
     KIND: ClassVar[str] = "tensor"
+    CHECKS: ClassVar[str] = "tensor"
+    DESCRIPTORS: ClassVar[tuple[str, ...]] = ("tensor",)
+    HOLDS_DATA: ClassVar[bool] = True
+    SRC: ClassVar[str | None] = "npy"
     dims: tuple[int, ...] = ()
     format: str = ""
     shader_access: str = "readwrite"
@@ -107,12 +131,15 @@ class Tensor(Resource):
 @dataclass(frozen=True)
 class RawData(Resource):
     KIND: ClassVar[str] = "raw_data"
+    SRC: ClassVar[str | None] = "npy"
     src: str = ""
 
 
 @dataclass(frozen=True)
 class Shader(Resource):
     KIND: ClassVar[str] = "shader"
+    CHECKS: ClassVar[str] = "shader"
+    SRC: ClassVar[str | None] = "file"
     src: str = ""
     entry: str = "main"
     type: str = "SPIR-V"
@@ -126,6 +153,9 @@ class Shader(Resource):
 @dataclass(frozen=True)
 class Graph(Resource):
     KIND: ClassVar[str] = "graph"
+    CHECKS: ClassVar[str] = "graph"
+    SRC: ClassVar[str | None] = "file"
+    REFS: ClassVar[RefRules] = ((("shader_substitutions", "*", "shader_ref"), ("shader",)),)
     src: str = ""
     specialization_constants_map: tuple[SpecializationConstantMap, ...] = ()
     shader_substitutions: tuple[ShaderSubstitution, ...] = ()
@@ -137,9 +167,14 @@ class GraphConstant(Resource):
     """Constant tensor data for a ``dispatch_spirv_graph`` (a ``.npy`` ``src``)."""
 
     KIND: ClassVar[str] = "graph_constant"
+    CHECKS: ClassVar[str] = "graph_constant"
+    SRC: ClassVar[str | None] = "npy"
     dims: tuple[int, ...] = ()
     format: str = ""
     src: str = ""
+
+
+GRAPH_ACCESS_NAMES = frozenset({"ACCESS_GRAPH_WRITE", "ACCESS_GRAPH_READ"})
 
 
 @dataclass(frozen=True)
@@ -151,6 +186,11 @@ class Barrier(Resource):
     src_stage: tuple[str, ...] = ("ALL",)  # the reference runner's default when omitted
     dst_stage: tuple[str, ...] = ("ALL",)
 
+    @property
+    def syncs_graphs(self) -> bool:
+        """Whether the barrier names graph stages or accesses (which need VK_ARM_data_graph enabled)."""
+        return bool({self.src_access, self.dst_access} & GRAPH_ACCESS_NAMES) or "GRAPH" in (*self.src_stage, *self.dst_stage)
+
 
 @dataclass(frozen=True)
 class MemoryBarrier(Barrier):
@@ -160,6 +200,8 @@ class MemoryBarrier(Barrier):
 @dataclass(frozen=True)
 class BufferBarrier(Barrier):
     KIND: ClassVar[str] = "buffer_barrier"
+    CHECKS: ClassVar[str] = "buffer_barrier"
+    REFS: ClassVar[RefRules] = ((("buffer_resource",), ("buffer",)),)
     buffer_resource: str = ""
     size: int = 0
     offset: int = 0
@@ -168,6 +210,8 @@ class BufferBarrier(Barrier):
 @dataclass(frozen=True)
 class ImageBarrier(Barrier):
     KIND: ClassVar[str] = "image_barrier"
+    CHECKS: ClassVar[str] = "image_barrier"
+    REFS: ClassVar[RefRules] = ((("image_resource",), ("image",)),)
     image_resource: str = ""
     old_layout: str = "IMAGE_LAYOUT_GENERAL"
     new_layout: str = "IMAGE_LAYOUT_GENERAL"
@@ -177,6 +221,7 @@ class ImageBarrier(Barrier):
 @dataclass(frozen=True)
 class TensorBarrier(Barrier):
     KIND: ClassVar[str] = "tensor_barrier"
+    REFS: ClassVar[RefRules] = ((("tensor_resource",), ("tensor",)),)
     tensor_resource: str = ""
 
 
@@ -206,6 +251,9 @@ class PushConstantMap:
 @dataclass(frozen=True)
 class Command:
     KIND: ClassVar[str] = ""
+    REFS: ClassVar[RefRules] = ()
+    SHADER_STAGES: ClassVar[tuple[tuple[str, str], ...]] = ()  # (field naming a shader, the stage it must be)
+    CHECKS: ClassVar[str] = ""  # the module of vkcore.scenario.checks holding its checks ("": none of its own)
     index: int
     spelled: str = field(default="", compare=False, kw_only=True)  # the JSON key, where it is an alias of KIND
 
@@ -217,6 +265,13 @@ class Command:
 @dataclass(frozen=True)
 class DispatchCompute(Command):
     KIND: ClassVar[str] = "dispatch_compute"
+    CHECKS: ClassVar[str] = "compute"
+    REFS: ClassVar[RefRules] = (
+        (("shader_ref",), ("shader",)),
+        (("push_data_ref",), ("raw_data",)),
+        (("bindings", "*", "resource_ref"), (DATA,)),
+    )
+    SHADER_STAGES: ClassVar[tuple[tuple[str, str], ...]] = (("shader_ref", "compute"),)
     shader_ref: str = ""
     push_data_ref: str = ""
     rangeND: tuple[int, int, int] = (1, 1, 1)
@@ -233,6 +288,16 @@ class AttachmentRef:
 @dataclass(frozen=True)
 class DispatchFragment(Command):
     KIND: ClassVar[str] = "dispatch_fragment"
+    CHECKS: ClassVar[str] = "fragment"
+    REFS: ClassVar[RefRules] = (
+        (("vertex_shader_ref",), ("shader",)),
+        (("fragment_shader_ref",), ("shader",)),
+        (("push_data_ref",), ("raw_data",)),
+        (("bindings", "*", "resource_ref"), (DATA,)),
+        (("color_attachment_refs", "*"), ("image",)),
+        (("color_attachment_refs", "*", "resource_ref"), ("image",)),
+    )
+    SHADER_STAGES: ClassVar[tuple[tuple[str, str], ...]] = (("vertex_shader_ref", "vertex"), ("fragment_shader_ref", "fragment"))
     debug_name: str = ""
     vertex_shader_ref: str = ""
     fragment_shader_ref: str = ""
@@ -246,6 +311,13 @@ class DispatchFragment(Command):
 @dataclass(frozen=True)
 class DispatchGraph(Command):
     KIND: ClassVar[str] = "dispatch_graph"
+    CHECKS: ClassVar[str] = "bindings"
+    REFS: ClassVar[RefRules] = (
+        (("graph_ref",), ("graph",)),
+        (("push_constants", "*", "push_data_ref"), ("raw_data",)),
+        (("shader_substitutions", "*", "shader_ref"), ("shader",)),
+        (("bindings", "*", "resource_ref"), (DATA,)),
+    )
     graph_ref: str = ""
     push_constants: tuple[PushConstantMap, ...] = ()
     bindings: tuple[Binding, ...] = ()
@@ -258,6 +330,12 @@ class DispatchSpirvGraph(Command):
     """A data graph from a SPIR-V module (``OpGraphARM``) given as a shader resource: no VGF."""
 
     KIND: ClassVar[str] = "dispatch_spirv_graph"
+    CHECKS: ClassVar[str] = "spirv_graph"
+    REFS: ClassVar[RefRules] = (
+        (("graph_ref",), ("shader",)),
+        (("bindings", "*", "resource_ref"), (DATA,)),
+        (("graph_constants", "*"), ("graph_constant",)),
+    )
     graph_ref: str = ""
     bindings: tuple[Binding, ...] = ()
     graph_constants: tuple[str, ...] = ()
@@ -281,6 +359,8 @@ class DispatchOpticalFlow(Command):
     """Motion vectors from a search and a template image through VK_ARM_data_graph_optical_flow."""
 
     KIND: ClassVar[str] = "dispatch_optical_flow"
+    CHECKS: ClassVar[str] = "optical_flow"
+    REFS: ClassVar[RefRules] = tuple((("bindings", role, "resource_ref"), ("image",)) for role in OPTICAL_FLOW_ROLES)
     width: int = 0
     height: int = 0
     grid_size: str = ""
@@ -297,6 +377,9 @@ class DispatchOpticalFlow(Command):
 @dataclass(frozen=True)
 class DispatchBarrier(Command):
     KIND: ClassVar[str] = "dispatch_barrier"
+    REFS: ClassVar[RefRules] = tuple(
+        ((f"{k}_refs", "*"), (k,)) for k in ("image_barrier", "tensor_barrier", "memory_barrier", "buffer_barrier")
+    )
     image_barrier_refs: tuple[str, ...] = ()
     tensor_barrier_refs: tuple[str, ...] = ()
     memory_barrier_refs: tuple[str, ...] = ()
@@ -306,6 +389,7 @@ class DispatchBarrier(Command):
 @dataclass(frozen=True)
 class MarkBoundary(Command):
     KIND: ClassVar[str] = "mark_boundary"
+    REFS: ClassVar[RefRules] = ((("resources", "*"), (DATA,)),)
     resources: tuple[str, ...] = ()
     frame_id: int | None = None  # None: the frame's position (ids given by hand are deprecated)
 
@@ -408,8 +492,6 @@ class Scenario:
         """Resolve a ``src``-like path: absolute as is, else against the scenario's folder. A confined
         scenario's path must stay inside its folder (:func:`vkcore.scenario.confine.confined_path`)."""
         if self.confined:
-            from .confine import confined_path
-
             return confined_path(self.base_dir, relative, file=self.path)
         p = Path(relative)
         return p if p.is_absolute() else self.base_dir / p
@@ -418,8 +500,6 @@ class Scenario:
         """Resolve a ``dst`` path: absolute as is, else against ``--output`` (default: scenario folder);
         a confined scenario's only inside that folder."""
         if self.confined:
-            from .confine import confined_path
-
             return confined_path(output_dir or self.base_dir, relative, file=self.path)
         p = Path(relative)
         return p if p.is_absolute() else (output_dir or self.base_dir) / p
@@ -429,7 +509,7 @@ class Scenario:
 
 
 def scenario_from_document(document: dict[str, Any], path: Path, *, confined: bool = False) -> Scenario:
-    """Build the model from an already validated document (see :func:`load_scenario`)."""
+    """Build the model from an already validated document (see :func:`vkcore.scenario.load.load_scenario`)."""
     resources: list[Any] = []
     for i, item in enumerate(document.get("resources", [])):
         (kind, body), = item.items()
@@ -447,87 +527,3 @@ def scenario_from_document(document: dict[str, Any], path: Path, *, confined: bo
         by_uid={r.uid: r for r in resources},
         confined=confined,
     )
-
-
-def parse_json(text: str | bytes, path: Path) -> dict[str, Any]:
-    """Parse JSON text, reporting a syntax error with its line and column. An integer too long for
-    Python to read becomes a :class:`vkcore.scenario.validate.LongInteger`, which validation refuses at its
-    JSON path."""
-    from .validate import parse_json_int
-
-    try:
-        doc = json.loads(text, parse_int=parse_json_int)
-    except json.JSONDecodeError as exc:
-        raise ScenarioError(f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", file=path) from None
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(f"invalid JSON: not UTF-8 text ({exc.reason})", file=path) from None
-    except RecursionError:
-        raise ScenarioError("invalid JSON: nested too deeply", file=path) from None
-    if not isinstance(doc, dict):
-        raise ScenarioError("the root must be a JSON object with 'resources' and 'commands'", file=path)
-    if _SURROGATE_ESCAPE.search(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")):
-        place = _lone_surrogate(doc, ())
-        if place is not None:
-            raise ScenarioError("holds a lone surrogate (\\ud800-\\udfff without its pair): not a character",
-                                file=path, place=json_path(*place) or None)
-    return doc
-
-
-# A JSON escape of a UTF-16 surrogate: only then can a decoded string hold a lone one (which no file name,
-# trace record or message can carry).
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-
-
-def _lone_surrogate(node: Any, parts: tuple[str | int, ...]) -> tuple[str | int, ...] | None:
-    """The JSON path of the first string (key or value) in ``node`` holding a lone surrogate, or None."""
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(node, parts)]
-    while stack:
-        value, where = stack.pop()
-        if isinstance(value, str):
-            if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
-                return where
-        elif isinstance(value, dict):  # pushed in reverse: popped, and so reported, in document order
-            for key, item in reversed(value.items()):
-                if any(0xD800 <= ord(c) <= 0xDFFF for c in key):
-                    return (*where, key.encode("utf-8", "backslashreplace").decode("ascii"))
-                stack.append((item, (*where, key)))
-        elif isinstance(value, list):
-            stack.extend((item, (*where, i)) for i, item in reversed(list(enumerate(value))))
-    return None
-
-
-#: The largest scenario file read (a scenario of many frames is large, yet JSON of more than this is no
-#: scenario: ``run /dev/zero`` or a huge file is refused before it is read).
-SCENARIO_LIMIT = 256 << 20
-
-
-def load_scenario(path: str | Path, *, warn_deprecated: bool = False, confined: bool = False) -> Scenario:
-    """Read, validate and model a scenario file. Raises :class:`ScenarioError` on any problem.
-    ``warn_deprecated``: log the reference runner's deprecation warnings (for a user's own file).
-    ``confined``: the scenario comes from a trace; every path in it must stay inside its folder, checked
-    before validation looks at any file (:mod:`vkcore.scenario.confine`). Only a regular file of at most
-    :data:`SCENARIO_LIMIT` bytes is read (a FIFO or a device is refused without blocking)."""
-    from ..paths import read_regular
-    from .validate import deprecations, validate_document
-
-    p = Path(path)
-    try:
-        text = read_regular(p, SCENARIO_LIMIT)
-    except FileNotFoundError:
-        raise ScenarioError("no such file", file=p) from None
-    except IsADirectoryError:
-        raise ScenarioError("is a folder, not a scenario file", file=p) from None
-    except OSError as exc:
-        raise ScenarioError(f"cannot read: {exc.strerror}", file=p) from None
-    except ValueError:  # a NUL in the path
-        raise ScenarioError("cannot read: the path holds a NUL character", file=p) from None
-    document = parse_json(text, p)
-    if confined:
-        from .confine import check_confined
-
-        check_confined(document, p)
-    validate_document(document, p)
-    if warn_deprecated:
-        for line in deprecations(document, p):
-            logging.getLogger("vkcap.scenario").warning("%s", line)
-    return scenario_from_document(document, p.absolute(), confined=confined)

@@ -4,7 +4,8 @@ A layout that differs from its shader is undefined behaviour (lavapipe dies insi
 ``vkCreateComputePipelines``). :func:`resolve_bindings` takes a command's scenario bindings and the
 shader's :class:`~vkcore.shaders.spirv.Reflection` and returns one :class:`LayoutBinding` per binding, with
 the descriptor type the shader declares, or raises :class:`ScenarioError` naming the binding's JSON
-path and what the shader declares. It refuses, before any Vulkan call:
+path and what the shader declares. The checks are :mod:`vkcore.scenario.checks.bindings`' (every check
+of a binding against the scenario and its shader is there). It refuses, before any Vulkan call:
 
 - a binding the shader uses that the command does not bind;
 - a resource whose kind cannot be what the shader declares (a buffer where it wants an image);
@@ -26,18 +27,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..errors import ScenarioError
-from ..scenario.model import Binding, Buffer, Image, Scenario, Tensor
+from ..scenario.checks.bindings import descriptor_kind, unbound_problem
+from ..scenario.model import Binding, Scenario
 from .spirv import DESCRIPTOR_TYPES, KIND_OF_DESCRIPTOR_TYPE, KIND_TEXT, DeclaredDescriptor, Reflection
 
-# What each resource kind can be bound as, first the kind it gets when nothing else decides.
-BINDABLE: dict[str, tuple[str, ...]] = {
-    Buffer.KIND: ("storage_buffer", "uniform_buffer"),
-    Image.KIND: ("combined_image_sampler", "storage_image", "sampled_image", "sampler"),
-    Tensor.KIND: ("tensor",),
-}
-# The reference runner's descriptor type for an image the shader cannot tell about, by shader_access, and
-# what a binding's descriptor_type can force: data of the scenario model (images use it too).
-from ..scenario.model import AUTO, IMAGE_DEFAULT_BY_ACCESS, OVERRIDES  # noqa: E402
 # Image usage each image descriptor kind needs (VkImageUsageFlagBits).
 USAGE_SAMPLED, USAGE_STORAGE = 0x4, 0x8
 IMAGE_USAGE = {"combined_image_sampler": USAGE_SAMPLED, "sampled_image": USAGE_SAMPLED, "storage_image": USAGE_STORAGE,
@@ -82,61 +75,19 @@ def signature(layout: Iterable[LayoutBinding]) -> tuple[tuple[int, tuple[tuple[i
 def resolve_bindings(scenario: Scenario, place: str, bindings: tuple[Binding, ...], shader_uid: str,
                      reflection: Reflection | None) -> tuple[LayoutBinding, ...]:
     """The layout of one command's ``bindings`` (at JSON path ``place``) for a shader with
-    ``reflection`` (``None``: unreadable SPIR-V, only the scenario decides). See the module notes."""
+    ``reflection`` (``None``: unreadable SPIR-V, only the scenario decides). The checks are
+    :mod:`vkcore.scenario.checks.bindings`'."""
     declared = reflection.descriptors if reflection is not None else {}
     out = []
     for n, b in enumerate(bindings):
         where = f"{place}.bindings[{n}]"
-        resource = scenario.by_uid[b.resource_ref]
         d = declared.get((b.set, b.id))
-        kind = _kind(scenario, resource, b, d, shader_uid, where)
+        kind = descriptor_kind(scenario.path, scenario.by_uid[b.resource_ref], b, d, shader_uid, where)
         out.append(LayoutBinding(b.set, b.id, kind, b.resource_ref, b.lod, where, d))
-    bound = {(b.set, b.id) for b in bindings}
-    missing = sorted(k for k in (reflection.used_bindings if reflection is not None else ()) if k not in bound)
-    if missing:
-        s, i = missing[0]
-        given = ", ".join(f"set {bs} binding {bi}" for bs, bi in sorted(bound)) or "none"
-        also = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise ScenarioError(
-            f"shader '{shader_uid}' uses set {s} binding {i}, {declared[(s, i)].text}{also}, which this command does "
-            f"not bind (it binds: {given})", file=scenario.path, place=f"{place}.bindings",
-        )
+    problem = unbound_problem(place, bindings, shader_uid, reflection)
+    if problem is not None:
+        raise ScenarioError(problem[1], file=scenario.path, place=problem[0])
     return tuple(out)
-
-
-def _kind(scenario: Scenario, resource: Any, b: Binding, d: DeclaredDescriptor | None, shader_uid: str,
-          where: str) -> str:
-    override = OVERRIDES.get(b.descriptor_type or AUTO, "?")
-    if override == "?":
-        raise ScenarioError(f"unknown descriptor_type {b.descriptor_type!r} ({', '.join(OVERRIDES)})",
-                            file=scenario.path, place=f"{where}.descriptor_type")
-    allowed = BINDABLE.get(resource.KIND, ())
-    what = f"'{resource.uid}' is {'an' if resource.KIND[0] in 'aeiou' else 'a'} {resource.KIND}"
-    if not allowed:
-        raise ScenarioError(f"{what}, which cannot be bound to a descriptor", file=scenario.path, place=where)
-    if override is not None and override not in allowed:
-        raise ScenarioError(f"descriptor_type {b.descriptor_type} cannot bind {what}", file=scenario.path,
-                            place=f"{where}.descriptor_type")
-    if d is None:
-        if override is not None:
-            return override
-        if isinstance(resource, Image):
-            return IMAGE_DEFAULT_BY_ACCESS.get(resource.shader_access, "combined_image_sampler")
-        return allowed[0]
-    shader = f"shader '{shader_uid}' declares set {b.set} binding {b.id} as {d.text}"
-    if d.kind not in allowed:
-        raise ScenarioError(f"{shader}, but {what}", file=scenario.path, place=where)
-    if override is not None and override != d.kind:
-        raise ScenarioError(f"descriptor_type {b.descriptor_type} contradicts the shader: {shader}",
-                            file=scenario.path, place=f"{where}.descriptor_type")
-    if d.count != 1:
-        raise ScenarioError(f"{shader}; a binding binds one resource, so descriptor arrays are not supported",
-                            file=scenario.path, place=where)
-    if d.image_dim is not None and (d.image_dim != "2D" or d.arrayed or d.multisampled):
-        shape = " ".join(filter(None, [d.image_dim, "arrayed" if d.arrayed else "", "multisampled" if d.multisampled else ""]))
-        raise ScenarioError(f"{shader} with a {shape} image type; image resources are single-layer 2-D images "
-                            "(declare image2D/sampler2D/texture2D)", file=scenario.path, place=where)
-    return d.kind
 
 
 def image_usage_needs(layouts: Iterable[LayoutBinding]) -> dict[str, dict[int, str]]:
