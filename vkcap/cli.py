@@ -211,7 +211,7 @@ def _enable_validation() -> None:
     validation.enable()
 
 
-def _first_cause(exc: VkcapError) -> VkcapError:
+def first_cause(exc: VkcapError) -> VkcapError:
     """The error to report: a validation failure seen before ``exc`` explains it better (the driver was
     given invalid input), except input errors, which vkcap found before the driver saw anything."""
     v = validation.current()
@@ -260,8 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VkcapError as exc:
         if level == "debug":
             log.exception("details")
-        print(f"vkcap: error: {shown(_first_cause(exc).render())}", file=sys.stderr)
-        return _first_cause(exc).exit_code
+        print(f"vkcap: error: {shown(first_cause(exc).render())}", file=sys.stderr)
+        return first_cause(exc).exit_code
     except KeyboardInterrupt:
         print("vkcap: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
