@@ -144,8 +144,8 @@ def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Sp
     result = BisectResult(len(segments), exhaustive=exhaustive)
     if probe_server is not None:
         try:
-            return _search(trace, options, _isolated_probe(probe_server, options), segments, result, on_probe, exhaustive,
-                           reference_icd, loader_env, on_probe_start)
+            return _search(trace, options, _isolated_probe(probe_server, options), segments, result, on_probe,
+                           exhaustive, reference_icd, loader_env, on_probe_start)
         finally:
             result.child_processes = probe_server.children
     import trio

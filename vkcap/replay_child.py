@@ -20,6 +20,7 @@ import os
 import sys
 from typing import IO, Any
 
+from vkcore.device import validation
 from vkcore.errors import EXIT_FAILURE, VkcapError
 from vkcore.safe_text import shown
 
@@ -28,7 +29,7 @@ from replay.worker import ProbeReplays, write_page
 from replay.worker_protocol import (CaptureRequest, Done, Failed, ProbeRequest, ProtocolError, ReplayRequest, decode,
                                     encode)
 
-from .cli import first_cause
+from .error_cause import first_cause
 from .log_format import ShownFormatter
 
 
@@ -71,7 +72,9 @@ def answer(request: Any, probes: ProbeReplays) -> Any:
             from replay.probe import answer_capture
 
             return answer_capture(request)
-        return answer_replay(request)
+        done = answer_replay(request)
+        validation.check()  # as vkcap checks after a command: a validation message fails the replay
+        return done
     except VkcapError as exc:
         cause = first_cause(exc)
         return Failed(shown(cause.render()), cause.exit_code)
