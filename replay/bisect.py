@@ -144,8 +144,8 @@ def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Sp
     result = BisectResult(len(segments), exhaustive=exhaustive)
     if probe_server is not None:
         try:
-            return _search(trace, options, _isolated_probe(probe_server), segments, result, on_probe, exhaustive,
-                           reference_icd, loader_env, on_probe_start)
+            return _search(trace, options, _isolated_probe(probe_server, options), segments, result, on_probe,
+                           exhaustive, reference_icd, loader_env, on_probe_start)
         finally:
             result.child_processes = probe_server.children
     import trio
@@ -162,11 +162,11 @@ def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Sp
                        on_probe_start)
 
 
-def _isolated_probe(server: "ProbeServer") -> Probe:
+def _isolated_probe(server: "ProbeServer", options: ReplayOptions) -> Probe:
     def probe(span: Span) -> FrameResult | None:
         from .report import frames_from_document
 
-        outcome = server.probe(span.first, span.last, span.start)
+        outcome = server.probe(options, span.first, span.last, span.start)
         if outcome.report is None:
             raise SegmentCrashed(outcome.crash_line(), outcome.crashed_frame)
         frames = frames_from_document(outcome.report["frames"])

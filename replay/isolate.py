@@ -1,38 +1,44 @@
 """Device work in a child process, so a driver crash is a finding instead of a lost run.
 
 ARM's emulation layer aborts the process on some mismatches and a new driver may segfault. With
-``--isolate``, replay (and every bisection probe) runs as a child ``vkcap replay`` that writes its JSON
-report and a progress file naming each frame as it is submitted and as it finishes. When the child
-dies without a report (a signal, an abort, any exit but 2, a lost child), the parent reports which frame
-was running (the oldest one submitted and not finished), how the child died and its last log lines, and
-counts it as a divergence. A child that fails with its own error (exit 1: a frame timeout, a lost
-device) is reported with that error rather than as a crash, and counts as a divergence too.
+``--isolate``, replay (and every bisection probe) runs in a child (``python -m vkcap.replay_child``) that
+the parent sends its options to and that answers with the messages of :mod:`replay.worker_protocol` (the
+whole report, or a probe's frames), writing a progress file naming each frame as it is submitted and as
+it finishes. When the child dies without answering (a signal, an abort, a lost child), the parent
+reports which frame was running (the oldest one submitted and not finished), how the child died and its
+last log lines, and counts it as a divergence. A child that fails with its own error
+(:class:`~replay.worker_protocol.Failed`, exit 1: a frame timeout, a lost device) is reported with that
+error rather than as a crash, and counts as a divergence too.
 
-A child that exits 2 refused its input (a shader that does not compile, an unknown uid or device, ...):
-that is not a crash. The parent raises :class:`ChildInputError`, which prints the child's own one-line
-error and exits 2, as the same command without isolation does; no report is written.
+A child whose :class:`~replay.worker_protocol.Failed` says exit 2 refused its input (a shader that does
+not compile, an unknown uid or device, ...): that is not a crash. The parent raises
+:class:`ChildInputError`, which prints the child's own one-line error and exits 2, as the same command
+without isolation does; no report is written.
 
 A child never isolates again: the parent marks its children with ``VKCAP_ISOLATED_CHILD`` in their
 environment, and :func:`run_child` and :class:`ProbeServer` refuse to start a child from a child.
 """
 from __future__ import annotations
 
-import argparse
-import json
+import logging
 import os
+import select
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from vkcore.errors import EXIT_BAD_INPUT, EXIT_FAILURE, VkcapError
 
+from .options import ReplayOptions
 from .progress_file import frame_running
+from .worker_protocol import Done, Failed, ProbeRequest, Probed, ProtocolError, ReplayRequest, decode, encode
 
 ABORT_CODES = {134: "SIGABRT", 135: "SIGBUS", 136: "SIGFPE", 139: "SIGSEGV"}  # 128 + signal, via a shell
 LAST_LINES = 8
@@ -95,17 +101,14 @@ class ChildOutcome:
     last_lines: list[str] = field(default_factory=list)
     before_frame: int | None = None  # the first frame the child was to run, when known
     stage: str = "during setup"  # what the child did before its first frame, for :meth:`crash_line`
+    #: The child's own error (its :class:`~replay.worker_protocol.Failed`) when it failed (a frame
+    #: timeout, a lost device, a failed Vulkan call) rather than dying of a signal or an abort.
+    error: str | None = None
 
     @property
     def crashed(self) -> bool:
-        """The child ended without a report: a signal, an abort, an exit other than 2, or a lost child."""
+        """The child ended without a report: a signal, an abort, a failure of its own, or a lost child."""
         return self.report is None
-
-    @property
-    def error(self) -> str | None:
-        """The child's own error line (without ``vkcap: error:``) when it failed with exit 1 (a frame
-        timeout, a lost device, a failed Vulkan call) rather than dying of a signal or an abort."""
-        return last_error(self.last_lines) if self.returncode == EXIT_FAILURE else None
 
     def crash_line(self) -> str:
         """One line (no control characters): where the child died, how, and its last log lines, e.g.
@@ -138,96 +141,129 @@ def describe_exit(code: int) -> str:
     return ABORT_CODES.get(code, f"exit {code}")
 
 
-PARENT_DESTS = frozenset({"isolate", "json", "junit", "html", "progress_file", "serve_probes", "probe_fd"})  # the parent's business
+CHILD_MODULE = "vkcap.replay_child"  # the child's entry: it reads the messages of replay.worker_protocol
 
 
-def child_arguments(args: argparse.Namespace, replay_parser: argparse.ArgumentParser) -> list[str]:
-    """The arguments of the child ``vkcap replay`` that does the device work of the command parsed into
-    ``args`` (a replay's or a bisection's).
+class _Child:
+    """One child process speaking :mod:`replay.worker_protocol`: requests on its stdin, answers on a pipe
+    of their own (so nothing a driver prints can be mistaken for one), its stderr kept (its last lines)
+    and, with ``echo``, passed through byte for byte, as its stdout is. Raises ``RuntimeError`` in an
+    isolated child (before any pipe is made): isolation never nests."""
 
-    Made from the parsed values, not from the command line as typed, so the child accepts whatever the
-    parent accepted (abbreviations, ``--flag=value``, values starting with ``-``): the trace, then every
-    option of ``replay_parser`` that ``args`` holds with a value other than its default, spelled in full,
-    each value in one token (``--flag=value``) where it starts with ``-``. Options ``replay_parser``
-    lacks (a bisection's ``--exhaustive``) stay with the parent, and so do isolation, the reports and
-    the child's plumbing (:data:`PARENT_DESTS`): the arguments never ask the child to isolate again.
-    """
-    trace = str(args.trace)
-    out = [f"./{trace}" if trace.startswith("-") else trace]
-    for action in replay_parser._actions:
-        if not action.option_strings or action.dest in PARENT_DESTS or not hasattr(args, action.dest):
-            continue
-        value = getattr(args, action.dest)
-        if value == action.default:
-            continue
-        flag = max(action.option_strings, key=len)
-        if action.nargs == 0:  # store_true / store_false / store_const: the flag is the value
-            out.append(flag)
-            continue
-        for item in value if isinstance(action, argparse._AppendAction) else [value]:
-            text = str(item)
-            out += [f"{flag}={text}"] if text.startswith("-") else [flag, text]
-    return out
+    def __init__(self, echo: bool) -> None:
+        env = _child_environment()
+        read_fd, write_fd = os.pipe()
+        level = logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
+        cmd = [sys.executable, "-m", CHILD_MODULE, str(write_fd), level]
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=None if echo else subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE, text=True, errors="replace", pass_fds=(write_fd,),
+                                         env=env)
+        finally:
+            os.close(write_fd)
+        self.answers = os.fdopen(read_fd, "r")
+        self.last: deque[str] = deque(maxlen=LAST_LINES)
+        self._drain = threading.Thread(target=self._keep_last_lines, args=(self.proc.stderr, echo), daemon=True)
+        self._drain.start()
+
+    def _keep_last_lines(self, stream: Any, echo: bool) -> None:
+        for line in stream:
+            self.last.append(line.rstrip("\n"))
+            if echo:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+
+    def ask(self, request: Any, *expected: type, timeout: float | None = None) -> Any:
+        """The child's answer to ``request`` (one of ``expected``, or :class:`Failed`); None when it
+        ended without answering. A line that is no such answer is the child's :class:`Failed`. With
+        ``timeout`` (seconds), the child is killed when it has not answered by then: ``TimeoutError``."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(encode(request))
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it died already: the answer below is empty
+        if timeout is not None and not select.select([self.answers], [], [], timeout)[0]:
+            self.proc.kill()
+            self.stop()
+            raise TimeoutError(f"no answer within {timeout:g} s")
+        line = self.answers.readline()
+        if not line:
+            return None
+        try:
+            return decode(line, *expected, Failed)
+        except ProtocolError as exc:
+            return Failed(str(exc), EXIT_FAILURE)
+
+    def stop(self) -> int:
+        """Close the child's stdin (a healthy child then exits), wait for it, return its exit code."""
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+        code = self.proc.wait()
+        self._drain.join()
+        self.answers.close()
+        return code
 
 
-def run_child(args: list[str], *, echo: bool = True) -> ChildOutcome:
-    """Run ``vkcap replay <args>`` in a child with ``--json`` and ``--progress-file`` added; stream its
-    stderr through (when ``echo``), keep its last lines, and read its report or its last frame.
+def _unanswered(child: _Child, code: int, answer: Failed | None, progress: Path, **where: Any) -> ChildOutcome:
+    """The outcome of a child that answered :class:`Failed` (``answer``) or nothing (it died with exit
+    ``code``): a :class:`ChildInputError` for its input refused (exit 2), else the crash or its error."""
+    last = list(child.last)
+    if answer is not None:
+        if answer.exit_code == EXIT_BAD_INPUT:
+            raise ChildInputError(_one_line(answer.error))
+        return ChildOutcome(answer.exit_code, last_lines=last, how=describe_exit(answer.exit_code),
+                            crashed_frame=frame_running(progress), error=answer.error, **where)
+    if code == EXIT_BAD_INPUT:
+        raise ChildInputError.from_lines(last)
+    return ChildOutcome(code, last_lines=last, how=describe_exit(code), crashed_frame=frame_running(progress), **where)
 
-    A child that exits 2 raises :class:`ChildInputError` carrying its error line, which is then not
-    echoed (the CLI prints it once). Raises ``RuntimeError`` when called in an isolated child."""
-    env = _child_environment()
+
+def run_child(options: ReplayOptions, *, echo: bool = True, auto_tolerance: bool = False, page: Path | None = None,
+              command_line: Sequence[str] = ()) -> ChildOutcome:
+    """Replay ``options`` in a child (:class:`~replay.worker_protocol.ReplayRequest` asking for the whole
+    report, with a progress file of its own); pass its output through (when ``echo``), keep its last
+    stderr lines, and return its report or its crash. ``auto_tolerance``: the child measures the
+    tolerances first (``--tolerance auto``); ``page``: it also writes the replay's HTML page there.
+
+    A child that refuses its input (its :class:`~replay.worker_protocol.Failed` says exit 2) raises
+    :class:`ChildInputError` carrying its error line. Raises ``RuntimeError`` in an isolated child."""
     with tempfile.TemporaryDirectory(prefix="vkcap-isolate-") as tmp:
-        report_path, progress = Path(tmp) / "report.json", Path(tmp) / "progress"
-        cmd = [sys.executable, "-m", "vkcap", "replay", *args, "--json", str(report_path), "--progress-file", str(progress)]
-        last: deque[str] = deque(maxlen=LAST_LINES)
-        # An error line, echoed only once the child turns out neither to refuse its input (exit 2: the
-        # CLI prints it) nor to have failed with it (exit 1: the crash line quotes it).
-        held: str | None = None
-        with subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=None if echo else subprocess.DEVNULL, text=True,
-                              errors="replace", env=env) as proc:
-            assert proc.stderr is not None
-            for line in proc.stderr:
-                last.append(line.rstrip("\n"))
-                if echo:
-                    if held is not None:
-                        sys.stderr.write(held)
-                    held = line if line.startswith(ERROR_PREFIX) else None
-                    if held is None:
-                        sys.stderr.write(line)
-            code = proc.wait()
-        if code == EXIT_BAD_INPUT:
-            raise ChildInputError.from_lines(list(last))
-        if held is not None and code != EXIT_FAILURE:
-            sys.stderr.write(held)
-        outcome = ChildOutcome(code, last_lines=list(last), how=describe_exit(code))
-        if report_path.is_file() and code in (0, 1):
-            outcome.report = json.loads(report_path.read_text())
-        else:
-            outcome.crashed_frame = frame_running(progress)
-        return outcome
+        progress = Path(tmp) / "progress"
+        request = ReplayRequest(replace(options, progress_file=progress).to_dict(), "" if page is None else str(page),
+                                list(command_line), report=True, auto_tolerance=auto_tolerance)
+        child = _Child(echo)
+        answer = child.ask(request, Done)
+        code = child.stop()
+        if isinstance(answer, Done):
+            return ChildOutcome(EXIT_FAILURE if answer.result.get("diverged") else 0, report=answer.result,
+                                last_lines=list(child.last))
+        return _unanswered(child, code, answer, progress)
 
 
 class ProbeServer:
-    """Isolated probes without a process each: one child ``vkcap replay --serve-probes`` replays frame
-    range after frame range in one Vulkan session (start-up, trace opening and pipelines paid once).
+    """Isolated probes without a process each: one child replays frame range after frame range in one
+    Vulkan session (start-up, trace opening and pipelines paid once).
 
-    Requests go to the child's stdin as ``FIRST LAST START`` lines; each answer is one JSON line (the report's
-    frames) on a pipe of its own, so nothing a driver prints can be mistaken for it. When the child dies
-    instead of answering, that probe's outcome is the crash (frame, signal, last lines) and the next
-    probe starts a fresh child: the search goes on. A child that exits 2 instead refused its input
-    (a shader, a uid, a device, the trace): :meth:`probe` raises :class:`ChildInputError` and the search
-    ends as it would without isolation. :meth:`start` may be called early, so the child's start-up
-    (Python, Vulkan, pipelines) overlaps the caller's own; the first probe starts it otherwise.
-    Use as a context manager.
+    Each probe is a :class:`~replay.worker_protocol.ProbeRequest`, answered with
+    :class:`~replay.worker_protocol.Probed` (the report's frames) on a pipe of its own, so nothing a driver
+    prints can be mistaken for it. When the child dies instead of answering, or fails with its own error
+    (a frame timeout), that probe's outcome is the crash (frame, signal or error, last lines) and the next
+    probe starts a fresh child: the search goes on. A child that refuses its input (exit 2: a shader, a
+    uid, a device, the trace) makes :meth:`probe` raise :class:`ChildInputError` and the search ends as
+    it would without isolation. :meth:`start` may be called early, so the child's start-up (Python, its
+    modules) overlaps the caller's own; the first probe starts it otherwise. Use as a context manager.
     """
 
-    def __init__(self, args: list[str]) -> None:
-        self.args = args
+    def __init__(self) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="vkcap-probes-")
         self.progress = Path(self._tmp.name) / "progress"
-        self.proc: subprocess.Popen[str] | None = None
+        self.child: _Child | None = None
         self.children = 0  # started so far (one, unless a probe crashed)
+        self.answered = 0  # probes the running child answered
 
     def __enter__(self) -> "ProbeServer":
         return self
@@ -237,92 +273,37 @@ class ProbeServer:
 
     def start(self) -> None:
         """Start the child now (it waits for its first request)."""
-        if self.proc is None:
+        if self.child is None:
             self._start()
 
-    def _start(self) -> None:
-        env = _child_environment()  # raises in an isolated child: before any pipe is made
-        read_fd, write_fd = os.pipe()
-        cmd = [sys.executable, "-m", "vkcap", "replay", *self.args, "--serve-probes", "--probe-fd", str(write_fd),
-               "--progress-file", str(self.progress)]
-        try:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                         text=True, errors="replace", pass_fds=(write_fd,), env=env)
-        finally:
-            os.close(write_fd)
+    def _start(self) -> _Child:
+        self.child = _Child(echo=False)
         self.children += 1
-        self.answered = 0  # probes this child answered
-        self.answers = os.fdopen(read_fd, "r")
-        self.last: deque[str] = deque(maxlen=LAST_LINES)
-        self._drain = threading.Thread(target=self._keep_last_lines, args=(self.proc.stderr,), daemon=True)
-        self._drain.start()
+        self.answered = 0
+        return self.child
 
-    def _keep_last_lines(self, stream: Any) -> None:
-        for line in stream:
-            self.last.append(line.rstrip("\n"))
-
-    def probe(self, first: int, last: int, start: int) -> ChildOutcome:
-        """Replay frames ``first..last`` from the recorded state after frame ``start`` (stopping at the
-        first divergence) in the child. Its report, or the crash when the child died instead of answering
-        (the next probe starts a fresh child); raises :class:`ChildInputError` when it exited 2."""
-        if self.proc is None:
-            self._start()
-        assert self.proc is not None and self.proc.stdin is not None
+    def probe(self, options: ReplayOptions, first: int, last: int, start: int) -> ChildOutcome:
+        """Replay frames ``first..last`` of ``options``' trace from the recorded state after frame
+        ``start`` (stopping at the first divergence) in the child. Its report (``{"frames": [...]}``), or
+        the crash when the child died or failed instead (the next probe starts a fresh child); raises
+        :class:`ChildInputError` when it refused its input."""
+        child = self.child or self._start()
         self.progress.write_text("")
-        try:
-            self.proc.stdin.write(f"{first} {last} {start}\n")
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            pass  # it died already: the answer below is empty
-        answer = self.answers.readline()
-        if answer:
+        answer = child.ask(ProbeRequest(replace(options, progress_file=self.progress).to_dict(), first, last, start),
+                           Probed)
+        if isinstance(answer, Probed):
             self.answered += 1
-            return ChildOutcome(0, report=json.loads(answer))
+            return ChildOutcome(0, report={"frames": answer.frames})
         stage = "during setup" if self.answered == 0 else "while restoring the recorded state"
         code = self._stop()
-        if code == EXIT_BAD_INPUT:
-            raise ChildInputError.from_lines(list(self.last))
-        return ChildOutcome(code, last_lines=list(self.last), how=describe_exit(code),
-                            crashed_frame=frame_running(self.progress), before_frame=start + 1, stage=stage)
+        return _unanswered(child, code, answer, self.progress, before_frame=start + 1, stage=stage)
 
     def _stop(self) -> int:
-        """Close the child's stdin (a healthy child then exits), wait for it, return its exit code."""
-        assert self.proc is not None
-        proc, self.proc = self.proc, None
-        try:
-            assert proc.stdin is not None
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
-        code = proc.wait()
-        self._drain.join()
-        self.answers.close()
-        return code
+        assert self.child is not None
+        child, self.child = self.child, None
+        return child.stop()
 
     def close(self) -> None:
-        if self.proc is not None:
+        if self.child is not None:
             self._stop()
         self._tmp.cleanup()
-
-
-def serve_probes(options: Any, answer_fd: int, opened: Any = None) -> int:
-    """The child side of :class:`ProbeServer`: answer ``FIRST LAST START`` lines from stdin until it
-    closes. ``opened``: the trace, when the caller has it open already."""
-    import trio
-
-    from capture.trace import Trace
-
-    from vkcore.device.driver import use_driver
-
-    from .replayer import ReplaySession, target_frames
-    from .report import frames_document
-
-    use_driver(options.icd)
-    with Trace.reuse_or_open(options.trace, opened) as trace, ReplaySession(trace, options) as session, os.fdopen(answer_fd, "w") as out:
-        for line in sys.stdin:
-            first, last, start = (int(v) for v in line.split())
-            targets = target_frames(trace, first, last)
-            report = trio.run(lambda: session.run(targets, stop_at_first_divergence=True, start=start))
-            out.write(json.dumps({"frames": frames_document(report.frames)}) + "\n")
-            out.flush()
-    return 0

@@ -11,14 +11,15 @@ reference, the first side of :func:`reference_side` that exists:
    (:data:`DEVICE_KEYS`) and it is not the candidate itself: in a child process given the loader's
    variables as they were before ``--icd``.
 
-A child process (``python -m replay.probe``) is needed because the Vulkan loader picks its drivers once
-per process; it writes its captures into a small trace file, which the parent reads back. Where no
+A child process (:mod:`vkcap.replay_child`, sent a :class:`~replay.worker_protocol.CaptureRequest`) is
+needed because the Vulkan loader picks its drivers once per process; it writes its captures into the
+small trace file the request names, which the parent reads back once it answers
+:class:`~replay.worker_protocol.Captured`. Where no
 reference side exists (the candidate is the recording device, or that device is not here) the dispatch
 cannot be named without dispatch-level snapshots: :func:`reference_side` says why in words.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -40,6 +41,7 @@ from .replayer import LiveSnapshot, ReplaySession
 from .results import IDENTICAL, Comparison, Tolerance
 from .tolerances import TolerancePolicy
 from .typed import compare_as
+from .worker_protocol import CaptureRequest, Captured, Failed, ProtocolError, decode, encode
 
 
 class Shot(NamedTuple):
@@ -113,15 +115,13 @@ async def capture_dispatches(trace: Trace, options: ReplayOptions, seq: int) -> 
 def capture_on_driver(trace_path: Path, seq: int, icd: Path, device: str | None) -> Captures:
     """Run the probe in a child process on driver ``icd`` (no shader replacement: the reference)."""
     env = {**os.environ, "VK_DRIVER_FILES": str(icd.resolve()), "VK_ICD_FILENAMES": str(icd.resolve())}
-    captured = _capture_in_child(trace_path, seq, env, ["--device", device] if device else [],
-                                 f"the reference driver {icd}")
+    captured = _capture_in_child(trace_path, seq, env, device, f"the reference driver {icd}")
     assert captured is not None
     return captured
 
 
 #: The fingerprint keys that name a device and its driver: equal keys, the same device and driver.
 DEVICE_KEYS = ("vendor_id", "device_id", "device_name", "driver_name", "driver_version")
-NO_SUCH_DEVICE = 3  # the child's exit status when this machine has no device of the trace's fingerprint
 
 
 def same_device(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -133,25 +133,45 @@ def capture_on_recording_device(trace_path: Path, seq: int, loader_env: dict[str
     the loader offers under ``loader_env`` (its variables as before ``--icd``); None when there is none."""
     env = {k: v for k, v in os.environ.items() if k not in loader_env}
     env.update({k: v for k, v in loader_env.items() if v is not None})
-    return _capture_in_child(trace_path, seq, env, ["--recording-device"], "the recording device")
+    return _capture_in_child(trace_path, seq, env, None, "the recording device", recording_device=True)
 
 
-def _capture_in_child(trace_path: Path, seq: int, env: dict[str, str], flags: list[str], who: str) -> Captures | None:
+def _capture_in_child(trace_path: Path, seq: int, env: dict[str, str], device: str | None, who: str, *,
+                      recording_device: bool = False) -> Captures | None:
+    """Run the probe of frame ``seq`` in a child (:mod:`vkcap.replay_child`) under the loader's ``env``:
+    a :class:`~replay.worker_protocol.CaptureRequest`, its captures read back from the small trace file
+    it names. None when ``recording_device`` is asked for and this machine has none."""
+    from .isolate import CHILD_MODULE
+
     with tempfile.TemporaryDirectory(prefix="vkcap-probe-") as tmp:
         out = Path(tmp) / "probe.vkt"
-        cmd = [sys.executable, "-m", "replay.probe", str(trace_path), str(seq), str(out), *flags]
-        timeout = probe_timeout()
+        read_fd, write_fd = os.pipe()
+        cmd = [sys.executable, "-m", CHILD_MODULE, str(write_fd), "warning"]
         try:
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace", timeout=timeout,
-                                  stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise DeviceError(f"{who} did not finish frame {seq} within {timeout:g} s "
-                              "(VKCAP_PROBE_TIMEOUT sets the limit)") from None
-        if proc.returncode == NO_SUCH_DEVICE and "--recording-device" in flags:
+            proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, text=True, errors="replace", pass_fds=(write_fd,))
+        finally:
+            os.close(write_fd)
+        request = CaptureRequest(str(trace_path), seq, str(out), device or "", recording_device)
+        timeout = probe_timeout()
+        with os.fdopen(read_fd, "r") as answers:
+            try:
+                _, stderr = proc.communicate(encode(request), timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise DeviceError(f"{who} did not finish frame {seq} within {timeout:g} s "
+                                  "(VKCAP_PROBE_TIMEOUT sets the limit)") from None
+            line = answers.readline()
+        try:
+            answer = decode(line, Captured, Failed) if line else None
+        except ProtocolError as exc:
+            answer = Failed(str(exc))
+        if isinstance(answer, Captured) and not answer.found:
             return None
-        if proc.returncode != 0 or not out.is_file():
-            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise DeviceError(f"{who} could not run frame {seq} (exit {proc.returncode}: {shown(tail)})")
+        if not isinstance(answer, Captured) or not out.is_file():
+            said = answer.error if isinstance(answer, Failed) else (stderr.strip().splitlines() or ["no output"])[-1]
+            raise DeviceError(f"{who} could not run frame {seq} (exit {proc.returncode}: {shown(said)})")
         with TraceReader(out) as reader:
             return {Shot(int(m["command"]), None if m.get("segment") is None else int(m["segment"]), str(m.get("module", "")),
                          str(m["uid"])): reader.read_blob(m["blob"]) for _, m in reader.metas("probe")}
@@ -225,38 +245,29 @@ def first_divergent_dispatch(live: Captures, reference: Captures, trace: Trace,
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Child entry point: capture frame SEQ of TRACE dispatch by dispatch into OUT (a small trace)."""
+def answer_capture(request: CaptureRequest) -> Captured:
+    """The child's side of a side-by-side probe: capture frame ``request.seq`` of ``request.trace``
+    dispatch by dispatch into the small trace ``request.out``, on the device asked for (with
+    ``recording_device``, the one of the trace's fingerprint: not ``found`` when there is none)."""
     import trio
 
-    parser = argparse.ArgumentParser(prog="python -m replay.probe")
-    parser.add_argument("trace", type=Path)
-    parser.add_argument("seq", type=int)
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--device")
-    parser.add_argument("--recording-device", action="store_true",
-                        help=f"run on the device of the trace's fingerprint (exit {NO_SUCH_DEVICE} when there is none)")
-    args = parser.parse_args(argv)
-    with Trace.open(args.trace) as trace:
-        device = args.device
-        if args.recording_device:
+    trace_path = Path(request.trace)
+    with Trace.open(trace_path) as trace:
+        device = request.device or None
+        if request.recording_device:
             from vkcore.device.context import list_devices
 
             try:
                 devices = list_devices()
             except DeviceError:  # no driver at all under this environment: no recording device either
-                return NO_SUCH_DEVICE
+                return Captured(found=False)
             match = next((d for d in devices if same_device(d.fingerprint(), trace.fingerprint)), None)
             if match is None:
-                return NO_SUCH_DEVICE
+                return Captured(found=False)
             device = str(match.index)
-        captured = trio.run(capture_dispatches, trace, ReplayOptions(trace=args.trace, device=device), args.seq)
-    with TraceWriter(args.out) as writer:
+        captured = trio.run(capture_dispatches, trace, ReplayOptions(trace=trace_path, device=device), request.seq)
+    with TraceWriter(Path(request.out)) as writer:
         for shot, data in captured.items():
             writer.add_meta("probe", {"command": shot.command, "segment": shot.segment, "module": shot.module,
                                       "uid": shot.uid, "blob": writer.put_blob(data)})
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return Captured()

@@ -1,7 +1,8 @@
 """A process that replays for another: the one handler (:func:`handle`) that a suite worker's loop
-(:func:`serve`, ``python -m replay.worker``) and a fleet's Ray actor (:mod:`replay.fleet_node`) both call,
+(:func:`serve`, ``vkcap suite worker``) and a fleet's Ray actor (:mod:`replay.fleet_node`) both call,
 with the messages of :mod:`replay.worker_protocol`, so that a trace is judged on the same answer wherever
-it ran.
+it ran; and :class:`ProbeReplays`, the answers of an isolated bisection's probe child
+(:mod:`vkcap.replay_child`) to its :class:`~replay.worker_protocol.ProbeRequest`.
 
 A :class:`~replay.worker_protocol.ReplayRequest` is replayed through :func:`replay.replayer.replay` (the
 path of ``vkcap replay``) on the Vulkan devices kept in ``contexts`` (opened by the first replay that
@@ -14,8 +15,7 @@ own error. A driver crash is no answer at all: it kills the process, and the par
 """
 from __future__ import annotations
 
-import argparse
-import sys
+import contextlib
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
@@ -23,7 +23,8 @@ from typing import IO, Any
 from vkcore.errors import VkcapError
 
 from .options import ReplayOptions
-from .worker_protocol import Done, Failed, Hello, ProtocolError, ReplayRequest, decode, encode
+from .worker_protocol import (Done, Failed, Hello, ProbeRequest, Probed, ProtocolError, ReplayRequest, decode,
+                              encode)
 
 
 def device_hello(selector: str | None) -> Hello:
@@ -136,14 +137,41 @@ def serve(selector: str | None, requests: IO[str], answers: IO[str]) -> int:
             ctx.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m replay.worker [--device SELECTOR]``: :func:`serve` on stdin and stdout (logging goes to
-    stderr)."""
-    parser = argparse.ArgumentParser(prog="python -m replay.worker")
-    parser.add_argument("--device")
-    args = parser.parse_args(argv)
-    return serve(args.device, sys.stdin, sys.stdout)
+class ProbeReplays:
+    """A probe child's replays: each :class:`~replay.worker_protocol.ProbeRequest` replayed in one
+    session kept open for the requests of equal options (the trace opened and its pipelines made once),
+    stopping at the first divergence. Errors are raised (the caller answers them); :meth:`close` ends
+    the session."""
 
+    def __init__(self) -> None:
+        self._options: dict[str, Any] | None = None
+        self._open = contextlib.ExitStack()
 
-if __name__ == "__main__":
-    sys.exit(main())
+    def answer(self, request: ProbeRequest) -> Probed:
+        import trio
+
+        from .replayer import target_frames
+        from .report import frames_document
+
+        if request.options != self._options:
+            self._session = self._start(ReplayOptions.from_dict(request.options))
+            self._options = request.options
+        trace, session = self._session
+        targets = target_frames(trace, request.first, request.last)
+        report = trio.run(lambda: session.run(targets, stop_at_first_divergence=True, start=request.start))
+        return Probed(frames_document(report.frames))
+
+    def _start(self, options: ReplayOptions) -> tuple[Any, Any]:
+        from capture.trace import Trace
+        from vkcore.device.driver import use_driver
+
+        from .replayer import ReplaySession
+
+        self.close()
+        use_driver(options.icd)
+        trace = self._open.enter_context(Trace.open(options.trace))
+        return trace, self._open.enter_context(ReplaySession(trace, options))
+
+    def close(self) -> None:
+        self._options = None
+        self._open.close()

@@ -7,7 +7,6 @@ checks buffer bounds and fails bad SPIR-V cleanly, so a shader cannot make it cr
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shutil
@@ -298,42 +297,28 @@ def test_isolated_replay_writes_the_reports_an_in_process_replay_writes(trace: P
     assert counts == {"tests": "24", "failures": "24"} and cases[0][:2] == ("vkcap.replay.frame0", "a")
 
 
-def parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    """vkcap's real parser and its subcommands' parsers by name."""
+def test_the_isolated_child_gets_the_parsed_options_and_nothing_of_the_parents(trace: Path) -> None:
+    """Whatever spelling the parent accepted (here abbreviations, allowed for the test, and ``=``), the
+    child is sent the options the parent parsed (a :class:`~replay.worker_protocol.ReplayRequest`, never
+    a command line), and nothing that is the parent's own: no isolation, no reports."""
+    import argparse
+
+    from replay.options import ReplayOptions
+    from replay.worker_protocol import ReplayRequest, decode, encode
     from vkcap.cli import build_parser
+    from vkcap.compare_flags import replay_options
 
     parser = build_parser()
-    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return parser, dict(commands.choices)
-
-
-def test_child_arguments_are_the_parsed_values_spelled_in_full() -> None:
-    """Whatever spelling the parent accepted (here abbreviations, allowed for the test, and ``=``), the
-    child gets every replay option in full, values starting with ``-`` in one token, and nothing that
-    is the parent's own: no isolation, no reports, no bisect-only flag. The child parses it back to
-    the same values."""
-    from replay.isolate import PARENT_DESTS, child_arguments
-
-    parser, sub = parsers()
-    sub["bisect"].allow_abbrev = sub["replay"].allow_abbrev = True
-    args = parser.parse_args(["bisect", "t.vkt", "--exh", "--dty", "a=float32", "--dtype=b=int32", "--time=-1",
-                              "--device=-x", "--no-emul", "--icd", "i.json", "--reference-icd", "r.json",
-                              "--json", "j.json", "--junit", "j.xml", "--log-level", "debug", "--atol", "0.5",
-                              "--ulp", "3", "--shape", "a=4x4", "--replace-shader", "acc=s.comp", "--tolerance", "auto"])
-    child = child_arguments(args, sub["replay"])
-    assert child == ["t.vkt", "--atol", "0.5", "--ulp", "3", "--tolerance", "auto", "--dtype", "a=float32",
-                     "--dtype", "b=int32", "--shape", "a=4x4", "--replace-shader", "acc=s.comp", "--timeout=-1.0",
-                     "--device=-x", "--no-emulation-layers", "--icd", "i.json", "--log-level", "debug"]
-    sub["replay"].allow_abbrev = False
-    back = parser.parse_args(["replay", *child])
-    shared = [a.dest for a in sub["replay"]._actions if a.dest in vars(args) and a.dest not in PARENT_DESTS]
-    assert shared and all(getattr(back, dest) == getattr(args, dest) for dest in shared)
-    assert (back.isolate, back.json, back.junit) == (False, None, None)
-
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
     sub["replay"].allow_abbrev = True
-    args = parser.parse_args(["replay", "-", "--iso", "--frames", "2-5", "--json", "r.json", "--junit", "r.xml",
-                              "--heat", "h", "--isolate"])
-    assert child_arguments(args, sub["replay"]) == ["./-", "--frames", "2-5", "--heatmap", "h"]
+    args = parser.parse_args(["replay", str(trace), "--iso", "--frames", "2-5", "--json", "r.json", "--junit", "r.xml",
+                              "--dty", "a=float32", "--time=2.5", "--device=-x", "--no-emul", "--ulp", "3"])
+    options = replay_options(args)
+    sent = ReplayOptions.from_dict(decode(encode(ReplayRequest(options.to_dict(), report=True)), ReplayRequest).options)
+    assert sent == options
+    assert (sent.first, sent.last, sent.dtypes, sent.frame_timeout_s, sent.device, sent.emulation,
+            sent.tolerances.default.ulp) == (2, 5, (("a", "float32"),), 2.5, "-x", "off", 3)
+    assert not {"isolate", "json", "junit", "html"} & set(options.to_dict())
 
 
 def test_a_child_never_isolates_again(trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -341,6 +326,7 @@ def test_a_child_never_isolates_again(trace: Path, tmp_path: Path, monkeypatch: 
     injected for frame 3 fires only in an isolated child's frames, so it does not fire here), and
     refuses to start a child at all."""
     from replay.isolate import CHILD_ENV, ProbeServer, run_child
+    from replay.options import ReplayOptions
 
     report = tmp_path / "r.json"
     proc = vkcap("replay", trace, "--isolate", "--json", report, env={CHILD_ENV: "1", "VKCAP_TEST_CRASH_AT_FRAME": "3"})
@@ -350,8 +336,8 @@ def test_a_child_never_isolates_again(trace: Path, tmp_path: Path, monkeypatch: 
 
     monkeypatch.setenv(CHILD_ENV, "1")
     with pytest.raises(RuntimeError, match="an isolated child must not start another"):
-        run_child([str(trace)])
-    with ProbeServer([str(trace)]) as server:
+        run_child(ReplayOptions(trace))
+    with ProbeServer() as server:
         with pytest.raises(RuntimeError, match="an isolated child must not start another"):
-            server.probe(0, 0, -1)
+            server.probe(ReplayOptions(trace), 0, 0, -1)
         assert server.children == 0

@@ -17,7 +17,8 @@ from replay.options import ReplayOptions
 from replay.results import Tolerance
 from replay.tolerances import TolerancePolicy
 from replay.worker import serve
-from replay.worker_protocol import MESSAGES, Done, Failed, Hello, ProtocolError, ReplayRequest, decode, encode
+from replay.worker_protocol import (MESSAGES, CaptureRequest, Captured, Done, Failed, Hello, Probed, ProbeRequest,
+                                    ProtocolError, ReplayRequest, decode, encode)
 
 FAST = settings(max_examples=150, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
@@ -32,7 +33,11 @@ def test_every_message_type_survives_a_round_trip() -> None:
     messages = [Hello(), Hello("llvmpipe", "0.0.1", "ab" * 16, 0, "0000:00:02.0"), Hello(error="no device"),
                 ReplayRequest(options), ReplayRequest(options, "p.html", ["vkcap", "replay", "t.vkt", "--ulp", "4"]),
                 Done({"outcome": "identical", "frames": 2, "first_divergence": None, "resources": []}),
-                Failed("t.vkt: not a trace"), Failed("frame 2 did not finish", 1)]
+                Failed("t.vkt: not a trace"), Failed("frame 2 did not finish", 1),
+                ReplayRequest(options, report=True, auto_tolerance=True), ProbeRequest(options, 4, 7, 3),
+                Probed([]), Probed([{"seq": 4, "diverged": False, "comparisons": []}]),
+                CaptureRequest("t.vkt", 2, "probe.vkt"), CaptureRequest("t.vkt", 2, "probe.vkt", "0", True),
+                Captured(), Captured(found=False)]
     assert {type(m) for m in messages} == set(ALL)
     for message in messages:
         line = encode(message)
@@ -48,7 +53,11 @@ def test_every_message_type_survives_a_round_trip() -> None:
        exit_code=st.integers(0, 255))
 def test_messages_of_any_values_survive_a_round_trip(device: str, driver: str, index: int | None, error: str,
                                                      result: dict[str, Any], exit_code: int) -> None:
-    for message in (Hello(device, driver, device, index, driver, error), Done(result), Failed(error, exit_code)):
+    frame = -1 if index is None else index
+    for message in (Hello(device, driver, device, index, driver, error), Done(result), Failed(error, exit_code),
+                    ProbeRequest(result, frame, exit_code, frame), Probed([result, result]),
+                    CaptureRequest(device, frame, driver, error, bool(exit_code % 2)), Captured(bool(exit_code % 2)),
+                    ReplayRequest(result, device, [driver, error], bool(exit_code % 2), bool(exit_code % 3))):
         assert decode(encode(message), type(message)) == message
 
 
@@ -86,11 +95,56 @@ def test_a_hostile_line_is_one_protocol_error_line(line: str, words: str) -> Non
     ('{"type": "failed", "error": "x", "exit_code": "1"}\n', "'exit_code' is not a int"),
     ('{"type": "failed", "error": null}\n', "'error' is not a str"),
     ('{"type": "replay", "options": {}, "command_line": "vkcap replay"}\n', "is not a done or failed message"),
+    ('{"type": "probed", "frames": []}\n', "is not a done or failed message"),
 ])
 def test_an_answer_of_the_wrong_shape_is_refused(line: str, words: str) -> None:
     with pytest.raises(ProtocolError) as exc:
         decode(line, Done, Failed)
     assert words in str(exc.value)
+
+
+@pytest.mark.parametrize("line, words", [
+    ('{"type": "probe", "options": {}, "first": 0, "last": 2}\n', "lacks 'start'"),
+    ('{"type": "probe", "options": {}, "first": "0", "last": 2, "start": -1}\n', "'first' is not a int"),
+    ('{"type": "probe", "options": {}, "first": true, "last": 2, "start": -1}\n', "'first' is not a int"),
+    ('{"type": "probe", "options": [], "first": 0, "last": 2, "start": -1}\n', "'options' is not a dict"),
+    ('{"type": "probe", "options": {}, "first": 0, "last": 2, "start": -1, "argv": ["--isolate"]}\n',
+     "unknown field 'argv'"),
+    ('{"type": "probed", "frames": {"seq": 0}}\n', "'frames' is not a list"),
+    ('{"type": "probed", "frames": [{"seq": 0}, 1]}\n', "'frames' is not a list"),
+    ('{"type": "probed", "frames": ["0 3 -1"]}\n', "'frames' is not a list"),
+    ('{"type": "replay", "options": {}, "report": 1}\n', "'report' is not a bool"),
+    ('{"type": "replay", "options": {}, "auto_tolerance": "yes"}\n', "'auto_tolerance' is not a bool"),
+    ('{"type": "replay", "options": {}, "command_line": ["vkcap", 1]}\n', "'command_line' is not a list"),
+    ('{"type": "capture", "trace": "t.vkt", "seq": 2}\n', "lacks 'out'"),
+    ('{"type": "capture", "trace": "t.vkt", "seq": 2.0, "out": "o"}\n', "'seq' is not a int"),
+    ('{"type": "capture", "trace": "t.vkt", "seq": 2, "out": "o", "recording_device": 0}\n',
+     "'recording_device' is not a bool"),
+    ('{"type": "captured", "found": "false"}\n', "'found' is not a bool"),
+    ("0 3 -1\n", "is not JSON"),
+])
+def test_a_probe_or_capture_line_of_the_wrong_shape_is_refused(line: str, words: str) -> None:
+    """The old probe lines (``FIRST LAST START``) and any message of the wrong shape are refused, in one
+    line; a bool is never taken for a number nor a number for a bool."""
+    with pytest.raises(ProtocolError) as exc:
+        decode(line, ReplayRequest, ProbeRequest, Probed, CaptureRequest, Captured)
+    assert words in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_the_isolated_child_answers_failed_to_a_line_that_is_no_request_and_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child of an isolated replay or probe (:mod:`vkcap.replay_child`) answers each request on its
+    answer pipe and ends at the first :class:`Failed` with its exit code (its device may be lost)."""
+    from vkcap import replay_child
+
+    monkeypatch.setattr(replay_child, "answer", lambda request, probes: Probed([{"seq": request.first}]))
+    monkeypatch.setattr("vkcap.vulkan_start.start_vulkan_early", lambda *args, **kwargs: None)
+    options = ReplayOptions(Path("t.vkt")).to_dict()
+    out = io.StringIO()
+    requests = encode(ProbeRequest(options, 3, 3, 2)) + "3 3 2\n" + encode(ProbeRequest(options, 5, 5, 4))
+    assert replay_child.serve(io.StringIO(requests), out) == 1
+    answers = [decode(line, Probed, Failed) for line in out.getvalue().splitlines()]
+    assert answers[0] == Probed([{"seq": 3}]) and len(answers) == 2
+    assert isinstance(answers[1], Failed) and "is not JSON" in answers[1].error and answers[1].exit_code == 1
 
 
 @FAST

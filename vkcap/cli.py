@@ -24,6 +24,7 @@ from vkcore.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED, VkcapE
 from vkcore.safe_text import rich_text, shown
 from vkcore.version import vkcap_version
 
+from .error_cause import first_cause
 from .flag_parser import FlagParser as _Parser  # noqa: N814 (the name tests and commands know)
 from .run_flags import check_run_flags, run_options
 from .vulkan_start import start_vulkan_early
@@ -211,19 +212,6 @@ def _enable_validation() -> None:
     validation.enable()
 
 
-def _first_cause(exc: VkcapError) -> VkcapError:
-    """The error to report: a validation failure seen before ``exc`` explains it better (the driver was
-    given invalid input), except input errors, which vkcap found before the driver saw anything."""
-    v = validation.current()
-    if v is None or exc.exit_code == EXIT_BAD_INPUT or isinstance(exc, validation.ValidationFailed):
-        return exc
-    try:
-        v.check()
-    except validation.ValidationFailed as failed:
-        return failed
-    return exc
-
-
 def _normalise_argv(argv: list[str]) -> list[str]:
     """``vkcap --scenario x.json ...`` (the reference runner's spelling) means ``vkcap run ...``."""
     if argv and argv[0].startswith("--") and argv[0] not in ("--help", "-h", "--version"):
@@ -260,8 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VkcapError as exc:
         if level == "debug":
             log.exception("details")
-        print(f"vkcap: error: {shown(_first_cause(exc).render())}", file=sys.stderr)
-        return _first_cause(exc).exit_code
+        print(f"vkcap: error: {shown(first_cause(exc).render())}", file=sys.stderr)
+        return first_cause(exc).exit_code
     except KeyboardInterrupt:
         print("vkcap: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

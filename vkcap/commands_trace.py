@@ -79,14 +79,11 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     rep.add_argument("--value-maps", action="store_true", help=argparse.SUPPRESS)  # with heatmaps, both sides (--html)
     rep.add_argument("--isolate", action="store_true",
                      help="run the device work in a child process: a driver crash is reported (frame, signal) as a divergence")
-    rep.add_argument("--progress-file", type=Path, help=argparse.SUPPRESS)  # written by an isolated child
     rep.add_argument("--stop-at-first-divergence", action="store_true", help=argparse.SUPPRESS)
-    rep.add_argument("--serve-probes", action="store_true", help=argparse.SUPPRESS)  # an isolated bisect's child
-    rep.add_argument("--probe-fd", type=int, help=argparse.SUPPRESS)
     add_device(rep)
     rep.add_argument("--icd", type=Path, metavar="FILE.json", help="replay on this Vulkan driver (sets VK_DRIVER_FILES)")
     add_common(rep)
-    rep.set_defaults(handler=cmd_replay, replay_parser=rep)  # the isolated child's flags: child_arguments
+    rep.set_defaults(handler=cmd_replay)
 
     dif = sub.add_parser("diff", help="compare two recordings of the same scenario")
     dif.add_argument("trace", type=Path, metavar="A.vkt")
@@ -115,7 +112,7 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     bis.add_argument("--force", action="store_true",
                      help="with --extract: replace an earlier extract at DIR (only what vkcap wrote there)")
     add_common(bis)
-    bis.set_defaults(handler=cmd_bisect, replay_parser=rep)
+    bis.set_defaults(handler=cmd_bisect)
 
 
 def report_outputs(args: argparse.Namespace, kind: str, document: dict[str, Any], frames: list[Any],
@@ -193,33 +190,44 @@ def _replay(args: argparse.Namespace) -> int:
     check_compare_flags(args, [args.trace])  # before Vulkan starts, and before an isolated child does
     from replay.isolate import in_isolated_child
 
-    if args.isolate and not args.serve_probes and not in_isolated_child():  # a child never isolates again
+    if args.isolate and not in_isolated_child():  # a child never isolates again
         return replay_isolated(args, log)
-    start_vulkan_early(args.icd, args.device, also=TRACE_CODECS)  # the replay runs in this process (perhaps the probes' child)
+    start_vulkan_early(args.icd, args.device, also=TRACE_CODECS)  # the replay runs in this process
     from capture.trace import Trace
-    from replay.report import comparison_line, frames_document, print_frames
-    from replay.replayer import replay
 
     with Trace.open(args.trace) as trace:
-        options = replay_options(args, trace)
-        if args.serve_probes:
-            from replay.isolate import serve_probes
+        report = replay_and_print(replay_options(args, trace), trace, auto_tolerance=args.tolerance == "auto", log=log)
+    report_outputs(args, "replay", replay_document(report), report.frames,
+                   fingerprints=[("recorded", report.recorded_device), ("live", report.device)])
+    return tell_outcome(report, log)
 
-            return serve_probes(options, args.probe_fd, trace)
-        if args.tolerance == "auto":
-            from replay.auto import auto_tolerances
 
-            options = auto_tolerances(options, log, opened=trace)
-        from replay.replayer import target_frames
+def replay_and_print(options: Any, trace: Any, *, auto_tolerance: bool, log: Any) -> Any:  # -> ReplayReport
+    """The replay of ``options`` (its tolerances measured first with ``auto_tolerance``) on ``trace``
+    (open), its frames printed as a table: ``vkcap replay``'s, in process or in an isolated child
+    (:mod:`vkcap.replay_child`)."""
+    from replay.replayer import replay, target_frames
+    from replay.report import print_frames
 
-        from .progress import Activity
+    from .progress import Activity
 
-        total = len(target_frames(trace, options.first, options.last))
-        with Activity(f"replaying {args.trace.name}", total) as progress:
-            report = replay(options, opened=trace,
-                            on_frame=lambda f: progress.advance(description=f"replaying {args.trace.name}: frame {f.seq}"))
+    if auto_tolerance:
+        from replay.auto import auto_tolerances
+
+        options = auto_tolerances(options, log, opened=trace)
+    name = options.trace.name
+    with Activity(f"replaying {name}", len(target_frames(trace, options.first, options.last))) as progress:
+        report = replay(options, opened=trace,
+                        on_frame=lambda f: progress.advance(description=f"replaying {name}: frame {f.seq}"))
     print_frames(report.frames)
-    document = {
+    return report
+
+
+def replay_document(report: Any) -> dict[str, Any]:
+    """The report document of a replay (what ``--json`` writes)."""
+    from replay.report import frames_document
+
+    return {
         "trace": str(report.trace),
         "device": report.device,
         "recorded_device": report.recorded_device,
@@ -228,8 +236,12 @@ def _replay(args: argparse.Namespace) -> int:
         "diverged": report.diverged,
         "frames": frames_document(report.frames),
     }
-    report_outputs(args, "replay", document, report.frames,
-                   fingerprints=[("recorded", report.recorded_device), ("live", report.device)])
+
+
+def tell_outcome(report: Any, log: Any) -> int:
+    """Log what a replay ran and found; its exit code (1: a frame diverged)."""
+    from replay.report import comparison_line
+
     first = report.first_divergence
     compared = len(report.frames)
     if report.frames:
@@ -318,9 +330,9 @@ def cmd_bisect(args: argparse.Namespace) -> int:
             return _bisect(args, None)
         from replay.isolate import ProbeServer
 
-        # The probes' child starts first, so its start-up (Python, Vulkan, pipelines) overlaps this
-        # process's own imports and checks; a bad trace or flag ends it with this process.
-        with ProbeServer(child_arguments(args)) as server:
+        # The probes' child starts first, so its start-up (Python, its modules) overlaps this process's
+        # own imports and checks; a bad trace or flag ends it with this process.
+        with ProbeServer() as server:
             server.start()
             return _bisect(args, server)
 
@@ -463,16 +475,6 @@ def search_size(result: "BisectResult") -> str:
             f"over {result.segments} segment(s)")
 
 
-def child_arguments(args: argparse.Namespace) -> list[str]:
-    """The arguments of the isolated child ``vkcap replay`` of the command parsed into ``args``: made
-    from the parsed values by :func:`replay.isolate.child_arguments`, so the child accepts whatever this
-    process accepted, and is never asked to isolate again. ``args.replay_parser``: replay's own parser,
-    which :func:`register` gives replay and bisect (the child's flags are replay's)."""
-    from replay.isolate import child_arguments as from_parsed
-
-    return from_parsed(args, args.replay_parser)
-
-
 def replay_isolated(args: argparse.Namespace, log: Any) -> int:
     """``replay --isolate``: the same replay in a child; a crash is a finding (exit 1), never a lost run.
 
@@ -483,8 +485,9 @@ def replay_isolated(args: argparse.Namespace, log: Any) -> int:
 
     from .progress import Activity
 
+    options = replay_options(args)  # checked against the trace here: bad input ends the command before a child starts
     with Activity(f"replaying {args.trace.name} in a child process (--isolate)"):
-        outcome = run_child(child_arguments(args))
+        outcome = run_child(options, auto_tolerance=args.tolerance == "auto")
     if outcome.report is not None:
         report_outputs(args, "replay", outcome.report, frames_from_document(outcome.report["frames"]),
                        fingerprints=[("recorded", outcome.report.get("recorded_device") or {}),

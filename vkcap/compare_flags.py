@@ -99,8 +99,7 @@ def check_frames(args: argparse.Namespace, trace: "Trace", first: int | None, la
     """Refuse a trace without a complete frame (:class:`TraceError`), or ``--frame``/``--frames`` naming
     none of its frames (:class:`UsageError` naming the trace and the flag). Warn (log) when some frames
     asked for are not in the trace, and when the trace was recovered after its recording was cut short:
-    a replay then compares fewer frames than asked, never silently. An isolated bisection's child
-    (``--serve-probes``) leaves the warnings to its parent, and so does ``warn=False``."""
+    a replay then compares fewer frames than asked, never silently. ``warn=False``: no warning."""
     import logging
 
     from capture.trace import seq_ranges
@@ -109,7 +108,7 @@ def check_frames(args: argparse.Namespace, trace: "Trace", first: int | None, la
     seqs = sorted(f.seq for f in trace.frames)
     if not seqs:
         raise TraceError("the trace holds no complete frame", file=trace.path)
-    quiet = not warn or getattr(args, "serve_probes", False)
+    quiet = not warn
     if trace.recovered and not quiet:
         log.warning("%s: the trace was recovered (its recording was cut short): it holds frames %s only",
                     trace.path, seq_ranges(seqs))
@@ -267,7 +266,7 @@ def replay_options(args: argparse.Namespace, opened: "Trace | None" = None, *, w
             check_frames(args, trace, first, last, warn=warn)
             policy = tolerance_policy(args, trace.resources)
             shape_list = shapes(args, trace.resources, policy)
-            if warn and not getattr(args, "serve_probes", False):  # an isolated bisection's child: its parent said it
+            if warn:
                 from replay.reading import warn_bytes_tolerances
 
                 warn_bytes_tolerances(trace, policy)
@@ -288,7 +287,6 @@ def replay_options(args: argparse.Namespace, opened: "Trace | None" = None, *, w
         shapes=tuple(shape_list),
         heatmap_dir=getattr(args, "heatmap", None),
         value_maps=getattr(args, "value_maps", False),
-        progress_file=getattr(args, "progress_file", None),
         stop_at_first_divergence=getattr(args, "stop_at_first_divergence", False),
         **extra,
     )

@@ -21,13 +21,12 @@
 - The fixture ``vkcap_replay(trace, **tolerances)`` replays a trace (``atol``, ``rtol``, ``ulp``,
   ``dtypes={uid: dtype}``, ``device``) and returns the :class:`~replay.replayer.ReplayReport`.
 
-Every replay runs in a child ``vkcap replay`` (:func:`replay.isolate.run_child`), never in the test
-process: a trace that crashes the driver (SIGSEGV, an emulation layer's abort) fails its own item or
+Every replay runs in a child process (:func:`replay.isolate.run_child`), never in the test process: a trace that crashes the driver (SIGSEGV, an emulation layer's abort) fails its own item or
 test with the crash line (the frame it was running, how it died), and the session goes on. A trace
 the child refuses (exit 2: damaged, hostile, an unknown device) fails its item with the child's one
 line. Tolerances given to the fixture are checked before anything runs, as the command line checks them
-(:func:`vkcore.bounded_numbers.check_number`); a manifest's own tolerances are checked by the child as
-``replay`` checks them. Every text from a trace or manifest that the terminal shows is escaped.
+(:func:`vkcore.bounded_numbers.check_number`); a manifest's own tolerances are checked against the trace
+as ``replay`` checks them, before the child starts. Every text from a trace or manifest that the terminal shows is escaped.
 """
 from __future__ import annotations
 
@@ -74,24 +73,21 @@ class ReplayFailed(Exception):
         self.crashed = crashed
 
 
-def _child_arguments(trace: Path, *, atol: float, rtol: float, ulp: int, dtypes: dict[str, str],
-                     device: str | None, extra_flags: tuple[str, ...], page: Path | None = None) -> list[str]:
-    """The ``vkcap replay`` arguments: the trace, the fixture's tolerances (those set), the dtypes, the
-    device, the page, then a manifest's own tolerance flags (which win, as they did in process)."""
-    text = str(trace)
-    args = [f"./{text}" if text.startswith("-") else text]
+def _replay_flags(*, atol: float, rtol: float, ulp: int, dtypes: dict[str, str], device: str | None,
+                  extra_flags: tuple[str, ...]) -> list[str]:
+    """``vkcap replay``'s flags of a replay: the fixture's tolerances (those set), the dtypes, the device,
+    then a manifest's own tolerance flags (which win, as they did in process)."""
+    flags = []
     for flag, value in (("--atol", atol), ("--rtol", rtol), ("--ulp", ulp)):
         if value:
-            args.append(f"{flag}={value!r}")
+            flags.append(f"{flag}={value!r}")
     for uid, dtype in (dtypes or {}).items():
-        args.append(f"--dtype={uid}={dtype}")
+        flags.append(f"--dtype={uid}={dtype}")
     if device is not None:
-        args.append(f"--device={device}")
-    if page is not None:
-        args.append(f"--html={page}")
+        flags.append(f"--device={device}")
     for flag, value in zip(extra_flags[::2], extra_flags[1::2]):
-        args.append(f"{flag}={value}")
-    return args
+        flags.append(f"{flag}={value}")
+    return flags
 
 
 def _replay(trace: Path, *, atol: float = 0.0, rtol: float = 0.0, ulp: int = 0, dtypes: dict[str, str] | None = None,
@@ -103,13 +99,16 @@ def _replay(trace: Path, *, atol: float = 0.0, rtol: float = 0.0, ulp: int = 0, 
     from replay.report import frames_from_document
     from vkcore.errors import VkcapError
 
+    from .compare_flags import suite_replay_options
+
     check_tolerances(atol, rtol, ulp)
-    args = _child_arguments(trace, atol=atol, rtol=rtol, ulp=ulp, dtypes=dict(dtypes or {}), device=device,
-                            extra_flags=extra_flags, page=page)
+    flags = _replay_flags(atol=atol, rtol=rtol, ulp=ulp, dtypes=dict(dtypes or {}), device=device,
+                          extra_flags=extra_flags)
     try:
-        outcome = run_child(args, echo=False)
-    except VkcapError as exc:  # the child refused its input (exit 2): its own line
-        raise ReplayFailed(str(exc), crashed=False) from None
+        options = suite_replay_options(trace, flags)  # checked against the trace as replay checks them
+        outcome = run_child(options, echo=False, page=page, command_line=["vkcap", "replay", str(trace), *flags])
+    except VkcapError as exc:  # the trace or its flags refused (here or by the child): its own line
+        raise ReplayFailed(exc.render(), crashed=False) from None
     if outcome.report is None:
         raise ReplayFailed(f"{trace.name}: {outcome.crash_line()}", crashed=True)
     doc = outcome.report
