@@ -289,6 +289,7 @@ class TraceWriter:
         planes: bool = True,
         finalize_on_error: bool = False,
         fsync: bool = False,
+        workers: int = 0,
     ) -> None:
         self.path: str = os.path.abspath(os.fspath(path))
         self.fsync = fsync
@@ -297,6 +298,9 @@ class TraceWriter:
         self.min_compress = min_compress
         self.planes = planes
         self._plane_pool: ThreadPoolExecutor | None = None
+        #: threads that encode the planes (and compute the residual chunks) of large blobs, at most
+        #: (0: as many as the cores, and never fewer than the planes); never changes the bytes
+        self.workers = workers if workers > 0 else max(PLANE_WIDTH, os.cpu_count() or 1)
         #: blob-sized scratch buffers: the planes of blobs being written, and a recorder's residuals (one
         #: pool, so that the buffers of the initial state's planes serve the frames' residuals after it)
         self.blob_buffers = BlobBuffers(BLOB_BUFFERS_KEEP_BYTES)
@@ -603,8 +607,7 @@ class TraceWriter:
         with self._lock:
             if self._plane_pool is None:
                 # one pool for all blobs, which are compressed several at a time: room for all cores
-                workers = max(PLANE_WIDTH, os.cpu_count() or 1)
-                self._plane_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vkcap-planes")
+                self._plane_pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="vkcap-planes")
         return self._plane_pool.map
 
     def write_prepared(self, prepared: PreparedBlob) -> str:
