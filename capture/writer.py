@@ -467,12 +467,16 @@ class TraceWriter:
                                          self._plane_map(len(view)))
             return D.Residual(transform, D.WIDTH, keys, None, inner, probe, whole_probe=whole_probe,
                                   nonzero=parts.nonzero, sparse=parts)
-        # the differences only: the zigzag (three more passes over the data) is left to compress_blob,
-        # which a recorder runs for several frames in parallel, where this runs for one at a time
-        residual, nonzero = D.compute_counted(view, buffers[:used], transform, D.WIDTH, out, keep,
-                                                  self._plane_map(len(view)), zigzag=False)
+        # a residual computed in one thread is the differences only: the zigzag (three more passes over
+        # the data) is left to compress_blob, which a recorder runs for several frames in parallel, where
+        # this runs for one at a time; one computed in chunks over the plane threads is zigzagged in the
+        # same pass (the same bytes either way)
+        chunks = self._plane_map(len(view))
+        zigzag = chunks is not map
+        residual, nonzero = D.compute_counted(view, buffers[:used], transform, D.WIDTH, out, keep, chunks,
+                                              zigzag=zigzag)
         return D.Residual(transform, D.WIDTH, keys, residual, inner, probe, whole_probe=whole_probe,
-                              zigzagged=False, nonzero=nonzero)
+                          zigzagged=zigzag, nonzero=nonzero)
 
     def _prepare(self, view: memoryview, *, skip_if_stored: bool, copy_raw: bool, key: bytes | None = None,
                  delta: Residual | None = None) -> PreparedBlob:
