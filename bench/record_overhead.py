@@ -11,7 +11,11 @@
               apart, the fsync that ``record --fsync`` adds), against the time the target allows beyond
               the run. And ``record`` of the same scenario capturing nothing (its boundaries name no
               resource; ``--checkpoint-every 0``): what a trace costs before any frame is captured (the
-              initial state, the scenario and its files, the writer), in the same alternation.
+              initial state, the scenario and its files, the writer), in the same alternation. With
+              ``--record-threads 1,2,4,8,16``, each run is followed by one ``record --record-threads N``
+              for each N, and a second table gives the capture throughput against the thread count: GB/s
+              of captured bytes (every snapshot copied back) and of changed bytes (new content, hashed,
+              compared and encoded), from ``record --json`` (first frame handed over to last written).
 (b) size      trace size vs the raw snapshot bytes, vs the same trace with every blob stored whole (as
               format 2.0 stored them: no temporal deltas; rewritten from the trace), and vs ``zstd -3``
               (the CLI) over the same snapshot bytes concatenated in frame order (read back from the
@@ -171,6 +175,7 @@ class Sample:
     frames_s: float | None = None  # "Execute Frames" from --perf-counters-dump-path
     trace_bytes: int | None = None
     cpu_s: float = 0.0  # its CPU time, user + system, all threads (steadier than wall time on a busy machine)
+    throughput: dict[str, Any] | None = None  # record --json's "throughput" (capture.recorder.Throughput)
 
 
 class Children:
@@ -182,6 +187,10 @@ class Children:
     def vkcap(self, *args: str | Path, perf: bool = True) -> Sample:
         """One ``python -m vkcap ...`` child: its wall time and peak RSS, measured by the launcher."""
         stats = self.work / "child.stats"
+        summary = self.work / "summary.json"
+        summary.unlink(missing_ok=True)
+        if args and args[0] == "record":
+            args = (*args, "--json", summary)
         counters = self.work / "perf.json"
         counters.unlink(missing_ok=True)
         extra = ["--log-level", "debug"]  # no debug messages exist: this adds a traceback to a failure's message
@@ -198,7 +207,8 @@ class Children:
         if perf and counters.exists():
             doc = json.loads(counters.read_text())
             frames_s = sum(c["value"] for c in doc["Run Scenario"]["counters"] if c["name"] == "Execute Frames") / 1e6
-        return Sample(float(wall), int(rss_kib) / 1024, frames_s, cpu_s=float(cpu))
+        throughput = json.loads(summary.read_text())["throughput"] if summary.exists() else None
+        return Sample(float(wall), int(rss_kib) / 1024, frames_s, cpu_s=float(cpu), throughput=throughput)
 
 
 def median(values: list[float]) -> float:
@@ -218,6 +228,24 @@ class TimeResult:
     nothing: list[Sample] = field(default_factory=list)  # record capturing nothing (no boundary resources, no checkpoints)
     disk_floor: list[float] = field(default_factory=list)  # seconds to write the trace's bytes
     fsync_floor: list[float] = field(default_factory=list)  # seconds to fsync them then
+    by_threads: dict[int, list[Sample]] = field(default_factory=dict)  # --record-threads N -> its records
+
+    def sweep(self) -> list[dict[str, Any]]:
+        """Record time and capture throughput for each --record-threads N (0: the machine's default)."""
+        r = median([s.wall_s for s in self.run])
+        rows = []
+        for n, samples in self.by_threads.items():
+            rates = [s.throughput for s in samples if s.throughput]
+            rec = median([s.wall_s for s in samples])
+            rows.append({
+                "record_threads": n, "threads": rates[0]["threads"] if rates else None,
+                "record_wall_s": rec, "ratio_wall": rec / r,
+                "record_cpu_s": median([s.cpu_s for s in samples]),
+                "captured_gb_s": median([t["captured_gb_s"] for t in rates]) if rates else None,
+                "changed_gb_s": median([t["changed_gb_s"] for t in rates]) if rates else None,
+                "snapshot_work_s": median([t["seconds"] for t in rates]) if rates else None,
+            })
+        return rows
 
     def summary(self) -> dict[str, Any]:
         r, rec = median([s.wall_s for s in self.run]), median([s.wall_s for s in self.record])
@@ -235,6 +263,7 @@ class TimeResult:
             "nothing_wall_s": nothing, "ratio_nothing": None if nothing is None else nothing / r,
             "disk_floor_s": median(self.disk_floor) if self.disk_floor else None,
             "fsync_floor_s": median(self.fsync_floor) if self.fsync_floor else None,
+            "throughput": self.sweep(),
         }
 
 
@@ -274,7 +303,10 @@ def disk_floor(trace: Path, folder: Path) -> tuple[float, float]:
     return t1 - t0, t2 - t1
 
 
-def bench_time(children: Children, work: Path, runs: int, log: Callable[[str], None]) -> list[TimeResult]:
+def bench_time(children: Children, work: Path, runs: int, log: Callable[[str], None],
+               record_threads: list[int] = [0]) -> list[TimeResult]:
+    """(a); ``record_threads``: the ``--record-threads`` of the recordings after each run (0: the
+    default, one per core); the main table shows the last."""
     results = []
     for name, frames, size in (("100x3x1MiB", 100, MiB), ("20x3x16MiB", 20, 16 * MiB)):
         sc = make_scenario(work, name, frames, size)
@@ -289,9 +321,15 @@ def bench_time(children: Children, work: Path, runs: int, log: Callable[[str], N
         for i in range(runs):
             s = children.vkcap("run", sc.path, "--output", out)
             res.run.append(s)
-            trace.unlink(missing_ok=True)
-            t = children.vkcap("record", sc.path, "-o", trace, "--output", out)
-            t.trace_bytes = trace.stat().st_size
+            for n in record_threads:
+                trace.unlink(missing_ok=True)
+                t = children.vkcap("record", sc.path, "-o", trace, "--output", out, "--record-threads", str(n))
+                t.trace_bytes = trace.stat().st_size
+                res.by_threads.setdefault(n, []).append(t)
+                if len(record_threads) > 1:
+                    rate = t.throughput or {}
+                    log(f"    {i + 1}/{runs}: record, {rate.get('threads')} threads: {t.wall_s:.3f} s, "
+                        f"{rate.get('captured_gb_s', 0):.2f} GB/s captured, {rate.get('changed_gb_s', 0):.2f} GB/s changed")
             res.record.append(t)
             written, synced = disk_floor(trace, work)
             res.disk_floor.append(written)
@@ -510,6 +548,21 @@ def print_report(doc: dict[str, Any]) -> None:
         console.print(t)
         for r in doc["time"]:
             console.print(f"  {r['scenario']}: {r['description']}; {r['check']}")
+        sweep = [(r["scenario"], row) for r in doc["time"] for row in r.get("throughput", [])]
+        if sweep:
+            t = Table(title=f"(a) capture throughput against the recording's threads (median of {runs})")
+            for col in ("scenario", "threads", "record s", "record/run", "cpu: record s", "snapshot work s",
+                        "captured GB/s", "changed GB/s"):
+                t.add_column(col, justify="left" if col == "scenario" else "right")
+            gb = (lambda v: "-" if v is None else f"{v:.2f}")
+            for name, row in sweep:
+                t.add_row(name, str(row["threads"]), f"{row['record_wall_s']:.3f}", f"{row['ratio_wall']:.2f}x",
+                          f"{row['record_cpu_s']:.3f}", gb(row["snapshot_work_s"]), gb(row["captured_gb_s"]),
+                          gb(row["changed_gb_s"]))
+            console.print(t)
+            console.print("  captured: every snapshot copied back from the device; changed: those whose content was new "
+                          "(hashed, compared with the previous snapshot, encoded); per second of snapshot work (the first "
+                          "frame handed to the recorder to the last one written), from record --json")
         console.print("  disk floor: writing the trace's bytes into a new file beside it (1 MiB writes), measured after each "
                       "recording: a recording cannot cost less than that beyond a run; + fsync: syncing them then, which "
                       "record adds with --fsync only; nothing captured: record with boundaries that name no resource and "
@@ -558,12 +611,26 @@ def print_report(doc: dict[str, Any]) -> None:
                       "1 MiB blobs: as recording cuts them, in a thread pool of the same size")
 
 
+def _counts(text: str) -> list[int]:
+    """``1,2,4`` -> [1, 2, 4]: thread counts, each 0 (one per core) or more."""
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of whole numbers: {text!r}") from None
+    if not counts or any(n < 0 for n in counts):
+        raise argparse.ArgumentTypeError(f"thread counts must be 0 (one per core) or more: {text!r}")
+    return counts
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5, help="timed runs of each measurement (default 5)")
     parser.add_argument("--only", nargs="+", choices=("a", "b", "c", "d"), help="run only these parts")
     parser.add_argument("--compress-mib", type=int, default=256, help="data size for (d) (default 256)")
     parser.add_argument("--threads", type=int, nargs="+", help="thread counts for (d) (default: 1 and the core count)")
+    parser.add_argument("--record-threads", type=_counts, default=[0], metavar="N[,N...]",
+                        help="for (a): record with each --record-threads N after each run, and print the capture "
+                             "throughput against N (e.g. 1,2,4,8,16; default 0: one thread per core)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="save machine info and every number as JSON")
     parser.add_argument("--workdir", type=Path, help="work here instead of a temporary folder (kept)")
     args = parser.parse_args(argv)
@@ -582,7 +649,7 @@ def main(argv: list[str] | None = None) -> int:
         children = Children(work)
         doc: dict[str, Any] = {"machine": machine_info_with_zstd(children), "runs": args.runs}
         if "a" in parts:
-            results = bench_time(children, work, args.runs, log)
+            results = bench_time(children, work, args.runs, log, args.record_threads)
             doc["time"] = [r.summary() for r in results]
             doc["time_samples"] = {r.scenario: {"run": [asdict(s) for s in r.run], "record": [asdict(s) for s in r.record]} for r in results}
         if "b" in parts:

@@ -88,10 +88,36 @@ class RecordOptions:
     checkpoint_every: int = 8
     dispatch_level: bool = False
     level: int = 3
-    threads: int = -1  # zstd worker threads for a large blob (-1: one per core, 0: none)
-    compress_workers: int = max(1, os.cpu_count() or 1)  # blobs of one frame compressed in parallel
+    threads: int = -1  # zstd worker threads for a large blob (-1: one per core, 0: none); never changes the bytes
+    #: threads that share the snapshot work (hashes, residuals, planes, zstd) of the frames in flight
+    #: (0: one per core); whatever their number, the trace's bytes are the same
+    record_threads: int = 0
     fsync: bool = False  # sync the trace before publishing it (survives a power loss, not just a kill)
     deltas: bool = True  # store snapshots as deltas of the previous ones when smaller
+
+
+def record_threads(options: RecordOptions) -> int:
+    """The threads of a recording's snapshot work: ``options.record_threads``, or one per core."""
+    return options.record_threads if options.record_threads > 0 else max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class Throughput:
+    """What the snapshot work of a recording went through, and how fast: ``captured_bytes`` is every
+    snapshot copied back from the device, ``changed_bytes`` those whose content was new (hashed,
+    compared with the previous snapshot, encoded); ``seconds`` from the first frame handed to the
+    recorder to the last one written."""
+
+    threads: int
+    captured_bytes: int = 0
+    changed_bytes: int = 0
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        rate = (lambda n: n / self.seconds / 1e9 if self.seconds > 0 else 0.0)
+        return {"threads": self.threads, "captured_bytes": self.captured_bytes, "changed_bytes": self.changed_bytes,
+                "seconds": self.seconds, "captured_gb_s": rate(self.captured_bytes),
+                "changed_gb_s": rate(self.changed_bytes)}
 
 
 @dataclass
@@ -101,6 +127,7 @@ class RecordResult:
     frames: int = 0
     file_bytes: int = 0
     snapshots: dict[str, Any] = field(default_factory=dict)  # the snapshot totals, as capture.tally defines them
+    throughput: Throughput | None = None
 
 
 @dataclass
@@ -178,7 +205,10 @@ class TraceRecorder:
         self.initial_keys: dict[str, str] = {}  # set by write_preamble
         self.tally = SnapshotTally(per_resource=False)  # the frames' snapshots as written, for record's closing figures
         self._layouts: dict[tuple[int, bool], CaptureLayout] = {}
-        self._pool = ThreadPoolExecutor(max_workers=options.compress_workers, thread_name_prefix="vkcap-compress")
+        self.threads = record_threads(options)
+        self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="vkcap-compress")
+        self.throughput = Throughput(self.threads)
+        self._first_frame_at: float | None = None
         self._writer_thread: threading.Thread | None = None
         self._frames_ended = False
         self.preamble_done = threading.Event()  # set once the preamble is written, or failed to be
@@ -199,7 +229,7 @@ class TraceRecorder:
         self._buffers = writer.blob_buffers
         # Staging slots: one frame on the GPU while the others are compressed in parallel, as many as
         # the cores can compress at once (each blob's planes run in parallel too).
-        self.slots = 1 + min(8, max(2, os.cpu_count() or 1))
+        self.slots = 1 + min(8, max(2, self.threads))
         # Frames go to the writer thread in frame order, each as soon as it is planned: it waits in the
         # queue while its blobs compress, so the queue holds as many frames as there are slots (with 2,
         # only three frames of 16 MiB compressed at once on the GPU hosts, about 10 ms each: 20 such
@@ -245,6 +275,8 @@ class TraceRecorder:
         thread's failure, if it stopped, which ends the run."""
         if self.write_failure is not None:
             raise self.write_failure
+        if self._first_frame_at is None:
+            self._first_frame_at = time.perf_counter()
         views = [snapshot.slot.view(i) for i in snapshot.layout.items]
         if self.options.deltas:
             plans: list[_Plan | None] = list(self.plan_blobs(snapshot.layout.items, views, self.is_checkpoint(snapshot.seq)))
@@ -402,9 +434,15 @@ class TraceRecorder:
             ) from None
 
     def _append_frame(self, c: QueuedFrame, prepared: list[PreparedBlob]) -> None:
+        before = self.writer.stats.raw_bytes
         for p in prepared:
             self.writer.write_prepared(p)
-        written = self.writer.stats.file_bytes
+        stats = self.writer.stats
+        written = stats.file_bytes
+        self.throughput.captured_bytes += sum(p.raw_len for p in prepared)
+        self.throughput.changed_bytes += stats.raw_bytes - before  # new content: each blob's first occurrence
+        if self._first_frame_at is not None:
+            self.throughput.seconds = time.perf_counter() - self._first_frame_at
         if written - self._synced >= SYNC_EVERY and (self._syncing is None or self._syncing.done()):
             if self._syncing is not None:
                 self._syncing.result()  # an fsync that failed (EIO, ENOSPC) fails the recording here
@@ -457,7 +495,7 @@ class TraceRecorder:
         unique = sorted(first.values())
         small = [i for i in unique if memoryview(payloads[i]).nbytes < PARALLEL_PLANES_MIN_BYTES]
         large = [i for i in unique if memoryview(payloads[i]).nbytes >= PARALLEL_PLANES_MIN_BYTES]
-        at_once = max(1, (os.cpu_count() or 1) // PLANE_WIDTH)
+        at_once = max(1, self.threads // PLANE_WIDTH)
         for batch in [small] + [large[k : k + at_once] for k in range(0, len(large), at_once)]:
             for p in self.compress_all([payloads[i] for i in batch], [keys[i] for i in batch]):
                 self.writer.write_prepared(p)
@@ -668,7 +706,8 @@ class _Recording:
 
         options = self.options
         options.trace.parent.mkdir(parents=True, exist_ok=True)
-        self.writer = TraceWriter(options.trace, level=options.level, threads=options.threads, fsync=options.fsync)
+        self.writer = TraceWriter(options.trace, level=options.level, threads=options.threads, fsync=options.fsync,
+                                  workers=record_threads(options))
         resources = session.resources
         assert resources is not None
         self.recorder = TraceRecorder(self.writer, session.plan, options, resources, session.graphs,
@@ -781,6 +820,7 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
         frames=state.recorder.frames_written,
         file_bytes=stats.file_bytes,
         snapshots=state.recorder.tally.totals(),
+        throughput=state.recorder.throughput,
     )
 
 

@@ -289,6 +289,7 @@ class TraceWriter:
         planes: bool = True,
         finalize_on_error: bool = False,
         fsync: bool = False,
+        workers: int = 0,
     ) -> None:
         self.path: str = os.path.abspath(os.fspath(path))
         self.fsync = fsync
@@ -297,6 +298,9 @@ class TraceWriter:
         self.min_compress = min_compress
         self.planes = planes
         self._plane_pool: ThreadPoolExecutor | None = None
+        #: threads that encode the planes (and compute the residual chunks) of large blobs, at most
+        #: (0: as many as the cores, and never fewer than the planes); never changes the bytes
+        self.workers = workers if workers > 0 else max(PLANE_WIDTH, os.cpu_count() or 1)
         #: blob-sized scratch buffers: the planes of blobs being written, and a recorder's residuals (one
         #: pool, so that the buffers of the initial state's planes serve the frames' residuals after it)
         self.blob_buffers = BlobBuffers(BLOB_BUFFERS_KEEP_BYTES)
@@ -463,12 +467,16 @@ class TraceWriter:
                                          self._plane_map(len(view)))
             return D.Residual(transform, D.WIDTH, keys, None, inner, probe, whole_probe=whole_probe,
                                   nonzero=parts.nonzero, sparse=parts)
-        # the differences only: the zigzag (three more passes over the data) is left to compress_blob,
-        # which a recorder runs for several frames in parallel, where this runs for one at a time
-        residual, nonzero = D.compute_counted(view, buffers[:used], transform, D.WIDTH, out, keep,
-                                                  self._plane_map(len(view)), zigzag=False)
+        # a residual computed in one thread is the differences only: the zigzag (three more passes over
+        # the data) is left to compress_blob, which a recorder runs for several frames in parallel, where
+        # this runs for one at a time; one computed in chunks over the plane threads is zigzagged in the
+        # same pass (the same bytes either way)
+        chunks = self._plane_map(len(view))
+        zigzag = chunks is not map
+        residual, nonzero = D.compute_counted(view, buffers[:used], transform, D.WIDTH, out, keep, chunks,
+                                              zigzag=zigzag)
         return D.Residual(transform, D.WIDTH, keys, residual, inner, probe, whole_probe=whole_probe,
-                              zigzagged=False, nonzero=nonzero)
+                          zigzagged=zigzag, nonzero=nonzero)
 
     def _prepare(self, view: memoryview, *, skip_if_stored: bool, copy_raw: bool, key: bytes | None = None,
                  delta: Residual | None = None) -> PreparedBlob:
@@ -603,8 +611,7 @@ class TraceWriter:
         with self._lock:
             if self._plane_pool is None:
                 # one pool for all blobs, which are compressed several at a time: room for all cores
-                workers = max(PLANE_WIDTH, os.cpu_count() or 1)
-                self._plane_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vkcap-planes")
+                self._plane_pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="vkcap-planes")
         return self._plane_pool.map
 
     def write_prepared(self, prepared: PreparedBlob) -> str:

@@ -89,3 +89,34 @@ def test_work_completing_after_the_run_is_over_is_ignored() -> None:
     free = trio.run(main)
     work.set_exception(OSError("late"))  # run_sync_soon raises RunFinishedError: nothing to tell
     assert free.held() == []
+
+
+def test_a_thread_takes_slots_given_back_by_other_threads_without_calling_into_trio_until_closed() -> None:
+    async def main() -> tuple[list[int | None], int]:
+        token = CountingToken()
+        free = FreeSlots(token, range(1))
+        taken: list[int | None] = []
+
+        def submitting() -> None:  # as the executor's submitting thread: takes a slot per frame
+            for _ in range(4):
+                taken.append(free.take_in_thread())
+
+        thread = threading.Thread(target=submitting)
+        thread.start()
+        for _ in range(3):  # each slot held by work that a third thread completes
+            while len(taken) < 1 + _:
+                await trio.sleep(0.001)
+            work: Future[None] = Future()
+            free.hold(taken[-1], work, lambda e: None)  # type: ignore[arg-type]
+            done = threading.Thread(target=work.set_result, args=(None,))
+            done.start()
+            done.join()
+        while len(taken) < 4:
+            await trio.sleep(0.001)
+        free.close()  # a closed FreeSlots gives a waiting thread None
+        assert free.take_in_thread() is None
+        thread.join()
+        return taken, token.calls
+
+    taken, calls = trio.run(main)
+    assert taken == [0, 0, 0, 0] and calls == 0

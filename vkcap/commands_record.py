@@ -38,6 +38,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         raise UsageError(f"--compression-level must be between {ZSTD_MIN_LEVEL} and {ZSTD_MAX_LEVEL} (zstd's levels), "
                          f"got {args.compression_level}")
     check_number("compression_threads", args.compression_threads, place="--compression-threads")
+    check_number("record_threads", args.record_threads, place="--record-threads")
     check_run_flags(args)
     start_vulkan_early(device=args.device, also=TRACE_CODECS)  # before the imports below, which it overlaps
     run = run_options(args, capture_all=args.capture == "all")
@@ -50,6 +51,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         dispatch_level=args.dispatch_level,
         level=args.compression_level,
         threads=args.compression_threads,
+        record_threads=args.record_threads,
         fsync=args.fsync,
     )
     scenario, before = (None, None) if run.dry_run else check_trace_target(options.trace, run)
@@ -70,6 +72,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     log.info("recorded %d frame(s) on %s into %s%s%s", result.frames, result.run.device_name, result.trace,
              " (replaced the trace that was there)" if before is not None and result.frames else "",
              _record_figures(result) if result.frames else "")
+    if args.json is not None:
+        _write_summary(args.json, result)
     if result.run.interrupted:
         if result.frames:
             log.warning("interrupted: the trace holds the %d frame(s) completed before Ctrl-C", result.frames)
@@ -168,3 +172,21 @@ def _record_figures(result: Any) -> str:
     except OSError:
         return ""
     return f": {snapshot_figures(result.snapshots)}; file {size_text(result.file_bytes)}"
+
+
+def _write_summary(path: Path, result: Any) -> None:
+    """``record --json``: the trace, its frames and sizes, the snapshot totals and the snapshot work's
+    throughput (:class:`capture.recorder.Throughput`, with its thread count)."""
+    import json
+
+    from vkcore.outputs import output_error
+
+    summary = {
+        "trace": str(result.trace), "frames": result.frames, "file_bytes": result.file_bytes,
+        "snapshots": result.snapshots,
+        "throughput": None if result.throughput is None else result.throughput.to_json(),
+    }
+    try:
+        path.write_text(json.dumps(summary, indent=1) + "\n")
+    except OSError as exc:
+        raise output_error(path, exc) from None

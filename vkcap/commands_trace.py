@@ -42,6 +42,12 @@ def register(sub: Any, add_common: AddFlags, add_run_flags: AddFlags, add_device
     rec.add_argument("--compression-level", type=int, default=3, metavar="L", help="zstd level (default 3; 1 or negative: faster, larger)")
     rec.add_argument("--compression-threads", type=int, default=-1, metavar="N",
                      help="zstd worker threads for large snapshots (default -1: one per core; 0: none)")
+    rec.add_argument("--record-threads", type=int, default=0, metavar="N",
+                     help="threads that hash, compare and compress the snapshots (default 0: one per core); "
+                          "the trace is the same whatever their number")
+    rec.add_argument("--json", type=Path, metavar="FILE",
+                     help="write the recording's summary as JSON: frames, sizes, and the snapshot work's "
+                          "throughput with its thread count")
     rec.add_argument("--fsync", action="store_true",
                      help="sync the trace to disk before publishing it, so that it also survives a power loss "
                           "(without: it survives the recorder being killed at any moment, not a power loss)")

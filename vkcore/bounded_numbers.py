@@ -64,6 +64,8 @@ BOUNDS: dict[str, Bound] = {
                               high_open=True),
     "compression_threads": Bound(True, -1, 256, "-1 (one per core), 0 (none) or a whole number up to 256",
                                  "zstd worker threads of a recording; more exhausts memory, not the compressor"),
+    "record_threads": Bound(True, 0, 256, "0 (one per core) or a whole number up to 256",
+                            "threads of a recording's snapshot work; more only adds threads that wait"),
     "top": Bound(True, 1, 1_000_000, "a whole number from 1 to 1000000",
                  "offending elements listed per comparison; each is a report row"),
     "frame": Bound(True, 0, FRAME_LIMIT, "a whole number >= 0 and below 2**31",

@@ -1,18 +1,20 @@
 """The asynchronous frame executor: pipelined submission, completion, snapshots, events.
 
-One trio nursery per run holds three tasks. The *submitter* records (once) and submits frames in order,
-each signalling the fence of its ring slot; it takes a slot only when the slot is free, so at most
-``slots`` frames are in flight. The *completer* runs one worker thread for the whole run, which waits for
-each fence in turn and, right after it, hands the frame's staging slot to the consumer (the trace writer
-when recording, the comparer when replaying); the *emitter* reports that thread's events in trio's. The
-slot is free when the consumer says so: at once, or when the work it handed to its own threads is done.
-Frame N+1 therefore runs on the GPU while frame N's snapshot is hashed, compressed and written, and
-memory in flight stays bounded however many frames there are.
+One trio nursery per run holds the tasks of two worker threads and the emitter. The *submitting*
+thread records (once) and submits frames in order, each signalling the fence of its ring slot; it takes
+a slot only when the slot is free, so at most ``slots`` frames are in flight. The *completing* thread
+waits for each fence in turn and, right after it, hands the frame's staging slot to the consumer (the
+trace writer when recording, the comparer when replaying); the *emitter* reports both threads' events
+in trio's. The slot is free when the consumer says so: at once, or when the work it handed to its own
+threads is done. Frame N+1 therefore runs on the GPU while frame N's snapshot is hashed, compressed and
+written, and memory in flight stays bounded however many frames there are.
 
-The completing thread goes from one frame to the next without a round trip through trio. On the GPU
-hosts we measured, that round trip took 0.5-0.9 ms a frame, more than the GPU's 0.3 ms: without it, the
-frame loop of a thousand small frames took 20-30% less time. Slots and events reach trio through
-:mod:`.slots`, which wakes it only while it waits.
+No frame goes through trio on its way. On the GPU hosts we measured, a round trip through trio took
+0.5-0.9 ms a frame, more than the GPU's 0.3 ms: the completing thread goes from one frame to the next
+by itself (the frame loop of a thousand small frames took 20-30% less time), and a slot freed by the
+consumer's threads wakes the submitting thread directly (:meth:`.slots.FreeSlots.take_in_thread`), not
+trio. Events wait in an :class:`.slots.Outbox` that trio empties every few tens of milliseconds: a
+frame costs trio's thread no wake-up at all.
 """
 from __future__ import annotations
 
@@ -183,34 +185,54 @@ async def execute(
     spent = PassTimes(("Reset Query Pool", "Creating Command Buffer", "Submit Commands", "Wait for Fence"),
                       first=order[0] // len(frames) if order else 0)
     completed = 0
+    submitting_done = trio.Event()
     scope = trio.CancelScope()  # cancelled when a consumer's work fails
     failures: list[BaseException] = []  # from then on, the completing thread waits for no more frames
 
-    async def submitter() -> None:
+    def stopping() -> bool:
+        return bool(failures) or (stop is not None and stop.requested)
+
+    def submit_in_order() -> None:
+        """Record and submit each frame in order as soon as a slot is free, in this one thread: a
+        slot given back wakes it without a round trip through trio."""
         try:
             for seq in order:
                 pass_index, index = divmod(seq, len(frames))
                 frame = frames[index]
-                if stop is not None and stop.requested:
+                if stopping():
                     return
-                slot = await free.take()
-                if stop is not None and stop.requested:  # set while this waited for a free slot
+                slot = free.take_in_thread()
+                if slot is None or stopping():  # the run ends, or a stop came while this waited
                     return
                 layout = consumer.layout(frame, seq) if consumer else NO_CAPTURE
                 t = time.perf_counter()
                 cb = session.command_buffer(frame, layout, slot)
                 spent.add(pass_index, "Creating Command Buffer", time.perf_counter() - t)
-                emit(FrameStarted(pass_index, frame, total, seq))
+                outbox.put(FrameStarted(pass_index, frame, total, seq))
                 t = time.perf_counter()
                 session.submit(frame, cb, slot)
                 spent.add(pass_index, "Submit Commands", time.perf_counter() - t)
                 submitted.put((pass_index, seq, frame, slot, layout, time.perf_counter()))
-                await trio.lowlevel.checkpoint()
         finally:
             submitted.put(None)
 
+    async def submitter() -> None:
+        # not abandoned on cancellation: the thread stops at its next frame once the slots are closed
+        await trio.to_thread.run_sync(submit_in_order)
+        submitting_done.set()
+
+    async def close_slots_when_done() -> None:
+        """Close the free slots once the submitting thread is done, or at once when the run is
+        cancelled (a consumer, the completer or an event handler failed; Ctrl-C), so that the thread
+        never waits for a slot that will not come."""
+        try:
+            await submitting_done.wait()
+        finally:
+            free.close()
+
     def consumer_failed(failure: BaseException) -> None:  # in the trio thread
         failures.append(failure)
+        free.close()
         scope.cancel()
 
     def complete_in_order() -> None:
@@ -240,6 +262,7 @@ async def execute(
             # not abandoned on cancellation: the thread finishes the frames submitted, then sees None
             await trio.to_thread.run_sync(complete_in_order)
         finally:
+            free.close()  # (the submitting thread is done, or must stop: nothing completes its frames)
             outbox.close()
 
     async def emitter() -> None:
@@ -252,6 +275,7 @@ async def execute(
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(emitter)
                 nursery.start_soon(completer)
+                nursery.start_soon(close_slots_when_done)
                 nursery.start_soon(submitter)
     except BaseExceptionGroup as group:
         raise_single(group)
