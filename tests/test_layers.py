@@ -1,49 +1,149 @@
-"""vkcore's packages are layers: at run time each imports only the ones before it (type annotations
-under ``TYPE_CHECKING`` may look further: a command kind is given the session that runs it)."""
+"""The layer contract, read from the code's syntax trees: vkcap's four packages are layers (vkcore <
+capture < replay < vkcap) and vkcore's own packages are layers inside it. At run time a module imports
+only from its own layer and the ones before it, and no module reaches itself through what it imports.
+Every import counts, inside functions too; only ``if TYPE_CHECKING:`` blocks may look further (a command
+kind's annotations name the session that runs it).
+"""
 from __future__ import annotations
 
-import re
+import ast
+from functools import lru_cache
 from pathlib import Path
 
-VKCORE = Path(__file__).resolve().parent.parent / "vkcore"
-ORDER = ["errors", "version", "safe_text", "bounded_numbers", "paths", "outputs", "output_folders", "reference_log", "scenario", "device", "resources", "shaders", "graphs", "commands", "exec"]
-RELATIVE = re.compile(r"\s*from (\.+)([\w.]*) import (.+)")
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ["vkcore", "capture", "replay", "vkcap"]
+"""vkcap's packages, lowest first."""
+VKCORE_ORDER = ["errors", "version", "safe_text", "bounded_numbers", "paths", "outputs", "output_folders",
+                "reference_log", "scenario", "device", "resources", "shaders", "graphs", "commands", "exec"]
+"""vkcore's top-level modules and packages, lowest first."""
 
 
-def runtime_imports(path: Path) -> set[str]:
-    """The vkcore top-level modules or packages ``path`` imports outside ``if TYPE_CHECKING:`` blocks."""
-    found: set[str] = set()
-    in_type_checking = False
-    for line in path.read_text().split("\n"):
-        if line.startswith("if TYPE_CHECKING"):
-            in_type_checking = True
-            continue
-        if in_type_checking and line.strip() and not line.startswith((" ", "\t")):
-            in_type_checking = False
-        m = None if in_type_checking else RELATIVE.match(line)
-        if m is None:
-            continue
-        dots, module, names = m.groups()
-        package = list(path.relative_to(VKCORE.parent).parts[:-1])
-        absolute = package[: len(package) - (len(dots) - 1)] + (module.split(".") if module else [])
-        found |= ({n.strip().split(" as ")[0] for n in names.split(",")} if len(absolute) < 2 else {absolute[1]})
+@lru_cache(maxsize=1)
+def modules() -> dict[str, Path]:
+    """Every module of the four packages by dotted name (a package by its own name)."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
 
 
-def test_every_module_belongs_to_a_layer() -> None:
-    tops = {p.stem if p.is_file() else p.name for p in VKCORE.iterdir()
-            if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())}
-    assert tops == set(ORDER)
+def type_checking_nodes(tree: ast.AST) -> set[int]:
+    """The ids of every node under an ``if TYPE_CHECKING:`` block."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            inside |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return inside
 
 
-def test_packages_import_only_the_layers_below() -> None:
-    upward = []
-    for path in sorted(VKCORE.rglob("*.py")):
-        parts = path.relative_to(VKCORE).parts
-        if parts == ("__init__.py",):
+def imported(name: str, path: Path) -> set[str]:
+    """The modules of the four packages that module ``name`` imports at run time, anywhere in its code."""
+    known = modules()
+    tree = ast.parse(path.read_text())
+    skip = type_checking_nodes(tree)
+    here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
             continue
-        me = parts[0].removesuffix(".py")
-        for used in runtime_imports(path):
-            if used in ORDER and ORDER.index(used) > ORDER.index(me):
-                upward.append(f"{path.relative_to(VKCORE)} imports {used}")
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(here[: len(here) - node.level + 1] + [node.module or ""]).strip(".") if node.level else (node.module or "")
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+@lru_cache(maxsize=1)
+def graph() -> dict[str, frozenset[str]]:
+    return {name: frozenset(imported(name, path)) for name, path in modules().items()}
+
+
+def test_every_vkcore_module_belongs_to_a_layer() -> None:
+    tops = {p.stem if p.is_file() else p.name for p in (ROOT / "vkcore").iterdir()
+            if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())}
+    assert tops == set(VKCORE_ORDER)
+
+
+def test_no_import_points_up_from_one_package_to_a_later_one() -> None:
+    rank = {package: i for i, package in enumerate(PACKAGES)}
+    upward = sorted(f"{a} imports {b}" for a, used in graph().items() for b in used
+                    if rank[b.split(".")[0]] > rank[a.split(".")[0]])
     assert upward == []
+
+
+def test_vkcore_packages_import_only_the_layers_below() -> None:
+    def layer(module: str) -> int | None:
+        parts = module.split(".")
+        return VKCORE_ORDER.index(parts[1]) if parts[0] == "vkcore" and len(parts) > 1 else None
+
+    upward = sorted(f"{a} imports {b}" for a, used in graph().items() for b in used
+                    if layer(a) is not None and layer(b) is not None and layer(b) > layer(a))  # type: ignore[operator]
+    assert upward == []
+
+
+def test_no_circle_of_modules() -> None:
+    """No module reaches itself through the modules it imports (a package's ``__init__`` included)."""
+    assert [sorted(c) for c in strongly_connected(graph()) if len(c) > 1] == []
+
+
+def test_the_checks_see_every_kind_of_import(tmp_path: Path) -> None:
+    """The reader behind these tests finds absolute, relative and in-function imports, and leaves out
+    ``TYPE_CHECKING`` blocks: a check that cannot see an import cannot refuse it."""
+    source = ("from typing import TYPE_CHECKING\nimport replay.suite\nfrom .. import records\n"
+              "if TYPE_CHECKING:\n    from vkcap import cli\n"
+              "def f():\n    from replay.options import ReplayOptions\n")
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    assert imported("capture.format.codecs.m", path) == {"replay.suite", "capture.format", "capture.format.records", "replay.options"}
+
+
+def strongly_connected(edges: dict[str, frozenset[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of ``edges``, without recursion."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    for root in edges:
+        if root in index:
+            continue
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        work = [(root, iter(sorted(edges[root])))]
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                components.append(component)
+    return components
