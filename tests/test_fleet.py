@@ -96,9 +96,10 @@ def two_nodes(tmp: Path) -> Iterator[Cluster]:
         proc = vkcap("fleet", "resources", "--name", name)
         assert proc.returncode == 0, proc.stderr
         resources[name] = json.loads(proc.stdout)
-    # this machine's one lavapipe, its driver, the node's name: {"vkcap_node:head": 1,
-    # "vulkan_device:llvmpipe_LLVM_15.0.6_256_bits": 1, "vulkan_driver:Mesa_22.3.6_LLVM_15.0.6": 1}
-    assert sorted(k.split(":")[0] for k in resources["head"]) == ["vkcap_node", "vulkan_device", "vulkan_driver"]
+    # this machine's one lavapipe, its driver, its UUID, the node's name: {"vkcap_node:head": 1,
+    # "vulkan_device:llvmpipe_LLVM_15.0.6_256_bits": 1, "vulkan_driver:Mesa_22.3.6_LLVM_15.0.6": 1,
+    # "vulkan_gpu:6d657361...:llvmpipe_LLVM_15.0.6_256_bits": 1}
+    assert sorted(k.split(":")[0] for k in resources["head"]) == ["vkcap_node", "vulkan_device", "vulkan_driver", "vulkan_gpu"]
     assert resources["head"]["vkcap_node:head"] == 1 and any(k.startswith("vulkan_device:llvmpipe_LLVM_") for k in
                                                               resources["head"]), resources
     cluster = Cluster(folder, tmp / "traces")
