@@ -6,7 +6,7 @@ STAMPS := .stamps
 APT_PACKAGES := gcc libvulkan1 libvulkan-dev mesa-vulkan-drivers glslang-tools spirv-tools zstd vulkan-validationlayers gfxreconstruct renderdoccmd chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test typecheck bench setup clean golden
+.PHONY: demo test test-fast typecheck bench setup clean golden
 
 setup: $(STAMPS)/system $(VENV)/.installed capture/_kernels.so
 	@# Bytecode for our modules even where PYTHONDONTWRITEBYTECODE is set: it halves start-up.
@@ -38,6 +38,9 @@ demo: setup
 
 test: setup
 	VKCAP_TEST_STRICT=1 $(VENV)/bin/python -m pytest -q -n 2 tests
+
+test-fast: setup  ## the tests not marked slow (about a third of the suite's functions are): under a minute on 2 cores
+	$(VENV)/bin/python -m pytest -q -n 2 -m "not slow" tests
 
 typecheck: setup
 	@# -e: a plain ".[dev]" would replace the editable install with a copy of today's sources

@@ -17,6 +17,8 @@ from replay.options import ReplayOptions
 from tests.builders import ScenarioBuilder, vkcap
 from vkcap.cli import main
 
+pytestmark = pytest.mark.device
+
 N = 256
 CHAIN = """#version 450
 layout(local_size_x = 64) in;
@@ -61,6 +63,7 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"trace": trace, "mix2": mix2, "work": work}
 
 
+@pytest.mark.slow
 def test_the_recorded_shaders_are_the_reference_of_a_replaced_shader(chain: dict[str, Path], tmp_path: Path) -> None:
     """Through the CLI (isolated probes, the default): the frame, then commands[4*frame + 1] (mix), named
     from two replays of that frame; the JSON says how, and no --dispatch-level was needed."""
@@ -127,6 +130,7 @@ def test_which_reference_side(chain: dict[str, Path]) -> None:
         assert isinstance(side, ReferenceSide) and side.words.startswith(f"on the recording device ({name}) and on ")
 
 
+@pytest.mark.slow
 def test_the_recording_device_is_found_by_its_fingerprint_in_a_child(chain: dict[str, Path], tmp_path: Path) -> None:
     """The recording device side runs in a child process that picks the device whose fingerprint is the
     trace's: here this machine's own, giving what the in-process replay gives; under a loader that offers
@@ -147,6 +151,7 @@ def test_the_recording_device_is_found_by_its_fingerprint_in_a_child(chain: dict
     assert capture_on_recording_device(chain["trace"], 6, {"VK_DRIVER_FILES": none, "VK_ICD_FILENAMES": none}) is None
 
 
+@pytest.mark.slow
 def test_the_reference_drivers_outputs_are_the_extracts_expected(chain: dict[str, Path], tmp_path: Path) -> None:
     """--reference-icd (this machine's driver again: the replaced shader is the only difference) with
     --extract: the dispatch is named from the two drivers' replays, and expected/ holds what the
@@ -169,6 +174,7 @@ def test_the_reference_drivers_outputs_are_the_extracts_expected(chain: dict[str
     assert check(bug, "--recorded", tmp=tmp_path / "tmp").returncode == 0
 
 
+@pytest.mark.slow
 def test_the_segment_of_a_graph_dispatch_is_named_side_by_side(tmp_path: Path) -> None:
     """A graph dispatch (examples/graph_custom: GRAPH -> COMPUTE -> GRAPH, its custom shader substituted)
     in a trace recorded without --dispatch-level: with the substituted shader replaced, the two replays

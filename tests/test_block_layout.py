@@ -94,6 +94,8 @@ void main() {
 """
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_shader_writes_every_field_where_the_reflected_dtype_reads_it(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """The strongest check of a layout: the driver writes each field, numpy reads it through the view."""
     code = compile_glsl(PARTICLES, tmp_path)

@@ -58,6 +58,8 @@ def test_version() -> None:
     assert (proc.returncode, proc.stdout.strip()) == (0, f"vkcap {__version__}")
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("command, flag", [("replay", "--iso"), ("bisect", "--exh"), ("record", "--checkpoint")])
 def test_abbreviated_flags_are_refused(trace: Path, command: str, flag: str) -> None:
     """Flags count only as spelled in full (``--iso`` used to reach an isolated child as ``--isolate``'s
@@ -85,6 +87,8 @@ def test_ctrl_c_while_the_command_line_is_imported_exits_130_without_a_traceback
     assert (proc.returncode, proc.stderr, proc.stdout) == (130, "vkcap: interrupted\n", "")
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_device_by_index_and_by_name(trace: Path, tmp_path: Path) -> None:
     name = replay_json(trace, tmp_path)["device"]["device_name"]
     for selector in ("0", name.split()[0].upper()):  # an index, or any part of the name in any case
@@ -92,12 +96,15 @@ def test_device_by_index_and_by_name(trace: Path, tmp_path: Path) -> None:
         assert doc["device"]["device_name"] == name and doc["diverged"] is False
 
 
+@pytest.mark.device
 def test_a_device_that_does_not_exist_is_bad_input_not_a_divergence(trace: Path, tmp_path: Path) -> None:
     proc = vkcap("replay", trace, "--device", "no-such-gpu")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("vkcap: error: no device matches --device 'no-such-gpu' (devices: 0: ")
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_icd_chooses_the_driver(trace: Path, tmp_path: Path) -> None:
     """The manifest given is the only driver the loader sees: the real one replays; one whose library
     is no Vulkan driver (zlib) leaves no driver at all (so the flag really decides which driver runs);
@@ -123,6 +130,8 @@ def test_icd_chooses_the_driver(trace: Path, tmp_path: Path) -> None:
     assert proc.stderr.strip() == f"vkcap: error: --icd {missing}: no such driver manifest (a Vulkan ICD .json file)"
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_rtol_accepts_a_small_relative_change_and_no_more(trace: Path, tmp_path: Path) -> None:
     """A shader that scales by 1.5 * (1 + 2^-16): after frame k every element is off by about
     (k + 1) * 2^-16 relatively (1.5e-5 to 4.6e-5), which --rtol 1e-4 accepts and --rtol 1e-5 does not."""

@@ -409,6 +409,7 @@ def test_property_float_arrays_with_nan_and_inf_are_identical_to_themselves(x: n
     assert c.status == IDENTICAL
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(data=st.data(), name=st.sampled_from(sorted(FLOAT_DTYPES)), n=st.integers(1, 16))
 def test_property_ulp_distance_is_symmetric(data: st.DataObject, name: str, n: int) -> None:
@@ -441,6 +442,7 @@ def test_property_ulp_distance_counts_representable_floats(x: float, steps: int,
     assert (c.status == DIVERGED) == (steps > 0 and not (start == 0 and y == 0))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(data=st.data(), name=st.sampled_from(["float16", "float32", "bfloat16"]), n=st.integers(1, 16))
 def test_property_within_tolerance_is_monotonic_in_ulp(data: st.DataObject, name: str, n: int) -> None:
@@ -687,6 +689,7 @@ def test_integer_statistics_stay_exact() -> None:
     assert c.top == [{"index": [3], "recorded": 100, "live": 90}]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["uint8", "int16", "int32", "uint32", "int64", "uint64"])
 def test_integer_statistics_of_many_differing_elements_match_numpy(dtype: str) -> None:
     """Half a million elements, a third differing, against numpy (as exact Python integers for 64 bits):

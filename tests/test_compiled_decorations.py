@@ -98,6 +98,8 @@ def test_a_module_that_does_not_parse_is_returned_as_it_is(modules: dict[str, by
     assert without_duplicate_decorations(damaged) is damaged
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_coherent_volatile_glsl_runs_and_the_same_spirv_given_is_refused(builder: ScenarioBuilder, tmp_path: Path,
                                                                          modules: dict[str, bytes]) -> None:
     """Through the CLI: the GLSL runs (each element incremented once); the module glslang made, given as a

@@ -401,6 +401,7 @@ def test_unsupported_version(sample: dict[str, Any]) -> None:
         assert r.version == (major, 7) and read_everything(r)[1] == sample["blobs"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("count", [0, 1, 15, 16, 70_000])  # msgpack's array headers change at 16 and 65,536
 def test_the_index_packed_entry_by_entry_is_the_documented_map(count: int) -> None:
     """INDEX is ``{"metas": [[offset, kind]...], "blobs": [[key, offset, stored, raw, codec]...]}``

@@ -15,6 +15,8 @@ import pytest
 
 from tests.builders import ADD_FLOAT, ScenarioBuilder, load_output, vkcap
 
+pytestmark = pytest.mark.device
+
 LAYER = "VK_LAYER_LUNARG_gfxreconstruct"
 
 
@@ -45,6 +47,7 @@ def two_frames(builder: ScenarioBuilder) -> None:
         builder.boundary(["c"], k)
 
 
+@pytest.mark.slow
 def test_labels_and_names_as_a_capture_tool_sees_them(builder: ScenarioBuilder, tmp_path: Path) -> None:
     two_frames(builder)
     calls = captured_calls(builder, tmp_path, "--enable-gpu-debug-markers")

@@ -135,6 +135,7 @@ def test_differences_zigzagged_later_are_the_residual(width: int) -> None:
     assert np.array_equal(whole, later)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", D.WIDTHS)
 @pytest.mark.parametrize("transform", [D.DIFF, D.LINEAR])
 def test_sparse_parts_in_one_pass_are_what_the_residual_encodes_to(width: int, transform: int) -> None:

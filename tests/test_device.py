@@ -9,6 +9,8 @@ import pytest
 from vkcore.device import context as device
 from vkcore.device.context import VulkanContext, start_instance_early
 
+pytestmark = pytest.mark.device
+
 
 def _early_instance() -> Any:
     early = device._early

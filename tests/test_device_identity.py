@@ -28,6 +28,7 @@ def here() -> list:
     return list_devices("off")
 
 
+@pytest.mark.device
 def test_devices_name_their_uuids(here: list) -> None:
     """``vkcap devices --json``: each device's index, 32-hex-digit deviceUUID and driverUUID, PCI bus
     (null where the driver lacks VK_EXT_pci_bus_info, as lavapipe does); the table shows the short UUID."""
@@ -43,6 +44,8 @@ def test_devices_name_their_uuids(here: list) -> None:
     assert table.returncode == 0 and "UUID" in table.stdout and listed[0]["device_uuid"][:8] in table.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_trace_names_the_device_it_was_recorded_on(builder: ScenarioBuilder, tmp_path: Path, here: list) -> None:
     """Recorded with ``--device UUIDPREFIX`` (the dashed, upper-case form too): the trace's fingerprint
     holds the device's index, deviceUUID and driverUUID, and ``vkcap info`` prints them; a trace
@@ -69,6 +72,8 @@ def test_a_trace_names_the_device_it_was_recorded_on(builder: ScenarioBuilder, t
     assert "deviceUUID" not in vkcap("info", old).stdout and old.read_bytes() == before
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_an_unknown_uuid_prefix_is_bad_input(builder: ScenarioBuilder, tmp_path: Path, here: list) -> None:
     """``--device`` with a UUID prefix no device has: one line, exit 2, listing the devices by name and
     short UUID; no trace is written."""
@@ -81,6 +86,7 @@ def test_an_unknown_uuid_prefix_is_bad_input(builder: ScenarioBuilder, tmp_path:
     assert not (tmp_path / "t.vkt").exists() and trace.exists()
 
 
+@pytest.mark.device
 def test_choose_by_uuid_prefix(here: list) -> None:
     """Index first, then UUID prefix (at least 4 hex digits, dashes ignored, any case), then name."""
     d = here[0]
@@ -91,6 +97,8 @@ def test_choose_by_uuid_prefix(here: list) -> None:
         choose_device(here, "zz")
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @settings(max_examples=200, deadline=None)
 @given(uuids=st.lists(st.text("0123456789abcdef", min_size=32, max_size=32), min_size=1, max_size=4),
        prefix=st.text(string.hexdigits + "-xyz \0é²٣", max_size=40) | st.text("0123456789", min_size=4300, max_size=5000))
@@ -123,6 +131,7 @@ def test_labels_tell_identical_gpus_apart() -> None:
     assert device_labels([old]) == {old.device_key: "NVIDIA H200"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field, value, message", [
     ("device_uuid", "../../etc/passwd", "device_uuid: must be at most 32 hex digits"),
     ("device_uuid", "A" * 33, "device_uuid: must be at most 32 hex digits"),

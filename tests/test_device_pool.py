@@ -15,6 +15,8 @@ from tests.needs import missing
 from tests.builders import ScenarioBuilder, vkcap
 from tests.test_suite import record
 
+pytestmark = pytest.mark.device
+
 LAVAPIPE = Path("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
 
 
@@ -39,6 +41,7 @@ def snapshot(folder: Path) -> dict[str, tuple[int, int, bytes]]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_a_pool_replays_each_trace_once(builder: ScenarioBuilder, tmp_path: Path, two_lavapipes: dict[str, str]) -> None:
     """Six traces over a pool of two lavapipe devices: six results, each trace once, each naming the
     device (index and UUID) it ran on in the JSON, JUnit and result files; the traces are untouched.
@@ -72,6 +75,7 @@ def test_a_pool_replays_each_trace_once(builder: ScenarioBuilder, tmp_path: Path
     assert snapshot(folder) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--device-pool", "no-such-gpu*"], "no device matches --device-pool 'no-such-gpu*'"),
     (["--device-pool", "llvmpipe*", "--device", "0"], "--device-pool: not with --device or --ray"),

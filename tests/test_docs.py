@@ -154,6 +154,8 @@ def _environment() -> dict[str, str]:
             "COLUMNS": "200"}
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("page", RUNNABLE_PAGES, ids=lambda p: p.relative_to(REPO).as_posix())
 def test_the_runnable_blocks_of_a_page_run_as_printed(page: Path, tmp_path: Path) -> None:
     """Every `sh run` block (and every CI job's vkcap commands) of the page exits as it says, in order, and

@@ -2,6 +2,8 @@
 one's result is what numpy says it is."""
 from __future__ import annotations
 
+import pytest
+
 import json
 from pathlib import Path
 
@@ -27,6 +29,8 @@ def test_every_example_has_a_readme() -> None:
         p.parent.name for p in EXAMPLES.glob("*/scenario.json"))
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_heat(tmp_path: Path) -> None:
     """200 explicit steps of the heat equation, as numpy takes them (the same float32 operations)."""
     out = run("heat", tmp_path)
@@ -41,6 +45,8 @@ def test_heat(tmp_path: Path) -> None:
     assert 0 < got.sum() < 6400  # heat leaves through the cold edges
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_fragment(tmp_path: Path) -> None:
     out = run("fragment", tmp_path)
     got = np.load(out / "pixels.npy").view(np.float32).reshape(32, 64, 4)
@@ -52,6 +58,7 @@ def test_fragment(tmp_path: Path) -> None:
     assert (got[..., 3] == 1).all()
 
 
+@pytest.mark.device
 def test_add(tmp_path: Path) -> None:
     """Four frames of out += a + b * scale + BIAS over the first ``count`` elements (push constants:
     scale, count; BIAS a specialization constant)."""
@@ -66,6 +73,8 @@ def test_add(tmp_path: Path) -> None:
     np.testing.assert_allclose(np.load(out / "out.npy").view(np.float32), expected, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_blur(tmp_path: Path) -> None:
     """Each output pixel is the mean of the 2x2 texels around its corner (UNORM8 to float; the edge
     clamped), within one step of 8 bits (lavapipe rounds filtered UNORM8 results to 8 bits)."""
@@ -80,6 +89,8 @@ def test_blur(tmp_path: Path) -> None:
     np.testing.assert_allclose(got, expected, atol=1 / 255 + 1e-6)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_conv2d(tmp_path: Path) -> None:
     from tests.test_run_graphs import conv2d_reference
 
@@ -88,6 +99,8 @@ def test_conv2d(tmp_path: Path) -> None:
     np.testing.assert_allclose(np.load(out / "y.npy"), conv2d_reference(x), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_tensor_op(tmp_path: Path) -> None:
     """int8 requantization through VK_ARM_tensors: y = clamp((x * w[column] + 16) >> 5, -128, 127), exact."""
     out = run("tensor_op", tmp_path)
@@ -100,6 +113,8 @@ def test_tensor_op(tmp_path: Path) -> None:
     assert (got == 127).any() and (got == -128).any()  # it saturates at both ends
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_graph_custom(tmp_path: Path) -> None:
     """GRAPH (1x1 conv2d + bias) -> COMPUTE (hard-swish, the custom shader) -> GRAPH (2x2 max-pool). The
     convolution is exact (inputs k/8, weights k/4, bias k/2); the division by 6 rounds."""

@@ -12,6 +12,8 @@ import pytest
 from tests.builders import ScenarioBuilder, load_output, vkcap
 from tests.reference import reference_runner, run_reference
 
+pytestmark = pytest.mark.device
+
 TRACES = Path(__file__).resolve().parent.parent / "traces"
 
 
@@ -45,6 +47,7 @@ def assert_reproduces(folder: Path, tmp_path: Path, scenario: str = "scenario.js
     return meta["expected"]
 
 
+@pytest.mark.slow
 def test_a_dispatch_from_the_middle_of_a_100_frame_trace(tmp_path: Path) -> None:
     """The heat example's golden trace (100 frames, two ping-pong steps each, no dispatch-level
     snapshots): the second step of frame 50. Its inputs are replayed (the frame's first step runs
@@ -119,6 +122,7 @@ def chain_trace(builder: ScenarioBuilder, tmp_path: Path, frames: int = 100) -> 
     return trace
 
 
+@pytest.mark.slow
 def test_an_extract_holds_only_its_dispatch_and_checks_its_inputs(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """From a 100-frame trace of 4 MiB of snapshots (dispatch-level): ``mix`` of frame 60 binds c, e
     and f only; the 40 KiB ``z`` the frame also churns is not in the extract. c, as the dispatch before
@@ -139,6 +143,7 @@ def test_an_extract_holds_only_its_dispatch_and_checks_its_inputs(builder: Scena
     np.testing.assert_array_equal(load_output(out / "expected" / "f.npy", np.float32), c + e * np.float32(2))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", ["fragment", "blur", "tensor_op", "conv2d", "graph_custom"])
 def test_fragment_passes_images_tensors_and_graphs_extract(example: str, tmp_path: Path) -> None:
     """Every kind of the golden traces: the dispatch of frame 0 (a fragment pass; a sampled image,
@@ -160,6 +165,7 @@ def test_fragment_passes_images_tensors_and_graphs_extract(example: str, tmp_pat
     assert_reproduces(out, tmp_path)
 
 
+@pytest.mark.slow
 def test_bisect_extracts_the_first_divergent_dispatch(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """bisect with a replaced ``mix`` (which differs once c grows past 13, a few frames in) names the
     first divergent ``mix`` and extracts it: the extract reproduces the recording with the trace's
@@ -188,6 +194,7 @@ def test_bisect_extracts_the_first_divergent_dispatch(builder: ScenarioBuilder, 
     assert len(differing) == first["differing"] > 0 and list(differing[:1]) == first["first_index"]
 
 
+@pytest.mark.slow
 def test_bad_requests_are_one_line(builder: ScenarioBuilder, tmp_path: Path) -> None:
     trace = chain_trace(builder, tmp_path, frames=3)
     out = tmp_path / "x"
@@ -210,6 +217,7 @@ def test_bad_requests_are_one_line(builder: ScenarioBuilder, tmp_path: Path) -> 
     assert out.read_text() == "keep me"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example, dtype", [("add", "out=float32"), ("graph_custom", None), ("fragment", "pixels=float32")])
 def test_an_extract_diverges_where_the_full_replay_does(example: str, dtype: str | None, tmp_path: Path) -> None:
     """The extract of frame 0's dispatch of a golden trace (recorded on lavapipe), run on this device,
@@ -234,6 +242,7 @@ def test_an_extract_diverges_where_the_full_replay_does(example: str, dtype: str
             assert np.unravel_index(differing[0], want.shape) == tuple(c["first_index"]) or [differing[0]] == c["first_index"]
 
 
+@pytest.mark.slow
 def test_an_optical_flow_extracts(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """``dispatch_optical_flow`` (ARM's emulation): frame 1 of two, temporal hints off (with them, a
     frame's flow depends on the frames before it, which an extract of one command does not hold): the

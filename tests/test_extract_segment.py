@@ -19,6 +19,8 @@ from tests.builders import ScenarioBuilder, vkcap
 from tests.test_extract import TRACES, assert_reproduces
 from vkcore.graphs.vgf import ModuleType, read_vgf
 
+pytestmark = pytest.mark.device
+
 module("vgfpy", "ai-ml-sdk-vgf-library (vgfpy, CPython 3.11) is not installed")
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "graph_custom"
@@ -103,6 +105,7 @@ SEGMENTS: dict[int, tuple[list[str], dict[str, str]]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("segment", sorted(SEGMENTS))
 def test_each_segment_extracts_alone_and_reproduces(recorded: Path, segment: int, tmp_path: Path) -> None:
     """Segment K of the last frame's graph: a VGF of that segment alone (its module, the resources it
@@ -150,6 +153,7 @@ def test_each_segment_extracts_alone_and_reproduces(recorded: Path, segment: int
                                np.float32(GAIN) * hardswish(x) + np.float32(BIAS), rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_a_glsl_module_runs_as_vkcap_compiled_it(tmp_path: Path) -> None:
     """The example as it is (its custom shader is GLSL in the VGF; the frame's first dispatch): segment 1
     carries the SPIR-V vkcap compiled, its source beside it, and reproduces the recording."""
@@ -180,6 +184,7 @@ def test_a_glsl_module_runs_as_vkcap_compiled_it(tmp_path: Path) -> None:
         "y": "the boundary snapshot of frame 0 (no later command of the frame writes it)"}
 
 
+@pytest.mark.slow
 def test_bisect_extracts_the_divergent_segment(recorded: Path, tmp_path: Path) -> None:
     """bisect with the substituted shader replaced names segment 1 of the first graph dispatch and
     extracts that segment: scenario.recorded.json reproduces the recording, and scenario.json, the
@@ -209,6 +214,7 @@ def test_bisect_extracts_the_divergent_segment(recorded: Path, tmp_path: Path) -
     assert np.argwhere(got != want).tolist() == [[0, 1, 2, 5]] and doc["resource"]["differing"] == 1
 
 
+@pytest.mark.slow
 def test_bad_segment_requests_are_one_line(recorded: Path, tmp_path: Path) -> None:
     out = tmp_path / "x"
     frame = ["--frame", str(FRAMES - 1)]

@@ -6,6 +6,8 @@ The actors run with the driver's ``VKCAP_*`` environment, so they replay under t
 log into the running test's validation log like any ``vkcap`` child (see conftest)."""
 from __future__ import annotations
 
+import pytest
+
 import contextlib
 import json
 import os
@@ -123,6 +125,7 @@ def rows(path: Path) -> list[dict[str, Any]]:
     return json.loads(path.read_text())["results"]
 
 
+@pytest.mark.device
 def test_a_two_node_fleet(tmp_path: Path) -> None:
     """Three suites on one two-node cluster: split across both nodes as in-process; an actor killed; the
     second node lost. (One test, one cluster: pytest-xdist deals out tests, not modules, and its
@@ -239,6 +242,7 @@ def node_lost(cluster: Cluster, tmp: Path) -> None:
     assert len(again) == 1 and again[0]["host"] == "head", err + json.dumps(results, indent=1)
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line(tmp_path: Path) -> None:
     """Without Ray installed, with an address no cluster answers at, or with options --ray cannot honour:
     one line, exit 2, before any replay."""
@@ -266,6 +270,8 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     assert (shared.returncode, shared.stderr.strip()) == (2, "vkcap: error: --ray-shared: only with --ray")
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_local_cluster_in_this_process(tmp_path: Path) -> None:
     """``--ray local``: a cluster started in the vkcap process, advertising this machine's devices; with
     ``--ray-shared`` the actor reads the traces where they are."""

@@ -51,6 +51,9 @@ def draw(b: ScenarioBuilder, **fields: object) -> None:
                                              **fields}})
 
 
+@pytest.mark.slow
+@pytest.mark.device
+@pytest.mark.reference
 def test_a_fragment_pass_into_a_color_attachment(builder: ScenarioBuilder, tmp_path: Path) -> None:
     tint = np.array([1, 0.5, 2, 1], dtype=np.float32)
     shaders(builder)
@@ -67,6 +70,8 @@ def test_a_fragment_pass_into_a_color_attachment(builder: ScenarioBuilder, tmp_p
         assert run_reference(builder.root / "scenario.json", tmp_path / "ref").returncode == -11
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_fragment_pipelines_are_counted_by_the_pipeline_cache(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """A graphics pipeline misses on the first cached run (no cache yet: not a failure, even with
     ``--fail-on-pipeline-cache-miss``) and hits on the next; a changed fragment shader then misses and,
@@ -89,6 +94,8 @@ def test_fragment_pipelines_are_counted_by_the_pipeline_cache(builder: ScenarioB
     assert not (tmp_path / "refused" / "out.dds").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_fragment_pass_over_a_render_extent_reads_and_writes_through_bindings(builder: ScenarioBuilder,
                                                                                   tmp_path: Path) -> None:
     """No attachment: the fragment shader samples an image and writes a storage buffer, one fragment per texel;
@@ -114,6 +121,8 @@ void main() { ivec2 p = ivec2(gl_FragCoord.xy); o[p.y * 8 + p.x] = texelFetch(sr
     np.testing.assert_array_equal(load_output(tmp_path / "o.npy", np.float32).reshape(H, W, 4), values * 2)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_fragment_pass_into_one_mip_level(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """``{resource_ref, lod}`` renders into that level only, at its extent; the trace holds both levels."""
     from capture.trace import Trace
@@ -133,6 +142,8 @@ def test_a_fragment_pass_into_one_mip_level(builder: ScenarioBuilder, tmp_path: 
     np.testing.assert_array_equal(levels[W * H * 4:].reshape(H // 2, W // 2, 4), gradient(tint, W // 2, H // 2))
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_record_replay_and_bisect_find_a_replaced_fragment_shader(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Six frames, each a compute dispatch then a fragment pass accumulating into a buffer; a fragment
     shader replaced by one that differs for one texel from frame 3 on is found at that frame and command."""
@@ -168,6 +179,7 @@ void main() { ivec2 p = ivec2(gl_FragCoord.xy); a[p.y * 8 + p.x] += float(p.x + 
     assert (doc["frame"], doc["command"]) == (3, 10)  # frame 3: commands 9 (count), 10 (the pass), 11 (boundary)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change, message", [
     (lambda b: b.commands[0]["dispatch_fragment"].pop("color_attachment_refs"),
      "commands[0].dispatch_fragment: give color_attachment_refs or render_extent: a fragment pass needs an extent to "
@@ -190,6 +202,7 @@ def test_bad_fragment_passes_are_one_line(builder: ScenarioBuilder, tmp_path: Pa
     assert (proc.returncode, proc.stderr.strip()) == (2, f"vkcap: error: {scenario}: {message}")
 
 
+@pytest.mark.device
 def test_a_render_extent_beyond_the_device(builder: ScenarioBuilder, tmp_path: Path) -> None:
     shaders(builder, "#version 450\nvoid main() {}\n", push=0)
     draw(builder, render_extent=[1 << 20, 4])

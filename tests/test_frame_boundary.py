@@ -12,6 +12,8 @@ import pytest
 from tests.builders import ADD_FLOAT, ScenarioBuilder, load_output, vkcap
 from tests.reference import reference_runner, run_reference
 
+pytestmark = pytest.mark.device
+
 
 def counting(b: ScenarioBuilder, boundary: str, frame_ids: list[int | None]) -> Path:
     """Frame k adds a to c (c accumulates); each frame ends with ``boundary`` naming c."""
@@ -27,6 +29,8 @@ def counting(b: ScenarioBuilder, boundary: str, frame_ids: list[int | None]) -> 
     return b.save()
 
 
+@pytest.mark.slow
+@pytest.mark.reference
 @pytest.mark.parametrize("boundary, frame_ids, warnings", [
     ("frame_boundary", [None, None, None], []),
     ("mark_boundary", [None, None, None], ["commands[1].mark_boundary: 'mark_boundary' is deprecated; use "

@@ -104,6 +104,7 @@ def mutated(draw: Any, document: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+@pytest.mark.slow
 def test_fuzzed_scenarios_validate_or_fail_clearly(base: tuple[Path, dict[str, Any]]) -> None:
     root, document = base
     target = root / "fuzz.json"
@@ -130,6 +131,8 @@ def _cli(*args: str) -> tuple[int, str]:
 VALIDATION_LAYER = Path("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json")
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_fuzzed_scenarios_run_or_fail_clearly(base: tuple[Path, dict[str, Any]], tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     """Mutations of values that validation may accept, executed on the device through the CLI, under
@@ -173,6 +176,8 @@ def _numeric_paths(document: dict[str, Any]) -> list[tuple[Any, ...]]:
     return paths
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_fuzzed_traces_read_or_fail_clearly(base: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
     root, document = base
     scenario = root / "trace_source.json"
@@ -215,6 +220,8 @@ void main() { uint i = gl_GlobalInvocationID.x; acc[i] += inc[i]; }
 """
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_fuzzed_delta_traces_read_or_fail_clearly(tmp_path: Path) -> None:
     """The same for a trace whose snapshots are stored as deltas (codec 3): damage to a delta, to the
     blob it refers to or to the chain's headers gives one clear error, never a traceback."""

@@ -18,6 +18,8 @@ from capture.reader import TraceReader
 
 from .builders import vkcap
 
+pytestmark = pytest.mark.device
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = ["add", "heat", "fragment", "blur", "conv2d", "tensor_op", "graph_custom"]
 MACHINE_FIELDS = ("host", "platform", "python")
@@ -38,6 +40,7 @@ def records(path: Path) -> tuple[list[dict[str, Any]], list[tuple[str, Any, byte
         return metas, blobs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_recording_an_example_gives_its_golden_trace(name: str, tmp_path: Path) -> None:
     golden = REPO / "traces" / f"{name}.vkt"

@@ -315,6 +315,7 @@ def run_graph(ctx: Any, api: GraphApi, tensor_api: TensorApi, vgf_path: Path, in
 # Device tests
 
 
+@pytest.mark.device
 def test_api_reports_graph_support(ctx: Any, api: GraphApi) -> None:
     assert GraphApi.load(ctx) is api
     assert api.features().dataGraph == 1
@@ -324,6 +325,7 @@ def test_api_reports_graph_support(ctx: Any, api: GraphApi) -> None:
         assert any(p.operation_set.startswith("TOSA") for p in props)
 
 
+@pytest.mark.device
 def test_add_graph_is_bit_exact(ctx: Any, api: GraphApi, tensor_api: TensorApi, tmp_path: Path) -> None:
     vgf = convert(ADD_MLIR, tmp_path, "add")
     rng = np.random.default_rng(11)
@@ -335,6 +337,7 @@ def test_add_graph_is_bit_exact(ctx: Any, api: GraphApi, tensor_api: TensorApi, 
     assert run.create_seconds > 0
 
 
+@pytest.mark.device
 def test_conv2d_with_constants_and_session_memory(ctx: Any, api: GraphApi, tensor_api: TensorApi, tmp_path: Path) -> None:
     rng = np.random.default_rng(5)
     weights = rng.standard_normal((20, 3, 3, 2)).astype(np.float32)
@@ -362,6 +365,7 @@ def test_conv2d_with_constants_and_session_memory(ctx: Any, api: GraphApi, tenso
     assert run.session_allocations == sum(1 for r in run.session_requirements if r.requirements.size)
 
 
+@pytest.mark.device
 def test_mismatches_are_refused_before_any_vulkan_call(
     ctx: Any, api: GraphApi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -394,6 +398,7 @@ def test_mismatches_are_refused_before_any_vulkan_call(
         layout.destroy()
 
 
+@pytest.mark.device
 def test_dispatch_without_descriptor_sets_is_refused(ctx: Any, api: GraphApi, tmp_path: Path) -> None:
     spirv, entry, resources, constants, _ = graph_parts(convert(ADD_MLIR, tmp_path, "add"))
     layout = GraphLayout.for_module(ctx, scan_graph_module(spirv))

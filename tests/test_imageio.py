@@ -362,6 +362,7 @@ def _run_images(root: Path, images: list[dict]) -> Path:
 WRITABLE = [n for n in DDS_FORMATS if not FORMATS[n].is_depth and FORMATS[n].block_bytes == FORMATS[n].file_bytes]
 
 
+@pytest.mark.device
 @requires_reference
 def test_reference_rewrites_our_dds_files_byte_for_byte(tmp_path: Path) -> None:
     """Each format: our DDS file is the reference's ``src``; the file it writes back is ours, byte for byte."""
@@ -381,6 +382,7 @@ def test_reference_rewrites_our_dds_files_byte_for_byte(tmp_path: Path) -> None:
         assert (out / f"{short}.dds").read_bytes() == blob, short
 
 
+@pytest.mark.device
 @requires_reference
 def test_reference_writes_our_bytes_from_npy_sources(tmp_path: Path) -> None:
     """NHWC ``.npy`` sources (shape (1, H, W, C)) through the reference give the DDS files write_dds gives."""
@@ -409,6 +411,8 @@ def test_reference_writes_our_bytes_from_npy_sources(tmp_path: Path) -> None:
         np.testing.assert_array_equal(read_dds(ours).to_array(0), arr[0])
 
 
+@pytest.mark.device
+@pytest.mark.reference
 @requires_reference
 def test_reference_dims_are_width_then_height(tmp_path: Path) -> None:
     """A 5-wide, 3-high DDS loads into dims [1, 5, 3, 1]; [1, 3, 5, 1] is refused on its height."""
@@ -425,6 +429,7 @@ def test_reference_dims_are_width_then_height(tmp_path: Path) -> None:
     assert "height does not match that in the scenario file: 3 vs 5" in proc.stdout + proc.stderr
 
 
+@pytest.mark.device
 @requires_reference
 def test_reference_loads_mips_and_writes_level_zero_only(tmp_path: Path) -> None:
     rng = np.random.default_rng(RNG_SEED + 2)
@@ -440,6 +445,8 @@ def test_reference_loads_mips_and_writes_level_zero_only(tmp_path: Path) -> None
     assert (out / "out.dds").read_bytes() == expected.read_bytes()
 
 
+@pytest.mark.device
+@pytest.mark.reference
 @requires_reference
 def test_reference_loads_our_depth_stencil_files(tmp_path: Path) -> None:
     """D32_FLOAT_S8X24_UINT: 8-byte texels, depth first; the reference keeps the depth, warns about stencil."""
@@ -456,6 +463,7 @@ def test_reference_loads_our_depth_stencil_files(tmp_path: Path) -> None:
     assert "Ignoring stencil data" in proc.stdout + proc.stderr
 
 
+@pytest.mark.reference
 @requires_reference
 @pytest.mark.parametrize("case", ["pixels cut", "trailing", "legacy DXT1", "cube"])
 def test_reference_refuses_what_we_refuse(tmp_path: Path, case: str) -> None:
@@ -501,6 +509,7 @@ def test_png_round_trip(tmp_path: Path, name: str, exact: bool) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["x.png"]
 
 
+@pytest.mark.device
 @requires_reference
 def test_png_bytes_match_the_reference_runner(tmp_path: Path) -> None:
     """R8G8B8A8_UNORM images written to PNG by the reference (stb_image_write) are encode_png's bytes."""

@@ -30,6 +30,8 @@ from vkcore.resources.buffers import free_staging, staging_buffer
 from vkcore.scenario.model import Image as ImageSpec
 from vkcore.shaders.bindings import LayoutBinding
 
+pytestmark = pytest.mark.device
+
 RNG_SEED = 20240611
 STORAGE_IMAGE = vk.VK_DESCRIPTOR_TYPE_STORAGE_IMAGE
 COMBINED = vk.VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER
@@ -251,9 +253,11 @@ def device_supports(ctx: VulkanContext, name: str) -> bool:
 # --------------------------------------------------------------------------------------------------------
 
 DDS_WRITABLE = [n for n in dds_formats() if not FORMATS[n].is_depth]
+#: formats lavapipe (Mesa 22.3.6) makes no images of: their round trips run on a GPU (marker gpu), skip here
+LAVAPIPE_LACKS = {"VK_FORMAT_R8G8B8_SINT", "VK_FORMAT_R8G8B8_SNORM"}
 
 
-@pytest.mark.parametrize("name", DDS_WRITABLE)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.gpu) if n in LAVAPIPE_LACKS else n for n in DDS_WRITABLE])
 def test_dds_round_trip_is_byte_identical(name: str, ctx: VulkanContext, submit: Submitter, images: Images,
                                           tmp_path: Path) -> None:
     info = format_info(name)

@@ -74,6 +74,8 @@ def add_capture(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"root": root, "scenario": scenario, "capture": root / "add.gfxr", "app_out": root / "app_out"}
 
 
+@pytest.mark.slow
+@pytest.mark.reference
 @pytest.mark.parametrize("compression", ["NONE", "ZSTD"])
 def test_other_compressions_import_alike(tmp_path: Path, compression: str) -> None:
     scenario = add_scenario(tmp_path / "app")
@@ -84,6 +86,8 @@ def test_other_compressions_import_alike(tmp_path: Path, compression: str) -> No
     assert output_bytes(tmp_path / "ours", names) == output_bytes(tmp_path / "app_out", ["out.npy"])
 
 
+@pytest.mark.slow
+@pytest.mark.reference
 def test_imported_capture_reproduces_the_application_byte_for_byte(add_capture: dict[str, Path], tmp_path: Path) -> None:
     proc = vkcap("import", add_capture["capture"], "-o", tmp_path / "imported")
     assert proc.returncode == 0, proc.stderr
@@ -100,6 +104,7 @@ def test_imported_capture_reproduces_the_application_byte_for_byte(add_capture: 
     assert (tmp_path / "ours" / "buffer2.npy").read_bytes() == (add_capture["app_out"] / "out.npy").read_bytes()
 
 
+@pytest.mark.reference
 def test_import_never_overwrites(add_capture: dict[str, Path], tmp_path: Path) -> None:
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "keep.txt").write_text("mine")
@@ -109,6 +114,8 @@ def test_import_never_overwrites(add_capture: dict[str, Path], tmp_path: Path) -
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["keep.txt"]
 
 
+@pytest.mark.slow
+@pytest.mark.reference
 def test_record_replay_and_bisect_an_imported_capture(add_capture: dict[str, Path], tmp_path: Path) -> None:
     trace = tmp_path / "add.vkt"
     before = set(Path("/tmp").glob("vkcap-import-*"))
@@ -124,6 +131,8 @@ def test_record_replay_and_bisect_an_imported_capture(add_capture: dict[str, Pat
     assert "first divergent dispatch: commands[0] (shader0)" in bisect.stdout + bisect.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.reference
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "empty"])
 def test_bad_captures_are_refused_in_one_line(add_capture: dict[str, Path], tmp_path: Path, damage: str) -> None:
     data = add_capture["capture"].read_bytes()
@@ -148,6 +157,8 @@ void main() {
 """
 
 
+@pytest.mark.slow
+@pytest.mark.reference
 def test_storage_images_with_push_and_specialization_constants_reproduce_the_runner(tmp_path: Path) -> None:
     app = tmp_path / "app"
     app.mkdir()
@@ -183,6 +194,7 @@ void main() { o[gl_GlobalInvocationID.x] = texelFetch(tex, ivec2(gl_GlobalInvoca
 """
 
 
+@pytest.mark.reference
 def test_compute_that_depends_on_what_is_not_imported_exits_2_naming_the_call(tmp_path: Path) -> None:
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "tex.comp").write_text(SAMPLED_SHADER)
@@ -253,6 +265,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return built
 
 
+@pytest.mark.slow
 def test_c_application_reproduces_each_frame_byte_for_byte(app: dict[str, Path], tmp_path: Path) -> None:
     imported = tmp_path / "imported"
     proc = vkcap("import", app["root"] / "app.gfxr", "-o", imported, "--frames-per-submit")
@@ -281,6 +294,7 @@ def test_c_application_reproduces_each_frame_byte_for_byte(app: dict[str, Path],
         (app["root"] / "app_out" / f"frame{FRAMES - 1}.bin").read_bytes()
 
 
+@pytest.mark.slow
 def test_graphics_work_is_listed_once_per_kind_and_compute_still_imported(app: dict[str, Path], tmp_path: Path) -> None:
     proc = vkcap("import", app["root"] / "graphics.gfxr", "-o", tmp_path / "imported", "--frames-per-submit")
     assert proc.returncode == 0, proc.stderr
@@ -306,6 +320,7 @@ def test_a_capture_without_dispatches_says_what_it_holds(app: dict[str, Path], t
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_capture_of_vkcap_itself_is_whole(tmp_path: Path) -> None:
     """Where the environment asks for layers, vkcap destroys its instance before it exits, so a capture
     layer writes the end of its file (it was cut at the layer's last 4 KiB buffer, without the fast exit's

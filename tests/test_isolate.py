@@ -38,6 +38,8 @@ def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_isolated_replay_reports_a_crash_as_a_finding(trace: Path, tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     proc = vkcap("replay", trace, "--isolate", "--json", report, env={"VKCAP_TEST_CRASH_AT_FRAME": "9"})
@@ -48,6 +50,8 @@ def test_isolated_replay_reports_a_crash_as_a_finding(trace: Path, tmp_path: Pat
     assert (doc["crashed"], doc["frame"], doc["how"], doc["diverged"]) == (True, 9, "SIGSEGV", True)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_isolated_replay_without_a_crash_is_a_normal_replay(trace: Path, tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     proc = vkcap("replay", trace, "--isolate", "--json", report)
@@ -56,6 +60,8 @@ def test_isolated_replay_without_a_crash_is_a_normal_replay(trace: Path, tmp_pat
     assert not doc["diverged"] and len(doc["frames"]) == 24
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_bisect_counts_a_crash_as_a_divergence_and_finds_it(trace: Path, tmp_path: Path) -> None:
     report = tmp_path / "b.json"
     proc = vkcap("bisect", trace, "--json", report, env={"VKCAP_TEST_CRASH_AT_FRAME": "13"})
@@ -94,6 +100,8 @@ TIMEOUT_LINE = ("frame 2 failed in the isolated child: frame 2 did not finish wi
                 "slow shader; the frames before it completed (exit code 1)")
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_frame_timeout_in_the_child_names_the_frame_running_and_the_childs_error(tmp_path: Path) -> None:
     """The child times out on frame 2 while frame 3 is already submitted (two frames in flight): the frame
     named is the one the device was running (the oldest not finished; it used to be the last submitted),
@@ -121,6 +129,8 @@ def test_a_frame_timeout_in_the_child_names_the_frame_running_and_the_childs_err
     assert (doc["crashed"], doc["frame"]) == (True, 2)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_isolated_bisect_runs_every_probe_in_one_child_and_a_new_one_after_a_crash(trace: Path, tmp_path: Path) -> None:
     """24 frames, checkpoints every 4: six segments, and every boundary holds the whole state. The first
     probe (frame 11, the last of segment 2, alone) crashes; the search goes on in a fresh child, which
@@ -136,6 +146,8 @@ def test_isolated_bisect_runs_every_probe_in_one_child_and_a_new_one_after_a_cra
             in proc.stdout)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_isolated_bisect_without_a_crash_uses_one_child_for_all_probes(trace: Path, tmp_path: Path) -> None:
     report = tmp_path / "b.json"
     proc = vkcap("bisect", trace, "--json", report)
@@ -145,6 +157,8 @@ def test_isolated_bisect_without_a_crash_uses_one_child_for_all_probes(trace: Pa
     assert not doc["diverged"] and doc["child_processes"] == 1 and doc["replays"] == 3 + 6
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_isolated_bisect_parent_loads_no_vulkan_trio_or_numpy(trace: Path, tmp_path: Path) -> None:
     """The parent of an isolated bisection only passes requests to its child and reads its answers: it
     must not pay for (or compete with the child over) loading Vulkan, trio or numpy."""
@@ -201,6 +215,8 @@ def masked(line: str) -> str:
     return re.sub(r"vkcap-replay-\w+", "vkcap-replay-*", line)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("case", ["missing shader", "unknown uid", "uncompilable shader", "garbage spv", "unknown device"])
 def test_bad_input_to_an_isolated_child_is_an_error_not_a_crash(trace: Path, tmp_path: Path, case: str) -> None:
     """A child that refuses its input (exit 2) ends an isolated bisect or replay as the same input ends
@@ -240,6 +256,8 @@ def crashing_icd(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return manifest
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_driver_crash_during_setup_is_named_as_such(trace: Path, tmp_path: Path, crashing_icd: Path) -> None:
     """No frame started: the line says the driver crashed during setup, before the first frame the child
     was to run (not that this frame crashed it), and the reports say so too."""
@@ -260,6 +278,8 @@ def test_a_driver_crash_during_setup_is_named_as_such(trace: Path, tmp_path: Pat
     assert junit_cases(junit) == ({"tests": "1", "failures": "1"}, [("vkcap.replay.setup", "driver crash", line)])
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_crash_is_a_junit_failure_and_every_report_is_written(trace: Path, tmp_path: Path) -> None:
     """A crashed frame is a failing ``driver crash`` test case carrying the crash line, in bisect's JUnit
     report and in an isolated replay's, which replaces whatever report was there before."""
@@ -282,6 +302,8 @@ def test_a_crash_is_a_junit_failure_and_every_report_is_written(trace: Path, tmp
     assert junit_cases(junit) == ({"tests": "1", "failures": "1"}, [("vkcap.replay.frame9", "driver crash", line)])
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_isolated_replay_writes_the_reports_an_in_process_replay_writes(trace: Path, tmp_path: Path) -> None:
     """The parent writes ``--json`` and ``--junit`` from its child's report: byte for byte what the same
     replay writes without isolation."""
@@ -321,6 +343,7 @@ def test_the_isolated_child_gets_the_parsed_options_and_nothing_of_the_parents(t
     assert not {"isolate", "json", "junit", "html"} & set(options.to_dict())
 
 
+@pytest.mark.device
 def test_a_child_never_isolates_again(trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A process marked as an isolated child replays in itself even when asked to isolate (the crash
     injected for frame 3 fires only in an isolated child's frames, so it does not fire here), and

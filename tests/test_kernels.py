@@ -219,6 +219,8 @@ def test_the_compiled_declarations_are_current(tmp_path: Path) -> None:
         "capture/kernels_build.py DECLARATIONS changed: run python -m capture.kernels_build --cdefs")
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_an_installed_vkcap_builds_its_loops_on_first_use(tmp_path: Path) -> None:
     """A vkcap installed from a wheel has ``capture/kernels.c`` (package data) but no ``_kernels.so``: the
     first command that needs the loops compiles them into the cache folder, once, and records a trace

@@ -40,6 +40,8 @@ def _record(scenario: Path, trace: Path, frames: int) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_ten_thousand_frames_with_flat_memory_and_open_files(builder: ScenarioBuilder, tmp_path: Path) -> None:
     trace = tmp_path / "long.vkt"
     proc = _record(one_frame(builder), trace, 10_000)
@@ -63,6 +65,7 @@ def test_ten_thousand_frames_with_flat_memory_and_open_files(builder: ScenarioBu
     assert max(s[2] for s in late) <= max(s[2] for s in early) + 2, (early, late)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("after", [0.3, 1.0, 2.5])
 def test_ctrl_c_at_any_moment_leaves_a_valid_trace(builder: ScenarioBuilder, tmp_path: Path, after: float) -> None:
     trace = tmp_path / "t.vkt"
@@ -80,6 +83,8 @@ def test_ctrl_c_at_any_moment_leaves_a_valid_trace(builder: ScenarioBuilder, tmp
     assert not list(tmp_path.glob(".*.partial"))
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_two_recorders_on_one_path_never_interleave(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Each recorder writes its own temporary file and renames it into place when complete: the
     path ends up holding one whole trace (the last to finish), never a mix."""

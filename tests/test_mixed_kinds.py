@@ -19,6 +19,8 @@ from tests.test_run_graphs import DIMS, F32, TOSA
 from tests.vkharness import convert_model
 from vkcore.graphs.vgf import read_vgf
 
+pytestmark = pytest.mark.device
+
 FRAMES = 5
 PER_FRAME = 6  # count, fragment pass, SPIR-V graph, VGF graph, optical flow, boundary
 ACCUMULATE = """#version 450
@@ -68,6 +70,7 @@ def mixed_scenario(b: ScenarioBuilder, vgf: Path) -> tuple[Path, np.ndarray, np.
     return b.save(), x, y
 
 
+@pytest.mark.slow
 def test_every_kind_recorded_replayed_and_bisected(builder: ScenarioBuilder, tmp_path: Path, add_vgf: Path) -> None:
     scenario, x, y = mixed_scenario(builder, add_vgf)
     trace = tmp_path / "t.vkt"

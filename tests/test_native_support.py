@@ -24,6 +24,7 @@ def test_answers_and_invalidation(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert native_support.known_native([TENSORS_EXT]) is None
 
 
+@pytest.mark.device
 def test_a_tensor_context_learns_then_starts_with_the_layers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VKCAP_CACHE_DIR", str(tmp_path / "cache"))
     with VulkanContext(need_tensors=True) as first:

@@ -107,6 +107,8 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("case", list(CASES))
 def test_optical_flow_matches_the_reference(builder: ScenarioBuilder, tmp_path: Path, case: str) -> None:
     spec = dict(CASES[case])
@@ -127,6 +129,8 @@ def test_optical_flow_matches_the_reference(builder: ScenarioBuilder, tmp_path: 
     assert_same_outputs(scenario, tmp_path / "ours", tmp_path, names)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_the_flow_finds_the_shift(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """The template holds each search pixel SHIFT further on: the interior's flow vectors are SHIFT (a
     vector points from a search pixel to where the template has it), within half a pixel."""
@@ -139,6 +143,8 @@ def test_the_flow_finds_the_shift(builder: ScenarioBuilder, tmp_path: Path) -> N
     assert np.abs(median - SHIFT).max() < 0.5, median
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_first_dispatch_that_reads_the_cache_is_deterministic(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """``input_unchanged`` on the first dispatch reads the optical-flow cache before anything wrote it:
     vkcap zeroes it, so two runs agree byte for byte (the reference's answer changes from run to run)."""
@@ -151,6 +157,8 @@ def test_a_first_dispatch_that_reads_the_cache_is_deterministic(builder: Scenari
     assert (tmp_path / "first" / "flow.dds").read_bytes() == (tmp_path / "second" / "flow.dds").read_bytes()
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_record_replay_and_bisect_an_optical_flow(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Four frames, each: count, brighten the template (by nothing), optical flow. Recorded at dispatch
     level with checkpoints, replayed within tolerance; a brightening shader replaced by one that changes
@@ -213,6 +221,7 @@ BAD: list[tuple[str, Any, str]] = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [name for name, *_ in BAD])
 def test_bad_optical_flows_are_one_line(builder: ScenarioBuilder, tmp_path: Path, name: str) -> None:
     _, change, message = next(case for case in BAD if case[0] == name)
@@ -227,6 +236,8 @@ def test_bad_optical_flows_are_one_line(builder: ScenarioBuilder, tmp_path: Path
     assert (proc.returncode, proc.stderr.strip()) == (2, f"vkcap: error: {scenario}: {message}")
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("change, message", [
     (dict(width=32, height=32, images=(32, 4)),
      "commands[0].dispatch_optical_flow.width: width 32 is outside the optical-flow range 64..8192 on device"),
@@ -249,6 +260,8 @@ def test_what_the_device_cannot_do_is_one_line(builder: ScenarioBuilder, tmp_pat
     assert not (tmp_path / "flow.dds").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_optical_flow_pipelines_are_counted_by_the_pipeline_cache(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """An optical-flow pipeline misses on the first cached run and hits on the next; another grid
     size is another pipeline, refused with ``--fail-on-pipeline-cache-miss``."""
@@ -270,6 +283,9 @@ def test_optical_flow_pipelines_are_counted_by_the_pipeline_cache(builder: Scena
         "(--fail-on-pipeline-cache-miss)"), refused.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.device
+@pytest.mark.reference
 def test_session_memory_dumps_and_memory_usage_as_the_reference(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """``--session-memory-dump-dir``: one file per memory object of the optical flow's session (its
     transient memory and its cache), named and sized as the reference's (their bytes differ from run to

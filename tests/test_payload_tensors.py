@@ -11,7 +11,10 @@ import pytest
 from tests.builders import ScenarioBuilder, vkcap
 from tests.reference import assert_same_outputs
 
+pytestmark = pytest.mark.device
 
+
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt, src_dtype, written", [
     ("VK_FORMAT_R16_SFLOAT_FPENCODING_BFLOAT16_ARM", "<f2", "<V2"),
     ("VK_FORMAT_R8_SFLOAT_FPENCODING_FLOAT8E4M3_ARM", "|i1", "<V1"),

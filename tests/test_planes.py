@@ -101,6 +101,7 @@ def test_writer_stores_float_snapshots_as_planes_smaller_than_one_zstd_frame(tmp
         assert r.blob_info(k_text).codec == R.Codec.ZSTD and r.read_blob(k_text) == text
 
 
+@pytest.mark.slow
 def test_large_blobs_encode_their_planes_in_parallel_threads_and_round_trip(tmp_path: Path) -> None:
     """A writer allowed threads encodes the planes of a blob >= 4 MiB in a pool, each plane with its
     own thread's compressor (a shared zstd context would fail or corrupt); several such blobs are

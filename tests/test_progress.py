@@ -112,6 +112,7 @@ def wait_until_shown(activity: Activity) -> None:
         time.sleep(0.01)
 
 
+@pytest.mark.slow
 def test_fast_work_draws_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     terminal = fake_terminal(monkeypatch)
     with Activity("quick", 10, delay_s=0.5) as activity:
@@ -191,6 +192,8 @@ def test_diff_tells_each_frame() -> None:
 
 # ---- the real command line, on a pty and through pipes ------------------------------------------------
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_replay_on_a_terminal_names_the_trace_as_text_and_counts_frames(tmp_path: Path) -> None:
     hostile = tmp_path / "[red]heat[bold]\x1b]0;owned\x07.vkt"
     shutil.copyfile(HEAT, hostile)
@@ -204,6 +207,8 @@ def test_replay_on_a_terminal_names_the_trace_as_text_and_counts_frames(tmp_path
     assert text.rstrip("\r\n").split("\r\n")[-1] == piped.stderr.rstrip("\n").split("\n")[-1]
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("args, words", [
     (["bisect", HEAT], "bisect: probe 1, frames "),
     (["replay", HEAT, "--isolate"], "replaying heat.vkt in a child process (--isolate)"),
@@ -219,6 +224,8 @@ def test_long_commands_show_what_they_do_on_a_terminal(args: list[str | Path], w
     assert words in text and "internal error" not in text, text
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("args", [
     ["replay", HEAT], ["bisect", HEAT], ["diff", HEAT, HEAT], ["suite", "run", "{tmp}/suite"],
     ["trim", HEAT, "--frames", "40-50", "-o", "{tmp}/trimmed.vkt"],
@@ -234,6 +241,7 @@ def test_through_pipes_there_is_no_progress(args: list[str | Path], tmp_path: Pa
     assert all(line.startswith("vkcap: ") for line in proc.stderr.splitlines()), proc.stderr
 
 
+@pytest.mark.device
 def test_replay_through_pipes_prints_exactly_its_two_lines() -> None:
     proc = vkcap("replay", HEAT, env=NOW)
     assert proc.returncode == 0 and proc.stdout == ""
@@ -241,6 +249,7 @@ def test_replay_through_pipes_prints_exactly_its_two_lines() -> None:
                         r"vkcap: 100 frame\(s\) replayed on [^\n]+: all within tolerance\n", proc.stderr), proc.stderr
 
 
+@pytest.mark.device
 def test_ctrl_c_while_progress_is_drawn_exits_130_with_the_cursor_back(tmp_path: Path) -> None:
     code, _, terminal = on_pty("run", "--scenario", REPO / "examples" / "heat" / "scenario.json",
                                "--repeat", "1000000", "--output", tmp_path, env=NOW, interrupt_when=b"/100000000")
@@ -249,6 +258,8 @@ def test_ctrl_c_while_progress_is_drawn_exits_130_with_the_cursor_back(tmp_path:
     assert "\x1b[?25h" in terminal and "Traceback" not in terminal
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_ray_start_up_is_shown(tmp_path: Path) -> None:
     """With the default delay: Ray's seconds of start-up and shut-down are named, not silent."""
     module("ray", "ray is not installed (the ray extra)")

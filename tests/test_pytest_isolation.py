@@ -28,6 +28,8 @@ def pytest_in(project: Path, *args: str, env: dict[str, str] | None = None) -> s
                           env={**os.environ, "PYTHONPATH": with_repo_path(), **(env or {})})
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_crashing_trace_fails_its_item_and_the_session_goes_on(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Three suite traces, the middle one dying in frame 2 (SIGSEGV): that item fails naming the frame and
     the signal, the other two and a fixture test after it pass, pytest exits 1 (not a signal); a fixture
@@ -56,6 +58,8 @@ def test_a_crashing_trace_fails_its_item_and_the_session_goes_on(builder: Scenar
     assert sections.count("long.vkt: frame 2 crashed the driver (SIGSEGV") == 2, proc.stdout[-3000:]
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_damaged_trace_fails_its_item_with_the_childs_one_line(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """A trace the child refuses (exit 2: not a trace at all) fails its item with that one line; the next
     item passes. A fixture given ``atol=nan`` fails that test before anything runs, naming the key."""

@@ -63,6 +63,8 @@ def project_with(traces: Path, tmp_path: Path, manifest_text: str) -> tuple[Path
 EXPECT_DIVERGED = '[[traces.expect]]\ndevice = "*"\nstatus = "diverged"\nreason = "a + 2b is a known bug"\n'
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_items_are_collected_and_counted(traces: Path, tmp_path: Path) -> None:
     """``-q --co`` lists the suite's items with the project's test, and says how many."""
     project, manifest = project_with(traces, tmp_path, '[[traces]]\npath = "good.vkt"\n\n[[traces]]\npath = "bad.vkt"\n'
@@ -75,6 +77,8 @@ def test_items_are_collected_and_counted(traces: Path, tmp_path: Path) -> None:
     assert "3 tests collected" in proc.stdout, proc.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_an_expected_divergence_is_xfail_and_a_fixed_one_xpass(traces: Path, tmp_path: Path) -> None:
     """``bad`` expected to diverge: XFAIL with the expectation's reason; ``good`` expected to diverge (it
     was fixed): XPASS, and under ``xfail_strict`` a failure saying so. The run's counts are pytest's."""
@@ -98,6 +102,8 @@ def failure_section(stdout: str, item: str) -> list[str]:
     return [line for line in lines[start + 1:end] if line.strip()]
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_divergence_fails_in_a_few_lines(traces: Path, tmp_path: Path) -> None:
     """An unexpected divergence: the failure says the verdict, each frame's diverged resource with its
     first indices, and the page (``--vkcap-html``); no source line of the plugin, no traceback. An
@@ -124,6 +130,8 @@ def test_a_divergence_fails_in_a_few_lines(traces: Path, tmp_path: Path) -> None
         ": diverged from frame 0 (expected diverged from frame 1)"), moved.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("case", ["missing", "bad toml"])
 def test_manifest_errors_are_usage_errors(traces: Path, tmp_path: Path, case: str) -> None:
     """Exit 4 (pytest's usage error), one line naming the manifest and what is wrong, no INTERNALERROR, no
@@ -142,6 +150,8 @@ def test_manifest_errors_are_usage_errors(traces: Path, tmp_path: Path, case: st
     assert expected in line, line
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_outside_paths_need_the_option(traces: Path, tmp_path: Path) -> None:
     """A manifest naming a trace in another folder: refused by default (exit 4, one line); allowed by the
     command-line option or by the ini option (collected: the confinement is a collection matter)."""
@@ -165,6 +175,8 @@ def test_outside_paths_need_the_option(traces: Path, tmp_path: Path) -> None:
     assert by_ini.returncode == 0 and "2 tests collected" in by_ini.stdout, by_ini.stdout[-3000:]
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_an_expected_crash_is_xfail(traces: Path, tmp_path: Path) -> None:
     """A trace that kills its replay (SIGSEGV in frame 1, injected) and is expected to crash: XFAIL; the
     same crash unexpected: a one-line failure naming the frame and the signal."""
@@ -187,6 +199,8 @@ def test_the_fixture_checks_tolerances_as_the_command_line_does() -> None:
     check_tolerances(0.5, np.float64(1e-3).item(), 4)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_an_expectation_names_the_resources_that_may_diverge(traces: Path, tmp_path: Path) -> None:
     """An expected divergence limited to ``resources``: XFAIL when only those diverged, a failure when
     another one did (``bad`` diverges in ``c``), as ``suite run`` judges it."""

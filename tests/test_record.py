@@ -102,6 +102,7 @@ def partial_files(folder: Path) -> list[Path]:
 # round trip: every snapshot equals what the GPU computed
 
 
+@pytest.mark.device
 def test_round_trip_repeat_and_checkpoints(builder: ScenarioBuilder, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     frames, repeat = 4, 3
     trace_path = tmp_path / "t" / "acc.vkt"  # the folder does not exist yet: record creates it
@@ -141,6 +142,7 @@ def test_round_trip_repeat_and_checkpoints(builder: ScenarioBuilder, tmp_path: P
     assert 0 < acc["stored_bytes"] < acc["raw_bytes"]
 
 
+@pytest.mark.device
 @pytest.mark.parametrize("capture_all", [False, True], ids=["boundary", "all"])
 def test_capture_all(builder: ScenarioBuilder, tmp_path: Path, capture_all: bool) -> None:
     scenario = accumulate_scenario(builder, 3, double=True, capture=("out", "inc"))
@@ -160,6 +162,7 @@ def test_capture_all(builder: ScenarioBuilder, tmp_path: Path, capture_all: bool
         assert trace.header["capture_all"] is capture_all
 
 
+@pytest.mark.device
 def test_dispatch_level_with_checkpoints(builder: ScenarioBuilder, tmp_path: Path) -> None:
     frames = 3
     scenario = accumulate_scenario(builder, frames, double=True, capture=("out",))
@@ -212,6 +215,7 @@ def _hash_fill(n: int) -> np.ndarray:
     return x.astype(np.uint32)
 
 
+@pytest.mark.device
 def test_unchanged_random_resource_is_stored_once(builder: ScenarioBuilder, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """1 MiB of incompressible data, written once by the GPU and unchanged for 49 more boundaries:
     50 MiB of snapshots, stored once (no input file in the trace, so the file itself stays < 2 MiB)."""
@@ -247,6 +251,7 @@ def _readonly_input_trace(builder: ScenarioBuilder, tmp_path: Path) -> tuple[Pat
     return trace_path, data
 
 
+@pytest.mark.device
 def test_embedded_files_are_their_sources_byte_for_byte(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Every embedded file reads back as its source's bytes: .npy inputs whose payloads are buffers'
     initial states (one blob serves both; the file is only hashed), one whose payload is no resource's
@@ -325,6 +330,7 @@ def test_the_header_names_the_platform_as_python_does_without_starting_a_process
     assert _platform() == expected
 
 
+@pytest.mark.device
 def test_readonly_input_snapshots_stored_once(builder: ScenarioBuilder, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A 1 MiB readonly buffer of random data captured at 50 boundaries: its 50 MiB of snapshots cost
     1 MiB. (The embedded input .npy shares its payload blob with the initial state.)"""
@@ -343,6 +349,7 @@ def test_readonly_input_snapshots_stored_once(builder: ScenarioBuilder, tmp_path
         np.testing.assert_array_equal(snap(trace, 49, "big", np.uint32), data)
 
 
+@pytest.mark.device
 def test_readonly_input_whole_trace_under_2mib(builder: ScenarioBuilder, tmp_path: Path) -> None:
     trace_path, _ = _readonly_input_trace(builder, tmp_path)
     assert trace_path.stat().st_size < 2 * MiB
@@ -359,6 +366,7 @@ void main() { uint i = gl_GlobalInvocationID.x; acc[i] += inc[i]; noted[i] += 1.
 """
 
 
+@pytest.mark.device
 def test_what_no_shader_can_write_is_named_not_read_back(
     builder: ScenarioBuilder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -394,6 +402,8 @@ def test_what_no_shader_can_write_is_named_not_read_back(
             np.testing.assert_array_equal(snap(trace, f.seq, "noted"), zeros + f.seq + 1)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_large_unwritable_input_outlasting_the_frames_is_recorded_whole(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """The preamble reads an unwritable buffer straight from its mapping while the frames run. With
     one short frame and 48 MiB of incompressible input the frames end long before the preamble is
@@ -411,6 +421,7 @@ def test_a_large_unwritable_input_outlasting_the_frames_is_recorded_whole(builde
         np.testing.assert_array_equal(snap(trace, 0, "acc", np.uint32), data[:256])  # acc starts at zero
 
 
+@pytest.mark.device
 def test_the_trace_is_finished_while_the_device_closes(builder: ScenarioBuilder, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Once the run has queued its last frame, the writer finishes the trace (END record, index, fsync,
@@ -442,6 +453,7 @@ def test_the_trace_is_finished_while_the_device_closes(builder: ScenarioBuilder,
 # seeking: a frame's snapshot reads only its own blob
 
 
+@pytest.mark.device
 def test_seek_reads_only_the_frame_asked_for(builder: ScenarioBuilder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     trace_path = tmp_path / "seek.vkt"
     record_ok(accumulate_scenario(builder, 10), trace_path, "--checkpoint-every", 0)
@@ -507,6 +519,8 @@ def long_scenario(builder: ScenarioBuilder) -> Path:
     return accumulate_scenario(builder, 4)  # with --repeat 20000: 80000 frames, far more than the test waits for
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_kill_9_leaves_a_recoverable_trace(long_scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "traces"
     folder.mkdir()
@@ -544,6 +558,7 @@ def small_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return trace_path
 
 
+@pytest.mark.device
 @pytest.mark.parametrize("where", ["record-header", "blob-header", "payload", "last-byte"])
 def test_flipped_byte_in_one_frame(small_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str) -> None:
     trace_path = tmp_path / "flipped.vkt"
@@ -587,6 +602,7 @@ def _flip_meta(source: Path, target: Path, kind: str, nth: int = 0) -> int:
     return offset
 
 
+@pytest.mark.device
 def test_a_damaged_frame_record_costs_that_frame_only(small_trace: Path, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     trace_path = tmp_path / "meta.vkt"
@@ -602,6 +618,7 @@ def test_a_damaged_frame_record_costs_that_frame_only(small_trace: Path, tmp_pat
         assert [(d.kind, d.offset, d.after_frame) for d in trace.damaged] == [(kinds.FRAME, offset, 1)]
 
 
+@pytest.mark.device
 @pytest.mark.parametrize("kind", [kinds.HEADER, kinds.SCENARIO, kinds.RESOURCES])
 def test_a_damaged_essential_record_is_named(small_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                              kind: str) -> None:
@@ -614,6 +631,7 @@ def test_a_damaged_essential_record_is_named(small_trace: Path, tmp_path: Path, 
         "checksum mismatch; the trace cannot be read without it\n")
 
 
+@pytest.mark.device
 @pytest.mark.parametrize("kind, purpose", [(kinds.FILE, "rebuild the scenario to replay it"),
                                            (kinds.CHECKPOINT, "restore the initial state")])
 def test_replay_names_the_damaged_record_it_needs(small_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -652,6 +670,7 @@ def _interrupt_recording(scenario: Path, folder: Path, presses: int, gap_s: floa
     return trace_path, proc.returncode, err
 
 
+@pytest.mark.device
 def test_ctrl_c_closes_the_trace(long_scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "traces"
     trace_path, code, err = _interrupt_recording(long_scenario, folder, 1)
@@ -670,6 +689,7 @@ def test_ctrl_c_closes_the_trace(long_scenario: Path, tmp_path: Path, capsys: py
     np.testing.assert_array_equal(export(trace_path, frames - 1, "acc", tmp_path / "last.npy"), frames * INC)
 
 
+@pytest.mark.device
 def test_a_double_ctrl_c_still_closes_the_trace(long_scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Two presses 20 ms apart are one request: the trace is finished and renamed into place (the
     second used to abort and leave the frames in the hidden partial file)."""
@@ -787,6 +807,7 @@ def _bad_scenario(builder: ScenarioBuilder, problem: str) -> Path:
     return scenario
 
 
+@pytest.mark.device
 @pytest.mark.parametrize("problem", ["duplicate-uid", "missing-src", "bad-glsl"])
 def test_bad_scenario_exits_2_and_writes_no_trace(builder: ScenarioBuilder, tmp_path: Path, capsys: pytest.CaptureFixture[str], problem: str) -> None:
     scenario = _bad_scenario(builder, problem)
@@ -838,6 +859,8 @@ def record_incompressible_onto(builder: ScenarioBuilder, disk: Path, frames: int
     return proc, trace
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_full_disk_keeps_the_complete_frames(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """A disk that fills up mid-recording: one clear error, exit 1, and a valid trace holding the
     frames completed before, marked failed with the reason."""
@@ -850,6 +873,7 @@ def test_full_disk_keeps_the_complete_frames(builder: ScenarioBuilder, tmp_path:
         assert not info["recovered"]
 
 
+@pytest.mark.device
 def test_full_disk_before_the_first_frame_leaves_nothing(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """The preamble (written while the first frames run) does not fit: one clear error, exit 1, and
     neither a trace nor a partial file."""
@@ -860,6 +884,7 @@ def test_full_disk_before_the_first_frame_leaves_nothing(builder: ScenarioBuilde
         assert sorted(p.name for p in disk.iterdir()) == []
 
 
+@pytest.mark.device
 def test_a_trace_that_cannot_be_published_fails_and_names_the_file_holding_its_frames(
         builder: ScenarioBuilder, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The very last step fails (the rename onto the target path; a full disk at the index fails the
@@ -890,6 +915,7 @@ def test_a_trace_that_cannot_be_published_fails_and_names_the_file_holding_its_f
             np.testing.assert_array_equal(snap(t, seq, "acc"), expected[seq])
 
 
+@pytest.mark.device
 def test_compression_flags_choose_the_zstd_level_and_refuse_what_zstd_cannot_do(
         builder: ScenarioBuilder, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     scenario = accumulate_scenario(builder, 6)

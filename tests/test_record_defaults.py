@@ -24,6 +24,8 @@ def test_the_default_trace_is_named_after_the_folder_of_a_scenario_json(scenario
     assert default_trace_path(Path(scenario)) == expected
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_recording_two_examples_without_o_gives_two_traces_and_says_when_it_replaces(tmp_path: Path) -> None:
     """Through the CLI, in a folder holding copies of two examples: heat and add go to traces/heat.vkt and
     traces/add.vkt (they used to share traces/scenario.vkt); recording add again says it replaced it, and
@@ -59,6 +61,7 @@ def test_the_replay_scope_line(checkpoint: int, executed: int, frames: list[int]
     assert replay_scope(checkpoint, executed, frames) == line
 
 
+@pytest.mark.device
 def test_replay_says_where_it_started(tmp_path: Path) -> None:
     """Through the CLI on the golden heat trace (a checkpoint every 8 frames): frame 50 starts from
     checkpoint 47 and runs 3 frames."""

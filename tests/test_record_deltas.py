@@ -17,6 +17,8 @@ from capture.trace import Trace
 from tests.builders import ScenarioBuilder, load_output
 from vkcap.cli import main
 
+pytestmark = pytest.mark.device
+
 N = 16 << 10  # floats: a 64 KiB accumulator, large enough to be probed
 # acc += inc: after frame s, acc == (s + 1) * inc exactly (integers in float32); field += inc * 1e-4, a
 # field of about 100 that changes a little every frame, each element by its own constant amount

@@ -106,6 +106,7 @@ def read_only_folder(tmp_path: Path) -> Iterator[tuple[Path, str]]:
 # 1. device nodes and FIFOs are never replaced
 
 
+@pytest.mark.device
 def test_record_export_and_run_refuse_a_fifo(scenario: Path, recorded: Path, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     fifo = tmp_path / "fifo"
@@ -192,6 +193,8 @@ def test_record_refuses_a_folder_and_an_empty_path_before_running(scenario: Path
     assert listing(folder) == [] and not out.exists()
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_failed_recording_goes_beside_an_existing_trace(builder: ScenarioBuilder, tmp_path: Path) -> None:
     hung = hung_scenario(builder)
     trace = tmp_path / "t.vkt"
@@ -238,6 +241,7 @@ def test_trace_writer_publishes_a_failed_trace_beside_an_existing_file(tmp_path:
 # 3. what used to be "internal error"
 
 
+@pytest.mark.device
 def test_record_dry_run_builds_and_writes_nothing(scenario: Path, tmp_path: Path,
                                                   caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="vkcap")
@@ -246,6 +250,7 @@ def test_record_dry_run_builds_and_writes_nothing(scenario: Path, tmp_path: Path
     assert listing(tmp_path) == ["scenario"]
 
 
+@pytest.mark.device
 def test_outputs_under_a_file_are_refused(scenario: Path, recorded: Path, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     file = scenario.parent / "p.npy"
@@ -258,6 +263,7 @@ def test_outputs_under_a_file_are_refused(scenario: Path, recorded: Path, tmp_pa
     assert listing(tmp_path) == ["scenario"]
 
 
+@pytest.mark.device
 def test_read_only_folders_are_refused_up_front(scenario: Path, recorded: Path, tmp_path: Path,
                                                 read_only_folder: tuple[Path, str],
                                                 capsys: pytest.CaptureFixture[str]) -> None:
@@ -310,6 +316,7 @@ def test_a_5000_digit_size_is_a_json_path_error(builder: ScenarioBuilder, tmp_pa
 # 4. a recording cut short
 
 
+@pytest.mark.device
 def test_a_missing_trace_names_the_partial_files_beside_it(recorded: Path, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
@@ -331,6 +338,7 @@ def test_a_missing_trace_names_the_partial_files_beside_it(recorded: Path, tmp_p
 # 5. info's figures, and record's
 
 
+@pytest.mark.device
 def test_shared_blobs_count_for_each_resource_and_record_agrees_with_info(
         scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="vkcap")
@@ -358,6 +366,8 @@ def test_shared_blobs_count_for_each_resource_and_record_agrees_with_info(
     assert f"snapshots: {figures}\n" in text and "inf" not in text
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("example, extra", [
     ("heat", {}),  # deltas and key frames
     ("heat", {"dispatch_level": True, "checkpoint_every": 3}),
@@ -382,6 +392,7 @@ def test_records_own_tally_is_what_info_reads_back(example: str, extra: dict[str
         assert result.snapshots["snapshot_deltas"] > 0
 
 
+@pytest.mark.device
 def test_info_text_shows_checkpoints_and_dispatch_level(recorded: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = _info(recorded, capsys)
     assert f"frames     {FRAMES} in 1 pass(es); checkpoints at initial state, 1; dispatch-level snapshots: yes\n" in text
@@ -409,6 +420,7 @@ def _info(trace: Path, capsys: pytest.CaptureFixture[str], *flags: str) -> str:
 # 6. export's messages name the flag and the file
 
 
+@pytest.mark.device
 def test_export_messages_name_the_flag_and_the_file(recorded: Path, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "e.npy"

@@ -50,6 +50,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return b.save()
 
 
+@pytest.mark.slow
 def test_a_trace_has_the_same_bytes_whatever_the_number_of_record_threads(scenario: Path, tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")  # the header's creation time

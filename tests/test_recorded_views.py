@@ -80,6 +80,8 @@ def add_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # -- the record ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("name", sorted(GOLDEN_TEXTS))
 def test_a_recording_holds_the_views_derivation_gives(name: str, tmp_path: Path) -> None:
     trace_path = record(REPO / "examples" / name / "scenario.json", tmp_path / f"{name}.vkt")
@@ -130,6 +132,8 @@ ADD_OUT_VIEW = {"text": "float32[]", "shader": "add", "binding": "0.2", "role": 
                            "count": None}]}
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(bad=malformed_views())
 def test_a_malformed_view_is_a_damaged_record_and_that_buffer_is_derived(add_trace: Path, tmp_path: Path, bad: Any) -> None:
@@ -145,6 +149,7 @@ def test_a_malformed_view_is_a_damaged_record_and_that_buffer_is_derived(add_tra
         assert views["a"].shader == "kept"  # the other recorded views kept
 
 
+@pytest.mark.device
 def test_a_record_of_the_wrong_shape_is_derived_whole(add_trace: Path, tmp_path: Path) -> None:
     with Trace.open(add_trace) as good:
         derived = _derived_views(good)
@@ -154,6 +159,7 @@ def test_a_record_of_the_wrong_shape_is_derived_whole(add_trace: Path, tmp_path:
             assert trace.views is None and trace_views(trace) == derived
 
 
+@pytest.mark.device
 def test_info_lists_a_malformed_view_and_shows_the_derived_one(add_trace: Path, tmp_path: Path) -> None:
     hostile = "\x1b[31m[red]x\n"
     with Trace.open(add_trace) as good:
@@ -172,6 +178,7 @@ def test_info_lists_a_malformed_view_and_shows_the_derived_one(add_trace: Path, 
     assert summary["intact"] is False and summary["views"]["b"]["shader"] == hostile
 
 
+@pytest.mark.device
 def test_a_forged_well_formed_view_is_what_readers_use(add_trace: Path, tmp_path: Path) -> None:
     with Trace.open(add_trace) as good:
         recorded = {uid: v.to_json() for uid, v in good.views.items()}  # type: ignore[union-attr]
@@ -187,6 +194,7 @@ def test_a_forged_well_formed_view_is_what_readers_use(add_trace: Path, tmp_path
         assert trace_views(trace) == {} and not trace.damaged
 
 
+@pytest.mark.device
 def test_trim_keeps_the_views_record(add_trace: Path, tmp_path: Path) -> None:
     done = vkcap("trim", add_trace, "--frames", "1-2", "-o", tmp_path / "t.vkt")
     assert done.returncode == 0, done.stderr
@@ -194,6 +202,7 @@ def test_trim_keeps_the_views_record(add_trace: Path, tmp_path: Path) -> None:
         assert part.views is not None and part.views == whole.views
 
 
+@pytest.mark.device
 def test_a_trace_without_the_record_derives_its_views(add_trace: Path, tmp_path: Path) -> None:
     with Trace.open(add_trace) as good, Trace.open(rewrite(add_trace, tmp_path / "old.vkt", drop=True)) as old:
         assert old.views is None and not old.damaged and trace_views(old) == good.views
@@ -202,6 +211,7 @@ def test_a_trace_without_the_record_derives_its_views(add_trace: Path, tmp_path:
 # -- info and export -----------------------------------------------------------------------------------
 
 
+@pytest.mark.device
 def test_info_shows_each_buffers_view_in_text_and_json(add_trace: Path) -> None:
     done = vkcap("info", add_trace)
     assert done.returncode == 0
@@ -216,6 +226,7 @@ def test_info_shows_each_buffers_view_in_text_and_json(add_trace: Path) -> None:
     assert out["parts"] == ADD_OUT_VIEW["parts"] and out["alternatives"] == []
 
 
+@pytest.mark.device
 def test_export_writes_float32_and_raw_keeps_int8(add_trace: Path, tmp_path: Path) -> None:
     with Trace.open(add_trace) as trace:
         raw = bytes(trace.snapshot(2, "out"))
@@ -226,6 +237,8 @@ def test_export_writes_float32_and_raw_keeps_int8(add_trace: Path, tmp_path: Pat
     assert flat.dtype == np.int8 and flat.tobytes() == raw
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_export_writes_a_vec4_buffer_as_n_by_4(tmp_path: Path) -> None:
     trace = record(REPO / "examples" / "blur" / "scenario.json", tmp_path / "blur.vkt")
     with Trace.open(trace) as t:
@@ -277,6 +290,8 @@ def export(trace: Path, uid: str, out: Path, *extra: str) -> tuple[np.ndarray, b
         return np.load(out), bytes(t.snapshot(0, uid)), done.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_export_struct_views(blocks_trace: Path, tmp_path: Path) -> None:
     parts, raw, said = export(blocks_trace, "s", tmp_path / "s.npy")
     assert parts.dtype == ITEM and parts.shape == (N,) and said == ""
@@ -305,6 +320,8 @@ def test_export_struct_views(blocks_trace: Path, tmp_path: Path) -> None:
     assert flat.dtype == np.int8 and flat.tobytes() == raw
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("view, why", [
     ({"text": "x", "parts": [{"name": "a", "dtype": "float32", "shape": [], "offsets": [0], "base": 0, "stride": 8, "count": None},
                              {"name": "a", "dtype": "float32", "shape": [], "offsets": [4], "base": 0, "stride": 8, "count": None}]},
@@ -362,6 +379,8 @@ def bounded_views(draw: st.DrawFn) -> View:
     return View.from_json({"text": draw(st.sampled_from(["float32[]", "struct{a: int8}", "x[]y[]", ""])), "parts": parts})
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @settings(max_examples=300, deadline=None)
 @given(view=bounded_views(), data=st.binary(max_size=300))
 def test_any_accepted_view_exports_exactly_or_says_why(view: View, data: bytes) -> None:
@@ -397,6 +416,7 @@ def test_any_accepted_view_exports_exactly_or_says_why(view: View, data: bytes) 
         assert n == arrays[0].elements(len(data))
 
 
+@pytest.mark.device
 def test_info_shows_struct_views_with_their_counts(blocks_trace: Path) -> None:
     done = vkcap("info", blocks_trace)
     assert done.returncode == 0
@@ -438,6 +458,8 @@ def test_an_accepted_view_reads_at_most_the_snapshot_plus_its_fixed_parts(view: 
     assert read <= nbytes + fixed
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_replay_and_diff_read_the_record(add_trace: Path, tmp_path: Path) -> None:
     """replay compares in the recorded view (a forged int32[] is int32), and in the derived one where the
     recorded view is malformed, after one warning line; diff reads the damaged record's trace as well."""
@@ -494,6 +516,7 @@ def test_real_layouts_read_back_and_export_every_field(source: str, tmp_path: Pa
             assert not (tmp_path / "out.npy").exists()
 
 
+@pytest.mark.device
 def test_a_long_uid_or_type_name_is_cut_short_in_the_damage_line(add_trace: Path, tmp_path: Path) -> None:
     with Trace.open(add_trace) as good:
         recorded = {uid: v.to_json() for uid, v in good.views.items()}  # type: ignore[union-attr]

@@ -26,7 +26,7 @@ from tests.needs import missing
 from tests.builders import ADD_FLOAT, ADD_INT, ScenarioBuilder, load_output, vkcap
 from tests.reference import requires_reference, run_reference
 
-pytestmark = requires_reference
+pytestmark = [requires_reference, pytest.mark.device]
 
 
 @dataclass
@@ -382,6 +382,7 @@ def _describe_difference(name: str, ours: bytes, theirs: bytes) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
     [

@@ -2,6 +2,8 @@
 and the key-stroke pauses."""
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import subprocess
@@ -12,6 +14,8 @@ import numpy as np
 
 from tests.builders import ScenarioBuilder, load_output, vkcap
 
+pytestmark = pytest.mark.device
+
 SPILL = """#version 450
 layout(local_size_x = 1) in;
 layout(set = 0, binding = 0) buffer A { float a[]; };
@@ -19,6 +23,7 @@ void main() { for (int i = 0; i < 32; i++) a[i] = 1.0; }
 """
 
 
+@pytest.mark.slow
 def test_a_disabled_extension_is_not_enabled(builder: ScenarioBuilder, tmp_path: Path) -> None:
     builder.resources.append({"image": {"uid": "img", "dims": [1, 4, 4, 1], "format": "VK_FORMAT_R32G32B32A32_SFLOAT",
                                         "shader_access": "readonly", "border_address_mode": "CLAMP_BORDER",
@@ -34,6 +39,7 @@ def test_a_disabled_extension_is_not_enabled(builder: ScenarioBuilder, tmp_path:
     assert bad.returncode == 2 and "invalid choice: 'VK_EXT_unheard_of'" in bad.stderr
 
 
+@pytest.mark.slow
 def test_robust_buffer_access_keeps_writes_inside_the_bound_range(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """A shader writes 32 floats through a binding of 4: with robustness the 28 beyond are discarded, so the
     buffer that follows in the same memory keeps its content; the trace's fingerprint says robustness was on
@@ -55,6 +61,7 @@ def test_robust_buffer_access_keeps_writes_inside_the_bound_range(builder: Scena
     assert [f["robust_buffer_access"] for f in fingerprints] == [True, False]
 
 
+@pytest.mark.slow
 def test_key_stroke_pauses_read_standard_input(builder: ScenarioBuilder, tmp_path: Path) -> None:
     builder.shader("spill", SPILL).buffer("a", 128, dst="a.npy").dispatch("spill", [(0, 0, "a")], [1, 1, 1])
     proc = subprocess.run([sys.executable, "-m", "vkcap", "run", str(builder.save()), "--output", str(tmp_path),
@@ -91,6 +98,7 @@ def test_capture_frame_says_plainly_whether_renderdoc_is_there(builder: Scenario
     np.testing.assert_array_equal(load_output(tmp_path / "a.npy", np.float32), np.ones(32))
 
 
+@pytest.mark.slow
 def test_a_replay_opens_the_device_as_the_recording_did(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """A trace recorded with ``--enable-robustness-features`` and ``--disable-extension`` replays on a device
     opened the same way (the trace's fingerprint says how: robust buffer access, the extensions enabled), so

@@ -847,6 +847,8 @@ def one_error_line(proc: Any) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("name", CASES)
 def test_vkcap_matches_reference_and_numpy(name: str, tmp_path: Path) -> None:
     fmt = name.removeprefix("texelFetch-")
@@ -926,6 +928,8 @@ REFERENCE_CRASHES = {f.__name__.removeprefix("crash_"): f for f in
                       crash_fetch_writeonly)}
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("name", REFERENCE_CRASHES)
 def test_reference_crashes_where_vkcap_follows_the_shader(name: str, tmp_path: Path) -> None:
     """The reference's descriptor type comes from shader_access and contradicts the shader: the validation
@@ -941,6 +945,8 @@ def test_reference_crashes_where_vkcap_follows_the_shader(name: str, tmp_path: P
         want.check(tmp_path / "ours" / dst)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_contradicting_descriptor_type_is_refused_where_the_reference_crashes(tmp_path: Path) -> None:
     """``descriptor_type: STORAGE_IMAGE`` on a binding the shader declares as a sampler2D: the reference
     builds a storage-image layout the shader contradicts (the validation layer says so; lavapipe then
@@ -958,6 +964,8 @@ def test_contradicting_descriptor_type_is_refused_where_the_reference_crashes(tm
         "combined image sampler (sampler2D) 'src'")
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_min_and_mag_filter_are_not_swapped(tmp_path: Path) -> None:
     """``min_filter: NEAREST``, ``mag_filter: LINEAR``, texture() at level 0 (lod 0: magnification).
 
@@ -981,6 +989,8 @@ def test_min_and_mag_filter_are_not_swapped(tmp_path: Path) -> None:
     assert (tmp_path / "ours" / "o.npy").read_bytes() != (tmp_path / "reference" / "o.npy").read_bytes()
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_generated_mips_of_an_integer_format(tmp_path: Path) -> None:
     """mips=2 generated from one level of R16G16B16A16_SINT. Integer formats have no linear filtering:
     vkcap blits NEAREST (each level-1 texel is the level-0 texel (2x + 1, 2y + 1), where the centre of
@@ -1009,6 +1019,8 @@ def test_generated_mips_of_an_integer_format(tmp_path: Path) -> None:
     np.testing.assert_array_equal(theirs[: W * H], fmt.fetched(level0).reshape(-1, 4))
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_generated_mips_of_B10G11R11(tmp_path: Path) -> None:
     """lavapipe cannot blit into B10G11R11_UFLOAT_PACK32, so no mip chain can be generated for it: vkcap
     refuses in one line before running; the reference fails with 'No supported tiling for this data type'.

@@ -116,6 +116,8 @@ void main() { uint i = gl_GlobalInvocationID.x; c[i] = a[i] + b[i]; }
 }
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("name", sorted(NO_VERSION))
 def test_glsl_without_version_compiles_as_the_reference_compiles_it(name: str, builder: ScenarioBuilder,
                                                                      tmp_path: Path) -> None:
@@ -136,6 +138,7 @@ def test_glsl_without_version_compiles_as_the_reference_compiles_it(name: str, b
 COMMENT_TEXT = st.text(st.characters(blacklist_characters="*/\n\r", blacklist_categories=("Cs",)), max_size=30)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(comments=st.lists(st.tuples(st.booleans(), COMMENT_TEXT), max_size=6), code=st.sampled_from(
     ["", "#extension GL_EXT_shader_8bit_storage : require\n", "layout(local_size_x = 1) in;\nvoid main() {}\n"]),
@@ -153,6 +156,8 @@ def test_a_version_counts_only_outside_comments(comments: list[tuple[bool, str]]
 # -------------------------------------------------------------------- 3. what the reference accepts, well defined
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_buffer_format_key_is_ignored_with_one_warning(builder: ScenarioBuilder, tmp_path: Path) -> None:
     a = np.arange(16, dtype=np.float32)
     builder.shader("op", ADD_FLOAT)
@@ -181,6 +186,8 @@ def aliased_image_and_tensor(b: ScenarioBuilder, offset: int, rows: int, *, othe
         b.buffer("big", other, np.arange(other // 4, dtype=np.float32), memory_group=group, shader_access="readonly")
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("offset, rows, other", [(384, 2, 1024), (256, 4, 1024), (448, 1, 640)],
                          ids=["half-past", "all-past", "to-the-byte"])
 def test_a_tensor_past_its_image_inside_the_group(builder: ScenarioBuilder, tmp_path: Path, offset: int, rows: int,
@@ -192,6 +199,8 @@ def test_a_tensor_past_its_image_inside_the_group(builder: ScenarioBuilder, tmp_
     np.testing.assert_array_equal(got, np.arange(other // 4, dtype=np.float32)[offset // 4: offset // 4 + rows * W * 4])
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_tensor_past_every_member_of_its_group_is_refused(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Past the image and past the buffer: memory no member defines (the reference reads whatever is there)."""
     aliased_image_and_tensor(builder, 384, 2, other=600)
@@ -227,6 +236,8 @@ def device_lacks_read_without_format() -> tuple[str, bool]:
         vk.vkDestroyInstance(instance, None)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_storage_image_read_without_format_on_a_device_without_the_feature(builder: ScenarioBuilder,
                                                                             tmp_path: Path) -> None:
     """lavapipe lacks shaderStorageImageReadWithoutFormat: both runners run the shader and read the image
@@ -265,6 +276,8 @@ def add_graph(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return read_vgf(convert_model(TOSA / "add.mlir", tmp_path_factory.mktemp("graph") / "add.vgf"))
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_dispatch_data_graph_is_dispatch_spirv_graph(builder: ScenarioBuilder, tmp_path: Path, add_graph: Any) -> None:
     """The reference 0.11's name for dispatch_spirv_graph: the same outputs from both runners."""
     from tests.test_spirv_graph import spirv_graph
@@ -287,6 +300,8 @@ def add_scenario(b: ScenarioBuilder) -> Path:
     return three_buffers(b, ADD_FLOAT, a, a)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_one_cache_file_and_the_reference_cache_lines(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Each runner keeps exactly ``<stem>.cache`` in its --cache-path, and says the same about it on stdout:
     nothing loaded, then loaded and validated, then cleared; stored each time."""
@@ -312,6 +327,8 @@ def test_one_cache_file_and_the_reference_cache_lines(builder: ScenarioBuilder, 
         ["INFO: Load Pipeline Cache", "INFO: Pipeline Cache cleared", *stored]]
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("junk", [b"junkjunkjunk", bytes(range(100))], ids=["short", "bad-header-size"])
 def test_a_junk_cache_file(builder: ScenarioBuilder, tmp_path: Path, junk: bytes) -> None:
     """Both skip it with the reference's warning(s) and run; the reference then replaces it, vkcap leaves
@@ -332,6 +349,8 @@ def test_a_junk_cache_file(builder: ScenarioBuilder, tmp_path: Path, junk: bytes
            "it is (no pipeline cache is stored this run)" in ours.stderr.splitlines()
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("what", ["folder", "fifo"])
 def test_a_cache_path_that_is_no_file_is_left_alone(builder: ScenarioBuilder, tmp_path: Path, what: str) -> None:
     """vkcap alone (what the reference does with these is not the point): skipped, never replaced, one warning."""
@@ -353,6 +372,8 @@ def test_a_cache_path_that_is_no_file_is_left_alone(builder: ScenarioBuilder, tm
     assert (cache / "keep").read_text() == "mine" if what == "folder" else cache.is_fifo()
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("level", ["debug", "info", "warning", "error"])
 def test_the_reference_lines_on_stdout_at_each_log_level(builder: ScenarioBuilder, tmp_path: Path, level: str) -> None:
     """Every line vkcap writes in the reference's format, the reference writes too (at that level); and the
@@ -375,6 +396,7 @@ def test_the_reference_lines_on_stdout_at_each_log_level(builder: ScenarioBuilde
                for key, (_, text) in LINES.items() if key in ("parsed", "commands", "results stored"))
 
 
+@pytest.mark.device
 def test_log_level_with_an_equals_sign(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """``--log-level=warning``, as both runners take it: no INFO line from either, nor on vkcap's stderr."""
     scenario = add_scenario(builder)
@@ -431,6 +453,8 @@ def two_frames(b: ScenarioBuilder) -> Path:
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("source", ["two-frames", "conv2d", "graph_custom"])
 def test_profiling_and_perf_counter_documents_have_the_reference_keys(builder: ScenarioBuilder, tmp_path: Path,
                                                                       source: str) -> None:
@@ -450,6 +474,7 @@ def test_profiling_and_perf_counter_documents_have_the_reference_keys(builder: S
                 [(u["Command name"], u["Session memory [bytes]"]) for u in theirs["Memory Usage"]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag, phrase", [("--profiling-dump-path", "Unable to open profiling data file for writing"),
                                           ("--perf-counters-dump-path", "Unable to open perf counters file for writing")])
 def test_a_dump_path_is_checked_before_the_scenario_is_read(tmp_path: Path, flag: str, phrase: str) -> None:
@@ -553,6 +578,8 @@ PHRASES: dict[str, Phrase] = {
 }
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("name", sorted(PHRASES))
 def test_a_bad_input_is_refused_in_the_reference_words(name: str, builder: ScenarioBuilder, tmp_path: Path) -> None:
     case = PHRASES[name]
@@ -755,6 +782,8 @@ def test_the_corpus_is_wide_enough() -> None:
     assert kinds == {"arith", "push", "spec", "image", "barrier", "frames", "group", "tensor"}
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("name", sorted(CORPUS))
 def test_the_corpus_through_both_runners(name: str, builder: ScenarioBuilder, tmp_path: Path) -> None:
     CORPUS[name](builder)

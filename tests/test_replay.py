@@ -35,6 +35,8 @@ from capture.trace import Trace
 from tests.builders import REPO, ScenarioBuilder
 from vkcap.cli import main
 
+pytestmark = pytest.mark.device
+
 FRAMES = 100
 N = 256  # floats in acc_buf
 CHECKPOINT_EVERY = 8
@@ -119,6 +121,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 # replay
 
 
+@pytest.mark.slow
 def test_untouched_trace_replays_identical(base: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     assert cli("replay", base["trace"], "--json", out) == 0
@@ -225,6 +228,7 @@ def test_rebuilt_scenario_holds_restored_inputs_as_placeholders_and_raw_data_in_
     np.testing.assert_allclose(y3, 1 + 3 * (x * np.float32(0.5) - 3), rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_clean_replay_prints_no_table_and_does_not_load_rich(base: dict[str, Path]) -> None:
     """The rich table lists what diverged or is only within tolerance; a replay where everything is
     identical prints none, and does not pay for loading rich (about 40 ms)."""
@@ -237,6 +241,7 @@ def test_a_clean_replay_prints_no_table_and_does_not_load_rich(base: dict[str, P
     assert re.fullmatch(r"vkcap: 4 frame\(s\) replayed on .+: all within tolerance", proc.stderr.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_replays_after_the_scenario_folder_is_deleted(base: dict[str, Path], tmp_path: Path) -> None:
     folder = tmp_path / "gone"
     scenario = counter_scenario(ScenarioBuilder(folder), 12)
@@ -311,6 +316,7 @@ def test_stopping_at_the_first_divergence_reports_no_frame_after_it(base: dict[s
     assert resource(doc["frames"][-1], "acc_buf")["first_index"] == [5]
 
 
+@pytest.mark.slow
 def test_frame_seeks_from_the_nearest_checkpoint(base: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     for frame, checkpoint in ((0, -1), (7, -1), (8, 7), (37, 31), (99, 95)):
@@ -403,6 +409,7 @@ void main() { uint i = gl_GlobalInvocationID.x; o[i] = t[0] < 0.0 ? -1.0 : float
     return trace, other
 
 
+@pytest.mark.slow
 def test_junit_reports_dispatch_level_divergence(tmp_path: Path) -> None:
     trace, fill2 = _dispatch_only_trace(tmp_path)
     junit, out = tmp_path / "r.xml", tmp_path / "r.json"
@@ -458,6 +465,7 @@ def test_tolerance_file_and_flags_on_replay(base: dict[str, Path], tmp_path: Pat
 # bisect
 
 
+@pytest.mark.slow
 def test_bisect_finds_frame_37_and_its_dispatch(base: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "b.json"
     capsys.readouterr()
@@ -486,6 +494,7 @@ def bisect_diverging(trace: Path, tmp_path: Path, extra: str, *flags: Any) -> di
     return read_json(out)
 
 
+@pytest.mark.slow
 def test_bisect_persistent_divergence_is_a_binary_search(base: dict[str, Path], tmp_path: Path) -> None:
     doc = bisect_diverging(base["trace"], tmp_path, "if (frame >= 60u) acc[i] += 0.25;")
     assert doc["frame"] == 60 and doc["command"] == 180 and doc["dispatch"] == "acc"
@@ -500,6 +509,7 @@ def test_bisect_persistent_divergence_is_a_binary_search(base: dict[str, Path], 
         assert t.state_after(54) == t.frame(54).snapshots and set(t.state_after(54) or ()) == {"acc_buf", "counter"}
 
 
+@pytest.mark.slow
 def test_bisect_replays_whole_segments_when_boundaries_do_not_hold_the_state(tmp_path: Path) -> None:
     """Boundaries that capture acc_buf but not counter: only checkpoints hold a whole state, so every
     probe replays a whole segment from its checkpoint."""
@@ -513,6 +523,7 @@ def test_bisect_replays_whole_segments_when_boundaries_do_not_hold_the_state(tmp
         ([48, 55], 47, False), ([72, 79], 71, True), ([56, 63], 55, True)]
 
 
+@pytest.mark.slow
 def test_bisect_exhaustive_finds_an_earlier_one_off_divergence(base: dict[str, Path], tmp_path: Path) -> None:
     """A one-off divergence in frame 10 and a persistent one from frame 60: the default search assumes
     persistence and answers 60; --exhaustive probes every earlier segment and answers 10."""
@@ -527,6 +538,7 @@ def test_bisect_exhaustive_finds_an_earlier_one_off_divergence(base: dict[str, P
     assert doc["replays"] == len({(p["segment"], tuple(p["frames"])) for p in doc["probes"]})  # never repeated
 
 
+@pytest.mark.slow
 def test_bisect_reference_icd_locates_the_dispatch_of_a_frame_level_trace(base: dict[str, Path], tmp_path: Path,
                                                                             capsys: pytest.CaptureFixture[str]) -> None:
     """Without dispatch snapshots, --reference-icd runs the divergent frame dispatch by dispatch on both drivers
@@ -549,6 +561,7 @@ def test_bisect_reference_icd_locates_the_dispatch_of_a_frame_level_trace(base: 
             ) in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
     "LIMITATION replay/bisect.py: segments replay from recorded checkpoints, so a change that affects one "
     "frame only diverges in one segment (not monotonic); the binary search then finds nothing and the fallback replays "
@@ -648,6 +661,7 @@ TOLERANCE_LINE = re.compile(r"nondeterministic: (\w+) varies between identical r
                             r"tolerance set to atol ([\d.e+-]+)(?:, rtol [^,]+)?, ulp \d+")
 
 
+@pytest.mark.slow
 def test_tolerance_auto_on_a_nondeterministic_shader(atomic_trace: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Why the spin: on this 2-core machine a bare ``o[i] = atomicAdd(counter, 1u)`` over 1024 workgroups of
     64 gave the same order in every run (lavapipe's first worker thread drains the short dispatch before
@@ -690,6 +704,7 @@ def test_tolerance_auto_on_a_nondeterministic_shader(atomic_trace: Path, tmp_pat
     assert code == (1 if doc["diverged"] else 0)
 
 
+@pytest.mark.slow
 def test_tolerance_auto_learns_a_finite_rtol(atomic_trace: Path) -> None:
     """max_rel is inf where one run had 0 and another did not; an infinite learned rtol would accept any
     finite value wherever the recording is non-zero (a float resource)."""
@@ -714,6 +729,7 @@ def test_tolerance_auto_on_a_deterministic_trace(base: dict[str, Path], tmp_path
 # a recovered trace (recording killed with kill -9)
 
 
+@pytest.mark.slow
 def test_replay_of_a_killed_recording(tmp_path: Path) -> None:
     scenario = counter_scenario(ScenarioBuilder(tmp_path / "scenario"), 4)
     folder = tmp_path / "traces"

@@ -110,6 +110,7 @@ def strict_json(text: str) -> Any:
 # 1-3: uids, dtypes and shapes are checked against the trace
 
 
+@pytest.mark.device
 def test_unknown_uids_are_refused_naming_the_flag_or_table(setup: dict[str, Path], tmp_path: Path, no_replay: None,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     trace, y = setup["trace"], f"copy={setup['copy_y']}"
@@ -127,6 +128,7 @@ def test_unknown_uids_are_refused_naming_the_flag_or_table(setup: dict[str, Path
     assert not out.exists()
 
 
+@pytest.mark.device
 def test_a_dtype_must_divide_the_resource_and_a_shape_must_match_it(setup: dict[str, Path], tmp_path: Path, no_replay: None,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     trace, heat = setup["trace"], tmp_path / "heat"
@@ -143,6 +145,7 @@ def test_a_dtype_must_divide_the_resource_and_a_shape_must_match_it(setup: dict[
     assert not heat.exists()
 
 
+@pytest.mark.device
 def test_a_matching_shape_draws_the_heatmap_and_the_right_uid_finds_nan_versus_one(setup: dict[str, Path], tmp_path: Path) -> None:
     heat = tmp_path / "heat"
     assert cli("replay", setup["trace"], "--frame", 0, "--replace-shader", f"copy={setup['copy_y']}", "--dtype", "dst=float32",
@@ -154,6 +157,7 @@ def test_a_matching_shape_draws_the_heatmap_and_the_right_uid_finds_nan_versus_o
 # 4: report paths, numbers and files checked before any replay work
 
 
+@pytest.mark.device
 def test_bad_report_paths_and_numbers_are_refused_before_any_replay_work(setup: dict[str, Path], tmp_path: Path, no_vulkan: None,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     root, trace, other = setup["root"], setup["trace"], setup["other"]
@@ -197,6 +201,7 @@ def test_bad_report_paths_and_numbers_are_refused_before_any_replay_work(setup: 
     assert afile.read_text() == "not a folder" and not any(adir.iterdir())
 
 
+@pytest.mark.device
 def test_an_ulp_tolerance_at_the_bound_is_accepted(setup: dict[str, Path]) -> None:
     """Every ULP distance (a uint64) is within 2**63 - 1 but NaN vs 1.0 is not."""
     assert cli("replay", setup["trace"], "--frame", 0, "--replace-shader", f"copy={setup['copy_y']}",
@@ -207,6 +212,7 @@ def test_an_ulp_tolerance_at_the_bound_is_accepted(setup: dict[str, Path]) -> No
 # 5: reports are strict JSON
 
 
+@pytest.mark.device
 def test_reports_are_strict_json_with_non_finite_numbers_as_strings(setup: dict[str, Path], tmp_path: Path) -> None:
     out, junit = tmp_path / "r.json", tmp_path / "r.xml"
     assert cli("replay", setup["trace"], "--frame", 0, "--replace-shader", f"copy={setup['copy_y']}", "--dtype", "dst=float32",
@@ -240,6 +246,7 @@ def test_non_finite_values_round_trip_through_an_isolated_childs_report() -> Non
 # 6: driver manifests
 
 
+@pytest.mark.device
 def test_bad_driver_manifests_are_named(setup: dict[str, Path], tmp_path: Path, no_vulkan: None,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     trace = setup["trace"]
@@ -279,6 +286,7 @@ def test_a_bare_library_name_is_left_to_the_loader(tmp_path: Path) -> None:
 # 7: replacement shaders
 
 
+@pytest.mark.device
 def test_replacement_shader_errors_name_the_users_file_and_the_flag(setup: dict[str, Path], tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     broken, garbage = tmp_path / "broken.comp", tmp_path / "garbage.spv"
@@ -304,6 +312,7 @@ def test_replacement_shader_errors_name_the_users_file_and_the_flag(setup: dict[
 # 8: partial and recovered traces
 
 
+@pytest.mark.device
 def test_frames_not_in_the_trace_are_named(setup: dict[str, Path], caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="vkcap")
     trace = setup["trace"]
@@ -313,6 +322,7 @@ def test_frames_not_in_the_trace_are_named(setup: dict[str, Path], caplog: pytes
     assert "3 frame(s) replayed" in caplog.text
 
 
+@pytest.mark.device
 def test_recovered_traces_say_so_and_one_without_frames_is_refused(setup: dict[str, Path], tmp_path: Path,
                                                                   caplog: pytest.LogCaptureFixture,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
@@ -333,6 +343,7 @@ def test_recovered_traces_say_so_and_one_without_frames_is_refused(setup: dict[s
 # 9: messages
 
 
+@pytest.mark.device
 def test_a_frame_out_of_range_names_the_trace_and_the_flag(setup: dict[str, Path], no_replay: None,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     trace = setup["trace"]
@@ -342,6 +353,7 @@ def test_a_frame_out_of_range_names_the_trace_and_the_flag(setup: dict[str, Path
         f"vkcap: error: {trace}: --frames 7-9: no recorded frame in 7-9 (the trace has frames 0-3)")
 
 
+@pytest.mark.device
 def test_diff_names_its_sides_a_and_b(setup: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     junit = tmp_path / "d.xml"
     assert cli("diff", setup["trace"], setup["other"], "--dtype", "dst=float32", "--junit", junit) == 1

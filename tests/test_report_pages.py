@@ -152,6 +152,8 @@ def update_docs(shot: Path, name: str) -> None:
 
 # --- replay: heat with one constant changed -------------------------------------------------------------
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_replay_page_heat_with_a_changed_constant(tmp_path: Path) -> None:
     """examples/heat recorded, then replayed with 0.2 -> 0.2001 in its shader: the summary names the
     command, both devices, the tolerance, the replaced shader, the first divergent frame (linked), why
@@ -260,6 +262,8 @@ def colour_images(section: Node) -> dict[str, tuple[np.ndarray, str]]:
     return images
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_rgba_data_in_true_colour_on_replay_diff_and_bisect(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """A vec4 buffer (16 x 16 RGBA float32, --shape 16x16x4) whose replacement swaps red and green in a
     block: the replay, diff and bisect (isolated: its probe child draws) pages each show the recorded and
@@ -330,6 +334,8 @@ void main() {{
 """
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_rgba8_image_in_true_colour(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """An RGBA8 storage image (no --dtype, no --shape: its format and extent say both): the replay page
     draws its recorded and live texels as they are, the difference exactly in the changed block."""
@@ -377,6 +383,8 @@ def test_heatmap_file_labels_fit(tmp_path: Path) -> None:
 from tests.test_typed_verdicts import PARTICLES  # noqa: E402  (its %s is where the id changes)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_struct_buffer_has_a_table_of_its_fields(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """A struct buffer whose id of element 41 moves by 1: its row says what it was compared as (the
     shader's view), its first difference is named [41].id, and a table under it gives each field's
@@ -430,6 +438,8 @@ path = "add.vkt"
 """
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_suite_matrix_names_expected_and_actual_frames(tmp_path: Path) -> None:
     """A suite run of three golden traces with lavapipe's SoA sampling path (GALLIVM_PERF=no_aos_sampling):
     blur really diverges from frame 0, against an expectation of frame 1: its cell says fail, what was

@@ -15,6 +15,8 @@ import pytest
 
 from tests.builders import ScenarioBuilder, vkcap
 
+pytestmark = pytest.mark.device
+
 N = 4096
 SCALE = """#version 450
 layout(local_size_x = 64) in;
@@ -56,6 +58,7 @@ def ulps32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.abs(ordered(a) - ordered(b))
 
 
+@pytest.mark.slow
 def test_counts_beyond_the_tolerance_everywhere(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Under --ulp 4 the JSON, the text, the table and JUnit say how many elements differ at all and how
     many are beyond the tolerance, as numpy counts them; the first index is the first one beyond it."""
@@ -79,6 +82,7 @@ def test_counts_beyond_the_tolerance_everywhere(builder: ScenarioBuilder, tmp_pa
     assert json.loads(failure.text or "{}")["beyond_tolerance"] == 2
 
 
+@pytest.mark.slow
 def test_tables_are_whole_when_stdout_is_a_pipe(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Off a terminal nothing is cut: every column of the replay table, in full, and no ellipsis, however
     wide (the first-difference cell alone is longer than 80 columns here)."""
@@ -97,6 +101,7 @@ def test_tables_are_whole_when_stdout_is_a_pipe(builder: ScenarioBuilder, tmp_pa
     assert devices.returncode == 0 and "…" not in devices.stdout and "optical flow" in devices.stdout
 
 
+@pytest.mark.slow
 def test_diff_reports_dispatches_and_indices_as_replay_does(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Two dispatch-level recordings (the second with the nudged shader): diff fills ``dispatches`` and
     gives the first index in the resource's shape (``--shape``), exactly as replay of the first with the
@@ -166,6 +171,7 @@ def chromium(*args: str) -> subprocess.CompletedProcess[str]:
                            *args], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_html_report_in_a_real_browser(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """``--html``: one self-contained page, rendered by headless Chromium with no console message; its DOM
     holds the timeline, the statistics row of the diverged buffer (shaped 64x64) and its recorded, live
@@ -209,6 +215,7 @@ def test_html_report_in_a_real_browser(builder: ScenarioBuilder, tmp_path: Path)
     assert yellow > 20, yellow  # docs/html-report.png: tests/test_report_pages.py makes it
 
 
+@pytest.mark.slow
 def test_bisect_and_diff_pages(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """bisect's page names the first divergent frame and command and lists its probes; diff's page has
     both traces' fingerprints and its frames; both render in Chromium without a console message."""

@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 from tests.builders import REPO, vkcap
 
+pytestmark = pytest.mark.device
+
 HEAT = REPO / "examples" / "heat"
 EDIT = ("0.2 *", "0.2001 *")  # one constant of examples/heat/step.comp
 
@@ -60,6 +62,7 @@ def heat_bug(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"work": work, "trace": trace, "edited": edited, "bug": bug, "report": report, "stdout": proc.stdout}
 
 
+@pytest.mark.slow
 def test_the_recipe_names_the_dispatch_and_check_sh_fails_on_the_candidate_and_passes_on_the_recorded(
         heat_bug: dict[str, Any], tmp_path: Path) -> None:
     """The issue's "Done when": bisect names commands[0] (step) from a frame-level trace by itself, and the
@@ -87,6 +90,7 @@ def test_the_recipe_names_the_dispatch_and_check_sh_fails_on_the_candidate_and_p
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.reference
 def test_check_sh_runs_arms_runner_with_its_layers(heat_bug: dict[str, Any], tmp_path: Path) -> None:
     """--runner reference and VKCAP_RUNNER=reference run ARM's scenario-runner (its emulation layers set
@@ -124,6 +128,7 @@ def test_the_folder_holds_both_shaders_both_scenarios_and_says_what_diverged(hea
     assert f"bash {bug}/check.sh --recorded" in readme
 
 
+@pytest.mark.slow
 def test_check_sh_compares_with_the_tolerance_of_the_replay(heat_bug: dict[str, Any], tmp_path: Path) -> None:
     """vkcap.json's compare tolerance decides: a copy of the folder with atol 0.05 (beyond the edit's
     largest error, 0.02) passes; the shader's view reads b as float32 (no --dtype was given)."""
@@ -137,6 +142,7 @@ def test_check_sh_compares_with_the_tolerance_of_the_replay(heat_bug: dict[str, 
     assert "b: WITHIN" in proc.stderr or "within" in proc.stderr.lower(), proc.stderr
 
 
+@pytest.mark.slow
 def test_bisect_tolerance_goes_into_the_extract(heat_bug: dict[str, Any], tmp_path: Path) -> None:
     """bisect --atol 0.001 (below the edit's error): still divergent, and the extract compares with atol 0.001."""
     bug = tmp_path / "bug"
@@ -147,6 +153,7 @@ def test_bisect_tolerance_goes_into_the_extract(heat_bug: dict[str, Any], tmp_pa
     assert check(bug, tmp=tmp_path / "tmp").returncode == 1
 
 
+@pytest.mark.slow
 def test_extract_with_a_replaced_shader_makes_a_candidate(heat_bug: dict[str, Any], tmp_path: Path) -> None:
     """vkcap extract --replace-shader: the same two scenarios; frame 50's second step (its inputs replayed,
     b unrecorded there: its expected value from a replay with the recorded shader)."""
@@ -166,6 +173,7 @@ def test_extract_with_a_replaced_shader_makes_a_candidate(heat_bug: dict[str, An
 
 # --- the folder is untrusted input ----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_bad_folders_are_one_line(heat_bug: dict[str, Any], tmp_path: Path) -> None:
     """Through the real CLI: no folder, a vkcap.json tolerance that is not finite, a dst that leaves the
     folder, an --output that is not empty: exit 2, one line, nothing changed."""

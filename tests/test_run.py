@@ -16,6 +16,8 @@ from tests.needs import missing
 from tests.builders import ADD_FLOAT, ADD_INT, REPO, ScenarioBuilder, load_output, vkcap
 from vkcap.cli import main
 
+pytestmark = pytest.mark.device
+
 N = 256
 
 
@@ -263,6 +265,7 @@ def test_memory_group_aliases_buffers(builder: ScenarioBuilder, tmp_path: Path) 
     np.testing.assert_array_equal(load_output(tmp_path / "out.npy", np.uint32), written * 2)
 
 
+@pytest.mark.slow
 def test_pipeline_cache_hit_on_second_run(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """The cache file is the reference's (``<stem>.cache`` in ``--cache-path``, the driver's data), with
     vkcap's record in its own cache folder. A first run has no cache: not a miss failure; the second hits; a changed
@@ -286,6 +289,8 @@ def test_pipeline_cache_hit_on_second_run(builder: ScenarioBuilder, tmp_path: Pa
     assert not (tmp_path / "o" / "c.npy").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.reference
 def test_the_reference_and_vkcap_share_a_pipeline_cache(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """A cache the reference wrote is read by vkcap (and kept, not replaced by another format), and the
     reference reads the one vkcap wrote."""
@@ -405,6 +410,7 @@ def test_sizes_beyond_the_device_are_refused_before_allocation(builder: Scenario
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_too_many_workgroups_are_refused(builder: ScenarioBuilder) -> None:
     a = np.ones(4, np.float32)
     scenario = three_buffer_add(builder, ADD_FLOAT, np.float32, a, a)
@@ -520,6 +526,7 @@ def test_frames_complete_without_trio_and_their_events_reach_trio_in_order(tmp_p
                for seq in finished)
 
 
+@pytest.mark.slow
 def test_a_consumers_error_is_the_runs_error_whatever_the_submitter_was_doing(tmp_path: Path) -> None:
     """A failing ``consume`` ends the completing thread while the submitter may still be submitting:
     the run fails with the consumer's error. (When the two met through a trio channel, the submitter

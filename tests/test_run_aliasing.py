@@ -28,6 +28,7 @@ def pair(b: ScenarioBuilder, *, image_fields: dict | None = None, tensor_fields:
                                    "shader_access": "readonly", "dst": "t.npy", **group, **(tensor_fields or {})}})
 
 
+@pytest.mark.reference
 def test_alias_target_is_refused_as_by_the_reference(builder: ScenarioBuilder, tmp_path: Path) -> None:
     pair(builder, tensor_fields={"alias_target": {"resource_ref": "img"}})
     builder.resources[1]["tensor"].pop("memory_group")
@@ -42,6 +43,8 @@ def test_alias_target_is_refused_as_by_the_reference(builder: ScenarioBuilder, t
         assert "The alias_target field is deprecated, please use the memory_group functionality instead" in ref.stdout + ref.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_shader_writes_an_image_a_tensor_reads_it(builder: ScenarioBuilder, tmp_path: Path) -> None:
     builder.shader("write", WRITE_PATTERN).shader("read", READ_TENSOR, build_options=f"-DWIDTH={W}")
     pair(builder)
@@ -56,6 +59,9 @@ def test_shader_writes_an_image_a_tensor_reads_it(builder: ScenarioBuilder, tmp_
     np.testing.assert_array_equal(tensor[0], written())
 
 
+@pytest.mark.slow
+@pytest.mark.device
+@pytest.mark.reference
 def test_image_source_seen_through_a_tensor_without_a_shader(builder: ScenarioBuilder, tmp_path: Path) -> None:
     values = np.random.default_rng(9).random((H, W, 4), dtype=np.float32)
     write_dds(builder.root / "in.dds", W, H, 2, [values.tobytes()])  # DXGI_FORMAT_R32G32B32A32_FLOAT
@@ -71,6 +77,8 @@ def test_image_source_seen_through_a_tensor_without_a_shader(builder: ScenarioBu
         assert (tmp_path / "ours" / "t.npy").read_bytes() == (tmp_path / "reference" / "t.npy").read_bytes()
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize(
     "image_fields, tensor_fields, place, message",
     [
@@ -93,6 +101,8 @@ def test_aliasing_errors(builder: ScenarioBuilder, image_fields: dict, tensor_fi
     assert proc.stderr.strip() == f"vkcap: error: {scenario}: {place}: {message}"
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_explicit_image_barrier_and_record_replay_of_aliased_resources(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Without implicit barriers, an image_barrier (GENERAL -> GENERAL, compute write -> read) orders
     the image write before the tensor read; the recording captures image and tensor and replays clean."""
@@ -118,6 +128,9 @@ def test_explicit_image_barrier_and_record_replay_of_aliased_resources(builder: 
     assert replay.returncode == 0, replay.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.device
+@pytest.mark.reference
 @pytest.mark.parametrize("offset, rows", [(256, 2), (0, 2), (128, 1), (64, 1), (64, 3)],
                          ids=["bottom-half", "top-half", "one-row", "mid-row", "mid-row-three"])
 @pytest.mark.parametrize("tiling", ["LINEAR", "OPTIMAL"])
@@ -150,6 +163,7 @@ def on_lavapipe() -> bool:
     return json.loads(proc.stdout)[0]["driver_name"] == "llvmpipe"
 
 
+@pytest.mark.device
 def test_a_tensor_reaching_past_its_image_is_refused(builder: ScenarioBuilder, tmp_path: Path) -> None:
     pair(builder, image_fields={"tiling": "LINEAR"},
          tensor_fields={"dims": [1, 2, W, 4], "tiling": "LINEAR", "memory_group": {"id": "g", "offset": 384}})

@@ -42,6 +42,8 @@ from vkcore.scenario.load import load_scenario
 from vkcore.shaders.compile import load_shader
 from vkcore.device.sync import FULL_BARRIER, BarrierBatch, memory_barrier
 
+pytestmark = pytest.mark.device
+
 TOSA = Path(__file__).parent / "tosa"
 F32 = "VK_FORMAT_R32_SFLOAT"
 DIMS = [1, 4, 4, 2]
@@ -352,6 +354,7 @@ def check_output(path: Path, expected: np.ndarray, tolerance: float | None) -> N
 # --- PreparedGraph through the harness -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_models(model: str, vgfs: dict[str, Path], harness: Callable[..., Harness], builder: ScenarioBuilder, tmp_path: Path) -> None:
     make, tolerance = MODELS[model]
@@ -401,6 +404,7 @@ def test_snapshot_after_each_segment(vgfs: dict[str, Path], harness: Callable[..
         free_staging(h.ctx, staging, alloc)
 
 
+@pytest.mark.slow
 def test_push_and_specialization_constants_by_module_name(vgfs: dict[str, Path], harness: Callable[..., Harness],
                                                            builder: ScenarioBuilder, tmp_path: Path) -> None:
     """The reference (0.11.0) applies push_constants and specialization_constants_map whose shader_target is
@@ -447,6 +451,7 @@ class _DispatchGraphWithSubstitutions(DispatchGraph):
     shader_substitutions: tuple[ShaderSubstitution, ...] = ()
 
 
+@pytest.mark.reference
 def test_substitution_given_on_the_command_as_the_reference_reads_it(
         vgfs: dict[str, Path], harness: Callable[..., Harness], builder: ScenarioBuilder, tmp_path: Path) -> None:
     builder.shader("negate", NEGATE_GLSL)
@@ -627,6 +632,7 @@ def test_bad_input_is_refused(kind: str, vgfs: dict[str, Path], harness: Callabl
 # --- vkcap run (once the session runs graphs) -------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_vkcap_run(model: str, vgfs: dict[str, Path], builder: ScenarioBuilder, tmp_path: Path) -> None:
     make, tolerance = MODELS[model]
@@ -637,6 +643,7 @@ def test_vkcap_run(model: str, vgfs: dict[str, Path], builder: ScenarioBuilder, 
     same_as_reference(scenario, tmp_path / "out", tmp_path, ["o.npy"])
 
 
+@pytest.mark.slow
 def test_vkcap_run_push_and_specialization_constants(vgfs: dict[str, Path], builder: ScenarioBuilder, tmp_path: Path) -> None:
     builder.raw("bias", np.array([10.0], dtype=np.float32))
     scenario, a, bb = two_input_scenario(
@@ -651,6 +658,7 @@ def test_vkcap_run_push_and_specialization_constants(vgfs: dict[str, Path], buil
     same_as_reference(scenario, tmp_path / "out", tmp_path, ["o.npy"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["shape", "format", "unbound", "placeholder", "dispatch_vgf_place"])
 def test_vkcap_run_bad_input(kind: str, vgfs: dict[str, Path], builder: ScenarioBuilder, tmp_path: Path) -> None:
     scenario, expected = _bad(kind, builder, vgfs)
@@ -678,6 +686,7 @@ void main() {
 """
 
 
+@pytest.mark.slow
 def test_compute_graph_compute_recorded_replayed_and_bisected(vgfs: dict[str, Path], builder: ScenarioBuilder,
                                                               tmp_path: Path) -> None:
     """A shader before the model, the model (GRAPH -> COMPUTE -> GRAPH, its compute node substituted by a

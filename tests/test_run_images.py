@@ -17,6 +17,8 @@ from tests.builders import WRITE_PATTERN, ScenarioBuilder, image_pattern, load_o
 from tests.reference import assert_same_outputs, reference_runner, run_reference
 from vkcore.resources.imageio import read_dds, write_dds
 
+pytestmark = pytest.mark.device
+
 W, H = 8, 4
 
 
@@ -49,6 +51,7 @@ def expected_written() -> np.ndarray:
     return image_pattern(W, H)
 
 
+@pytest.mark.slow
 def test_storage_image_written_to_dds(builder: ScenarioBuilder, tmp_path: Path) -> None:
     proc = vkcap("run", write_scenario(builder), "--output", tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -57,6 +60,7 @@ def test_storage_image_written_to_dds(builder: ScenarioBuilder, tmp_path: Path) 
     np.testing.assert_array_equal(np.frombuffer(dds.levels[0], np.float32).reshape(H, W, 4), expected_written())
 
 
+@pytest.mark.slow
 def test_dds_input_sampled_by_a_shader(builder: ScenarioBuilder, tmp_path: Path) -> None:
     rgba = np.random.default_rng(5).integers(0, 256, (H, W, 4), dtype=np.uint8)
     write_dds(builder.root / "in.dds", W, H, 28, [rgba.tobytes()])  # DXGI_FORMAT_R8G8B8A8_UNORM
@@ -70,6 +74,7 @@ def test_dds_input_sampled_by_a_shader(builder: ScenarioBuilder, tmp_path: Path)
     np.testing.assert_allclose(got, rgba.astype(np.float32) / 255, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_recorded_initial_state_of_a_sampled_image_and_a_buffer(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """The initial state (checkpoint -1) comes back from the device in one submission for the image
     and from the mapping for the buffer; the image, which its shader only samples, is never read
@@ -96,6 +101,7 @@ def test_recorded_initial_state_of_a_sampled_image_and_a_buffer(builder: Scenari
         np.testing.assert_allclose(got, rgba.astype(np.float32) / 255, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_generated_mip_level_sampled(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Level 1 is generated with a linear blit: each texel the mean of a 2x2 block of level 0."""
     values = np.random.default_rng(6).random((H, W, 4), dtype=np.float32)
@@ -110,6 +116,7 @@ def test_generated_mip_level_sampled(builder: ScenarioBuilder, tmp_path: Path) -
     np.testing.assert_allclose(load_output(tmp_path / "out.npy", np.float32).reshape(H // 2, W // 2, 4), box, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_image_record_replay_export(builder: ScenarioBuilder, tmp_path: Path) -> None:
     scenario = write_scenario(builder)
     trace = tmp_path / "t.vkt"
@@ -135,6 +142,7 @@ def test_image_record_replay_export(builder: ScenarioBuilder, tmp_path: Path) ->
     assert first["first_index"] == [2, 5, 2]  # (row, column, component) of level 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dxgi, fmt, texel", [(28, "VK_FORMAT_R8G8B8A8_UNORM", 4), (41, "VK_FORMAT_R32_SFLOAT", 4),
                                                (10, "VK_FORMAT_R16G16B16A16_SFLOAT", 8)])
 def test_image_src_to_dst_matches_the_reference(builder: ScenarioBuilder, tmp_path: Path, dxgi: int, fmt: str, texel: int) -> None:
@@ -152,6 +160,8 @@ def test_image_src_to_dst_matches_the_reference(builder: ScenarioBuilder, tmp_pa
     assert_same_outputs(scenario, tmp_path / "ours", tmp_path, ["out.dds"])
 
 
+@pytest.mark.slow
+@pytest.mark.reference
 def test_image_dispatches_match_the_reference(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """A storage image written by a shader (a ``writeonly`` image, which the reference also binds as a
     storage image), byte for byte against the reference runner."""

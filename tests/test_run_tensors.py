@@ -97,6 +97,8 @@ def assert_same_as_reference(scenario: Path, ours: Path, tmp: Path, names: list[
         assert (ours / name).read_bytes() == (tmp / "reference" / name).read_bytes(), name
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_tensor_add(builder: ScenarioBuilder, tmp_path: Path) -> None:
     scenario, expected = add_scenario(builder)
     proc = vkcap("run", scenario, "--output", tmp_path / "out")
@@ -107,6 +109,8 @@ def test_tensor_add(builder: ScenarioBuilder, tmp_path: Path) -> None:
     assert_same_as_reference(scenario, tmp_path / "out", tmp_path, ["c.npy"])
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_tensor_barrier_between_dispatches(builder: ScenarioBuilder, tmp_path: Path) -> None:
     x = np.arange(-20, 20, dtype=np.int8)
     builder.shader("scale", SCALE_I8).shader("sum", SUM_I8)
@@ -127,6 +131,8 @@ def test_tensor_barrier_between_dispatches(builder: ScenarioBuilder, tmp_path: P
     assert_same_as_reference(scenario, tmp_path / "out", tmp_path, ["z.npy"])
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_buffer_and_tensor_aliased_with_offsets(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """A 64-element float tensor at offset 256 of a group whose buffer (offset 0) holds 128 floats:
     the tensor reads the upper half of what the buffer loaded."""
@@ -143,6 +149,8 @@ def test_buffer_and_tensor_aliased_with_offsets(builder: ScenarioBuilder, tmp_pa
     assert_same_as_reference(scenario, tmp_path / "out", tmp_path, ["out.npy"])
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_tensor_record_replay_export(builder: ScenarioBuilder, tmp_path: Path) -> None:
     scenario, expected = add_scenario(builder)
     trace = tmp_path / "t.vkt"

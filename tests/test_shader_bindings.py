@@ -51,6 +51,9 @@ def error_line(scenario: Path, tmp_path: Path) -> str:
 # what runs, and gives the right numbers
 # --------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
+@pytest.mark.device
+@pytest.mark.reference
 def test_an_image_written_as_storage_then_sampled(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """A ``readwrite`` image is a storage image in one dispatch and a combined image sampler in the
     next, as each shader declares it: the image's usage is the union. The reference runner binds a
@@ -81,6 +84,7 @@ def test_an_image_written_as_storage_then_sampled(builder: ScenarioBuilder, tmp_
         assert ours == (tmp_path / "reference" / "out.npy").read_bytes()
 
 
+@pytest.mark.device
 def test_a_declared_binding_the_shader_never_uses_need_not_be_bound(builder: ScenarioBuilder, tmp_path: Path) -> None:
     source = ADD_FLOAT.replace("void main()", "layout(set = 1, binding = 5) buffer Unused { float u[]; };\nvoid main()")
     builder.shader("add", source)
@@ -92,6 +96,8 @@ def test_a_declared_binding_the_shader_never_uses_need_not_be_bound(builder: Sce
     np.testing.assert_array_equal(load_output(tmp_path / "c.npy", np.float32), a + b)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_uniform_block_is_bound_as_a_uniform_buffer(builder: ScenarioBuilder, tmp_path: Path) -> None:
     builder.shader("scale", """#version 450
 layout(local_size_x = 1) in;
@@ -113,6 +119,7 @@ void main() { uint i = gl_GlobalInvocationID.x; o[i] = o[i] * k.x + k.y; }
         {"set": 0, "binding": 1, "descriptor_type": "storage_buffer", "resource": "o", "declared": True}]}]
 
 
+@pytest.mark.device
 def test_a_separate_sampler_and_texture_bound_to_one_image(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """``sampler`` takes the image's sampler, ``texture2D`` its view: NEAREST sampling at texel
     centres returns the texels."""
@@ -136,6 +143,8 @@ void main() {
     np.testing.assert_array_equal(load_output(tmp_path / "out.npy", np.float32).reshape(H, W, 4), stored())
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_an_unused_shader_without_its_file_is_a_warning(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """As in the reference runner: a shader no command uses is never compiled, so a missing file is
     only worth a warning; both runners write the same output."""
@@ -157,6 +166,8 @@ def test_an_unused_shader_without_its_file_is_a_warning(builder: ScenarioBuilder
     assert_same_outputs(scenario, tmp_path / "ours", tmp_path, ["c.npy"])
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_push_data_shorter_than_declared_is_zero_padded(builder: ScenarioBuilder, tmp_path: Path) -> None:
     builder.shader("p", """#version 450
 layout(local_size_x = 1) in;
@@ -228,6 +239,8 @@ CONTRADICTIONS = {
 }
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("case", list(CONTRADICTIONS))
 def test_a_binding_that_contradicts_its_shader_is_one_line(builder: ScenarioBuilder, tmp_path: Path, case: str) -> None:
     shader, resource, binding, message = CONTRADICTIONS[case]
@@ -235,6 +248,7 @@ def test_a_binding_that_contradicts_its_shader_is_one_line(builder: ScenarioBuil
     assert error_line(scenario, tmp_path) == f"vkcap: error: {scenario}: {message}"
 
 
+@pytest.mark.device
 def test_a_used_binding_left_unbound_is_one_line(builder: ScenarioBuilder, tmp_path: Path) -> None:
     builder.shader("add", ADD_FLOAT)
     builder.buffer("a", 16).buffer("c", 16)
@@ -245,6 +259,7 @@ def test_a_used_binding_left_unbound_is_one_line(builder: ScenarioBuilder, tmp_p
         "storage buffer 'B', which this command does not bind (it binds: set 0 binding 0, set 0 binding 2)")
 
 
+@pytest.mark.device
 def test_an_entry_point_the_module_lacks_is_one_line(builder: ScenarioBuilder, tmp_path: Path) -> None:
     tool = shutil.which("glslangValidator")
     assert tool is not None, "glslang-tools is a test dependency (the Makefile installs it)"
@@ -273,6 +288,7 @@ def _device_features() -> tuple[str, int, int]:
         vk.vkDestroyInstance(instance, None)
 
 
+@pytest.mark.device
 def test_a_storage_binding_of_a_format_the_device_cannot_store(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """The error names the binding, the format and the device (lavapipe cannot store depth; NVIDIA can)."""
     builder.shader("s", STORE.replace("layout(set = 0, binding = 0, rgba32f)", "layout(set = 0, binding = 0)"))
@@ -289,6 +305,7 @@ def test_a_storage_binding_of_a_format_the_device_cannot_store(builder: Scenario
         f"'{name}'")
 
 
+@pytest.mark.device
 def test_a_capability_the_device_lacks(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """imageLoad from an image2D without a format needs shaderStorageImageReadWithoutFormat (lavapipe
     22.3 lacks it; NVIDIA has it, and the texels come back)."""
@@ -313,6 +330,8 @@ void main() { ivec2 p = ivec2(gl_GlobalInvocationID.xy); o[p.y * 8 + p.x] = imag
         f"StorageImageReadWithoutFormat, which needs shaderStorageImageReadWithoutFormat, a feature device '{name}' lacks")
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_trace_needing_a_storage_format_this_device_lacks(tmp_path: Path) -> None:
     """``tests/data/depth_storage/recorded_on_h100.vkt`` was recorded on an NVIDIA H100, which stores to
     D32_SFLOAT images. A device that cannot (lavapipe) refuses its replay in one line naming the trace,
@@ -333,6 +352,7 @@ def test_a_trace_needing_a_storage_format_this_device_lacks(tmp_path: Path) -> N
         f"image, but format VK_FORMAT_D32_SFLOAT_S8_UINT cannot be a storage image with OPTIMAL tiling on device '{name}'"))
 
 
+@pytest.mark.device
 def test_per_stage_descriptor_limits_count_what_the_shader_declares(tmp_path: Path) -> None:
     """The device's per-stage limits are checked against the resolved descriptor kinds (a combined image
     sampler counts as a sampled image and as a sampler), with the command's JSON path."""
@@ -378,6 +398,8 @@ def test_glsl_is_compiled_for_its_stage(builder: ScenarioBuilder) -> None:
     assert models == [{"main": "vertex"}, {"main": "fragment"}]
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_color_attachment_images(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """``color_attachment`` adds the usage (the image still loads and writes as before); a format that
     cannot be one is refused at that field, naming the device."""

@@ -16,6 +16,8 @@ from tests.test_run_graphs import TOSA, conv2d_reference
 from tests.vkharness import convert_model
 from vkcore.graphs.vgf import read_vgf
 
+pytestmark = pytest.mark.device
+
 F32 = "VK_FORMAT_R32_SFLOAT"
 
 
@@ -51,6 +53,7 @@ def spirv_graph(b: ScenarioBuilder, model: Any, tensors: list[tuple[str, list[in
     return b.save()
 
 
+@pytest.mark.slow
 def test_an_add_graph_from_spirv(builder: ScenarioBuilder, tmp_path: Path, graph_modules: dict[str, Any]) -> None:
     a, b = (np.random.default_rng(s).random((1, 4, 4, 2), dtype=np.float32) for s in (1, 2))
     scenario = spirv_graph(builder, graph_modules["add"], [("a", [1, 4, 4, 2], "readonly", a),
@@ -66,6 +69,7 @@ def test_an_add_graph_from_spirv(builder: ScenarioBuilder, tmp_path: Path, graph
     assert json.loads(report.read_text())["frames"][0]["resources"][0]["differing"] == 0
 
 
+@pytest.mark.slow
 def test_graph_pipelines_are_counted_by_the_pipeline_cache(builder: ScenarioBuilder, tmp_path: Path,
                                                           graph_modules: dict[str, Any]) -> None:
     """A data graph pipeline misses on the first cached run and hits on the next."""
@@ -80,6 +84,7 @@ def test_graph_pipelines_are_counted_by_the_pipeline_cache(builder: ScenarioBuil
     assert second.returncode == 0 and "pipeline cache: 1 hit(s), 0 miss(es)" in second.stderr, second.stderr
 
 
+@pytest.mark.slow
 def test_a_conv2d_graph_with_graph_constants(builder: ScenarioBuilder, tmp_path: Path,
                                              graph_modules: dict[str, Any]) -> None:
     x = np.random.default_rng(3).random((1, 4, 4, 2), dtype=np.float32)
@@ -91,6 +96,8 @@ def test_a_conv2d_graph_with_graph_constants(builder: ScenarioBuilder, tmp_path:
     assert_same_outputs(scenario, tmp_path / "ours", tmp_path, ["y.npy"])
 
 
+@pytest.mark.slow
+@pytest.mark.reference
 def test_graph_dumps_match_the_reference(builder: ScenarioBuilder, tmp_path: Path,
                                          graph_modules: dict[str, Any]) -> None:
     """``--session-memory-dump-dir``: the conv2d graph has session memory; dispatched twice, it makes two
@@ -136,6 +143,7 @@ def test_graph_dumps_match_the_reference(builder: ScenarioBuilder, tmp_path: Pat
     assert not (tmp_path / "again").exists()
 
 
+@pytest.mark.slow
 def test_bad_spirv_graphs_are_one_line(builder: ScenarioBuilder, tmp_path: Path, graph_modules: dict[str, Any]) -> None:
     x = np.zeros((1, 4, 4, 2), np.float32)
     scenario = spirv_graph(builder, graph_modules["conv2d"], [("x", [1, 4, 4, 2], "readonly", x),

@@ -30,6 +30,8 @@ def record(builder: ScenarioBuilder, tmp_path: Path, frames: int, name: str) -> 
     return trace
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_suite_with_expectations_and_a_crash(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Six traces on two workers, the replay of every 4-frame trace killed at frame 2: a crash expected
     on this device is ``expected``, one expected nowhere ``fail``; a trace expected to diverge that
@@ -94,6 +96,8 @@ path = "crash_unexpected.vkt"
     assert "suite: 2 pass, 1 expected, 1 fixed, 1 fail, 1 skip" in proc.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_folder_of_traces_all_pass_in_one_worker(builder: ScenarioBuilder, tmp_path: Path) -> None:
     traces = [record(builder, tmp_path, 3, f"t{k}") for k in range(3)]
     proc = vkcap("suite", "run", traces[0].parent, "--json", tmp_path / "r.json")
@@ -116,6 +120,7 @@ def test_shards_are_balanced_disjoint_and_complete(tmp_path: Path) -> None:
     assert [[t.path.name for t in shard(traces, i, 3)] for i in (1, 2, 3)] == names  # deterministic
 
 
+@pytest.mark.slow
 def test_bad_manifests_are_one_line(tmp_path: Path) -> None:
     manifest = tmp_path / "suite.toml"
     manifest.write_text('[[traces]]\npath = "none*.vkt"\n')
@@ -135,6 +140,8 @@ def test_bad_manifests_are_one_line(tmp_path: Path) -> None:
                                                              f"a driver-version range such as \">=580.100, <590\", got '{bad}'")
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_expectations_by_driver_version(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """An expectation can hold for a range of driver versions only (lavapipe's version is Mesa's);
     the first expectation whose device and range match is the one that judges, in the run, the result
@@ -195,6 +202,8 @@ def test_retries_make_a_passing_retry_flaky(tmp_path: Path) -> None:
     assert judge("crash", Expectation("*", "diverged")) == "fail"
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_shards_merge_into_one_report_and_devices_each_get_workers(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Two shards write their result files; ``suite merge`` combines them into the report one run would
     give. Two device selectors (the same device twice here) give every trace a result for each."""
@@ -231,6 +240,8 @@ def test_shards_merge_into_one_report_and_devices_each_get_workers(builder: Scen
     assert [Path(r["trace"]).name for r in rows] == [f"t{k}.vkt" for k in range(4) for _ in range(2)]
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_manifest_gives_a_trace_its_own_tolerance(builder: ScenarioBuilder, tmp_path: Path) -> None:
     trace = record(builder, tmp_path, 2, "t")
     manifest = trace.parent / "suite.toml"
@@ -242,6 +253,8 @@ def test_a_manifest_gives_a_trace_its_own_tolerance(builder: ScenarioBuilder, tm
         load_suite([manifest])
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_bless_takes_the_results_as_expectations(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """A crash that failed becomes an expected crash at its frame; a divergence that was fixed loses its
     label; bless prints the manifest's diff, and the next run passes. A run that agrees changes nothing."""
@@ -274,6 +287,8 @@ def test_bless_takes_the_results_as_expectations(builder: ScenarioBuilder, tmp_p
     assert moved.returncode == 1  # it still crashes, but in another frame: not the expected crash
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_the_projects_golden_traces_replay_as_a_suite(tmp_path: Path) -> None:
     """traces/suite.toml: the examples recorded on lavapipe, replayed here as a suite: all pass on
     lavapipe; on NVIDIA's driver (measured on the H200, typed comparisons) add, heat and graph_custom
@@ -291,6 +306,8 @@ def test_the_projects_golden_traces_replay_as_a_suite(tmp_path: Path) -> None:
                                            else ["pass"] * 7)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_the_pytest_plugin_runs_a_suite_and_gives_a_fixture(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """pytest itself, in a subprocess (the plugin comes from the ``pytest11`` entry point): each trace of
     a suite is an item (a failure, an expected divergence, a skip are judged as ``suite run`` judges them),
@@ -325,6 +342,8 @@ def test_the_pytest_plugin_runs_a_suite_and_gives_a_fixture(builder: ScenarioBui
     assert set(ran.values()) == {"[gw0]", "[gw1]"}, spread.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_progress_on_a_terminal(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """With stderr a terminal (a pseudo-terminal here) the suite draws rich progress (at once, with no
     delay: these replays are fast): traces done of all and the failures so far; the run's result is the same."""
@@ -356,6 +375,8 @@ def test_progress_on_a_terminal(builder: ScenarioBuilder, tmp_path: Path) -> Non
     assert [r["status"] for r in json.loads((tmp_path / "r.json").read_text())["results"]] == ["pass"] * 3
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_divergence_is_reported_with_its_first_resource(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """A trace replayed by a real worker with a changed shader (the trace's own flags, as a manifest's
     tolerance is passed): ``fail``, with the frame and the replay's line for the first diverged resource;

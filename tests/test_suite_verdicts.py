@@ -149,6 +149,8 @@ resources = ["a"]
 '''
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_verdicts_say_what_they_compared_and_what_was_expected(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """The sum moved by 0-2 ULP (a third of the values by 2): ``ulp = 4`` passes it with no dtype, a
     resource's ``ulp = 1`` fails exactly the 2-ULP third, an expectation of frame 1 or of resource ``a``
@@ -226,6 +228,8 @@ def test_verdicts_say_what_they_compared_and_what_was_expected(builder: Scenario
     assert sorted(r.status for r in again) == ["expected", "expected", "expected", "pass"]
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_struct_field_takes_its_own_tolerance_from_a_manifest(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """``parts.id`` within ``atol = 1`` and ``pos`` within the entry's ``ulp = 4``: the trace passes, its
     verdict naming both fields; a field the view lacks, or a dtype given to a field, is refused before
@@ -265,6 +269,8 @@ def test_a_struct_field_takes_its_own_tolerance_from_a_manifest(builder: Scenari
 # a tolerance that would judge nothing
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_ulp_meeting_a_bytes_comparison_is_an_error_in_a_manifest_and_a_warning_elsewhere(
         builder: ScenarioBuilder, tmp_path: Path) -> None:
     """``raw`` is bound by no shader: compared as bytes, where ULP and relative tolerances mean nothing.
@@ -315,6 +321,8 @@ def test_a_ulp_meeting_a_bytes_comparison_is_an_error_in_a_manifest_and_a_warnin
 # arguments checked before any worker starts; retries; hostile strings
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_every_argument_is_checked_before_any_worker_starts(builder: ScenarioBuilder, tmp_path: Path) -> None:
     folder = tmp_path / "suite"
     add_trace(builder, folder)
@@ -338,6 +346,8 @@ def test_every_argument_is_checked_before_any_worker_starts(builder: ScenarioBui
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_worker_without_its_device_answers_each_attempt_at_once(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """A worker whose device cannot be opened (what suite run's own check refuses first) says why, at
     once, for every attempt: no replay is tried, no time goes by."""

@@ -31,6 +31,8 @@ from vkcore.scenario.model import Tensor as TensorSpec
 from vkcore.device.sync import BarrierBatch, memory_barrier
 from vkcore.resources.tensor_resources import TensorResource, accepted_dtypes
 
+pytestmark = pytest.mark.device
+
 # C = A + B over rank-2 float tensors.
 ADD_F32 = """
 #version 460
@@ -277,6 +279,7 @@ def reference_rule_header(descr: str, dims: tuple[int, ...]) -> bytes:
     return b"\x93NUMPY\x01\x00" + len(body).to_bytes(2, "little") + body
 
 
+@pytest.mark.reference
 def test_every_format_loads_snapshots_and_writes_as_the_reference(
     rig: Rig, submit: Submitter, cases: tuple[Path, list[Case]], reference_outputs: Path, tmp_path: Path
 ) -> None:

@@ -219,6 +219,7 @@ TO_TRANSFER = dict(dst_stage=vk.VK_PIPELINE_STAGE_2_COPY_BIT, dst_access=vk.VK_A
 # Device tests
 
 
+@pytest.mark.device
 def test_api_loads_and_reports_device(ctx: Any, api: TensorApi) -> None:
     mp = ctx.memory_properties
     host_visible = [i for i in range(mp.memoryTypeCount) if mp.memoryTypes[i].propertyFlags & vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT]
@@ -250,6 +251,7 @@ def test_api_loads_and_reports_device(ctx: Any, api: TensorApi) -> None:
         t.destroy()
 
 
+@pytest.mark.device
 def test_float32_shader_barrier_copy(ctx: Any, api: TensorApi) -> None:
     dims = (2, 3, 4)
     rng = np.random.default_rng(7)
@@ -296,6 +298,7 @@ def test_float32_shader_barrier_copy(ctx: Any, api: TensorApi) -> None:
         memory.free(ctx, shared)
 
 
+@pytest.mark.device
 def test_int8_strided_and_float16(ctx: Any, api: TensorApi) -> None:
     dims = (5, 6)
     rng = np.random.default_rng(11)
@@ -334,6 +337,7 @@ def test_int8_strided_and_float16(ctx: Any, api: TensorApi) -> None:
             t.destroy()
 
 
+@pytest.mark.device
 def test_load_refuses_a_context_without_tensors() -> None:
     from vkcore.device.context import VulkanContext
 

@@ -2,6 +2,8 @@
 completed before the hung one. Run in subprocesses: the hung GPU work is left to the process's exit."""
 from __future__ import annotations
 
+import pytest
+
 import json
 import time
 from pathlib import Path
@@ -9,6 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from tests.builders import ScenarioBuilder, vkcap
+
+pytestmark = pytest.mark.device
 
 ACCUMULATE = """#version 450
 layout(local_size_x = 1) in;
@@ -35,6 +39,7 @@ def hung_scenario(b: ScenarioBuilder) -> Path:
     return b.save()
 
 
+@pytest.mark.slow
 def test_hung_shader_times_out_and_the_recording_keeps_earlier_frames(builder: ScenarioBuilder, tmp_path: Path) -> None:
     trace = tmp_path / "t.vkt"
     t0 = time.monotonic()
@@ -52,6 +57,7 @@ def test_hung_shader_times_out_and_the_recording_keeps_earlier_frames(builder: S
     np.testing.assert_array_equal(np.load(exported).view(np.uint32), np.full(16, 3, np.uint32))
 
 
+@pytest.mark.slow
 def test_hung_shader_times_out_in_run(builder: ScenarioBuilder, tmp_path: Path) -> None:
     proc = vkcap("run", hung_scenario(builder), "--output", tmp_path, "--timeout", "1", timeout=120)
     assert proc.returncode == 1
@@ -59,6 +65,7 @@ def test_hung_shader_times_out_in_run(builder: ScenarioBuilder, tmp_path: Path) 
     assert not list(tmp_path.glob("*.npy"))
 
 
+@pytest.mark.slow
 def test_spin_runs_where_it_is_not_hung(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """SPIN as ARM's reference runs it (``coherent volatile``, valid GLSL): with its flag already set, each
     invocation adds nothing and leaves at once; the recording replays identical (its stored module, the

@@ -97,6 +97,7 @@ def diverged(doc: dict[str, Any]) -> list[int]:
     return [f["frame"] for f in doc["frames"] if f["diverged"]]
 
 
+@pytest.mark.device
 def test_replay_of_the_trimmed_trace_passes_on_frames_a_to_b(traces: dict[str, Path], tmp_path: Path) -> None:
     code, doc = replay_json(traces["out"], tmp_path)
     assert code == 0 and doc["diverged"] is False
@@ -110,6 +111,7 @@ def test_replay_of_the_trimmed_trace_passes_on_frames_a_to_b(traces: dict[str, P
         assert code == 0 and doc["started_from_checkpoint"] == start and [f["frame"] for f in doc["frames"]] == [frame]
 
 
+@pytest.mark.device
 def test_frames_snapshots_and_checkpoints_are_copied_byte_for_byte(traces: dict[str, Path]) -> None:
     with Trace.open(traces["trace"]) as t, Trace.open(traces["out"]) as o:
         assert [f.seq for f in o.frames] == list(range(FIRST, LAST + 1))
@@ -132,6 +134,7 @@ def test_frames_snapshots_and_checkpoints_are_copied_byte_for_byte(traces: dict[
         assert {k: v for k, v in o.header.items() if k != "trimmed_from"} == t.header
 
 
+@pytest.mark.device
 def test_initial_state_is_the_state_after_frame_a_minus_1(traces: dict[str, Path], tmp_path: Path,
                                                            caplog: pytest.LogCaptureFixture) -> None:
     """OUT's checkpoint -1 is, byte for byte, what FULL recorded after frame 4 (rebuilt here by a replay,
@@ -161,6 +164,7 @@ def test_initial_state_is_the_state_after_frame_a_minus_1(traces: dict[str, Path
     assert code == 0 and [x["frame"] for x in doc["frames"]] == [10, 11]
 
 
+@pytest.mark.device
 def test_a_trimmed_trace_gives_the_same_verdicts(traces: dict[str, Path], tmp_path: Path) -> None:
     """The replaced shader makes frame 7 diverge, and every frame after it (acc accumulates): the same
     frames in TRACE's frames 5-9 and in OUT; a tolerance that accepts it passes both. Trimming OUT again
@@ -184,6 +188,7 @@ def test_a_trimmed_trace_gives_the_same_verdicts(traces: dict[str, Path], tmp_pa
         assert provenance["source_trimmed_from"]["frames"] == [FIRST, LAST]
 
 
+@pytest.mark.device
 def test_out_is_smaller_holds_only_its_blobs_and_says_it_was_trimmed(traces: dict[str, Path],
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     import xxhash
@@ -237,6 +242,7 @@ def flip(path: Path, at: int) -> None:
         f.write(bytes([byte[0] ^ 0xFF]))
 
 
+@pytest.mark.device
 def test_bad_input_is_one_line_exit_2_and_leaves_out_untouched(traces: dict[str, Path], tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     trace = traces["trace"]
@@ -290,6 +296,7 @@ def test_bad_input_is_one_line_exit_2_and_leaves_out_untouched(traces: dict[str,
     assert cli("trim", damaged["blob"], "--frames", "5-8", "-o", out) == 0
 
 
+@pytest.mark.device
 def test_a_state_the_device_does_not_reproduce_is_refused(traces: dict[str, Path], tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """A trace whose frame 4 says something this device does not compute (here, frame 3's acc_buf): the

@@ -2,12 +2,16 @@
 ``--dtype``; ``--dtype UID=bytes`` still compares raw bytes. Through the real CLI on lavapipe."""
 from __future__ import annotations
 
+import pytest
+
 import json
 from pathlib import Path
 
 import numpy as np
 
 from tests.builders import ScenarioBuilder, vkcap
+
+pytestmark = pytest.mark.device
 
 N = 3 * 1024
 ADD = """#version 450
@@ -61,6 +65,7 @@ def comparison(report: dict, uid: str) -> dict:
     return next(c for f in report["frames"] for c in f["resources"] if c["uid"] == uid)
 
 
+@pytest.mark.slow
 def test_a_float_buffer_is_judged_in_ulp_with_no_dtype(builder: ScenarioBuilder, tmp_path: Path) -> None:
     rng = np.random.default_rng(7)
     a, b = rng.uniform(1, 2, N).astype(np.float32), rng.uniform(1, 2, N).astype(np.float32)
@@ -80,6 +85,7 @@ def test_a_float_buffer_is_judged_in_ulp_with_no_dtype(builder: ScenarioBuilder,
     assert code == 1 and comparison(report, "out")["dtype"] == "bytes"
 
 
+@pytest.mark.slow
 def test_a_struct_buffer_is_judged_field_by_field(builder: ScenarioBuilder, tmp_path: Path) -> None:
     trace = record(builder, tmp_path, PARTICLES % "", {"parts": 16 * N}, ["parts"])
     changed = tmp_path / "changed.comp"

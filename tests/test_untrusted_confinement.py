@@ -133,6 +133,8 @@ COMMANDS: dict[str, Callable[[Path, Path], list[Any]]] = {
 # 1, 6: no path stored in a trace is opened on the host; the message does not tell whether it exists
 # ---------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_an_absolute_src_is_refused_by_every_command_that_materialises(recorded: Path, tmp_path: Path, command: str) -> None:
     host = tmp_path / "host.npy"
@@ -149,6 +151,7 @@ def test_an_absolute_src_is_refused_by_every_command_that_materialises(recorded:
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.device
 def test_diff_compares_without_reading_a_host_path(recorded: Path, tmp_path: Path) -> None:
     """``diff`` compares the recorded data only: a src naming a FIFO neither hangs it nor is opened."""
     fifo = tmp_path / "fifo"
@@ -161,6 +164,7 @@ def test_diff_compares_without_reading_a_host_path(recorded: Path, tmp_path: Pat
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.device
 def test_the_message_is_the_same_whether_the_host_path_exists(recorded: Path, tmp_path: Path) -> None:
     """Refused from the string alone: the message names no path and is the same for an existing file, a
     missing one and one that cannot be read."""
@@ -175,6 +179,7 @@ def test_the_message_is_the_same_whether_the_host_path_exists(recorded: Path, tm
     assert up.pop().endswith(f"resources[{PC}].raw_data.src: goes up with '..'; a trace's paths stay inside its own files")
 
 
+@pytest.mark.device
 @pytest.mark.parametrize("field, value, message", [
     ("include_dirs", ["/etc"], "resources[0].shader.include_dirs[0]: is an absolute path"),
     ("include_dirs", ["../.."], "resources[0].shader.include_dirs[0]: goes up with '..'"),
@@ -190,6 +195,7 @@ def test_every_path_field_is_confined(recorded: Path, tmp_path: Path, field: str
     assert not (tmp_path / "rebuilt").exists()  # refused before anything is written
 
 
+@pytest.mark.device
 @pytest.mark.parametrize("dst", ["/tmp/vkcap-never-written.npy", "../../x.npy", "a\0b.npy"])
 def test_a_traces_dst_never_reaches_a_path(recorded: Path, tmp_path: Path, dst: str) -> None:
     """A recording keeps the dst its user wrote (absolute ones too); a rebuilt scenario has none."""
@@ -253,6 +259,8 @@ def test_generated_relative_paths_inside_the_folder_are_accepted(parts: list[str
 # 2: #include in a trace's GLSL reaches only the trace's files
 # ---------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("include, message", [
     ('#include "../../../../../../etc/passwd"', "#include '../../../../../../etc/passwd' goes up with '..'"),
     ('#inc\\\nlude </etc/hostname>', "#include '/etc/hostname' is an absolute path"),
@@ -276,6 +284,7 @@ def test_an_include_reached_through_an_included_file_is_checked(tmp_path: Path) 
     check_includes(tmp_path / "s.comp", b'#include "a.glsl"\n', tmp_path, [], file=None, place="p", shown="'s'")
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(name=hostile_paths().filter(lambda p: "\0" not in p and '"' not in p and ">" not in p and "\n" not in p),
        form=st.sampled_from(['#include "{}"', "#include <{}>", '  #  include "{}"', '#include \\\n"{}"',
@@ -293,6 +302,7 @@ def test_generated_hostile_includes_are_refused(name: str, form: str, tmp_path_f
 # 3: build_options only from the allow-list, in traces and in a user's scenario
 # ---------------------------------------------------------------------------------------------------------
 
+@pytest.mark.device
 def test_a_traces_depfile_option_never_reaches_the_compiler(recorded: Path, tmp_path: Path) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
@@ -376,6 +386,7 @@ def test_generated_other_words_are_refused(word: str, before: str) -> None:
 # 4: the compiler runs under a time limit
 # ---------------------------------------------------------------------------------------------------------
 
+@pytest.mark.device
 def test_a_compiler_over_its_time_limit_is_one_line(tmp_path: Path) -> None:
     scenario = make_scenario(tmp_path / "s")
     proc = vkcap("run", scenario, env={"VKCAP_CACHE_DIR": str(tmp_path / "cache"), "VKCAP_COMPILER_TIMEOUT": "0.001"})
@@ -412,6 +423,8 @@ def test_read_regular_refuses_special_files(tmp_path: Path) -> None:
     assert read_regular(link, 1000) == b"x" * 101
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_run_and_replace_shader_refuse_special_files(recorded: Path, tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
@@ -424,6 +437,8 @@ def test_run_and_replace_shader_refuse_special_files(recorded: Path, tmp_path: P
     assert error_of(proc) == f"vkcap: error: --replace-shader acc={fifo}: cannot read: a FIFO: not a regular file"
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_src_or_include_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
     scenario = make_scenario(tmp_path / "s")
     (tmp_path / "s" / "inc.glsl").unlink()
@@ -440,6 +455,8 @@ def test_a_src_or_include_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
 # 7, 8: what a replay writes into TMPDIR is bounded; clashing names are one line
 # ---------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_shared_blob_entries_are_counted_against_the_cap(recorded: Path, tmp_path: Path) -> None:
     trace = forge(recorded, tmp_path / "forged.vkt", extra_files=[(f"copy{n}.bin", "acc.comp") for n in range(4)])
     tmp = tmp_path / "tmp"
@@ -455,6 +472,7 @@ def test_shared_blob_entries_are_counted_against_the_cap(recorded: Path, tmp_pat
     assert list(tmp.iterdir()) == []
 
 
+@pytest.mark.device
 def test_out_of_space_is_one_line_exit_1_and_the_folder_is_removed(recorded: Path, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import tempfile
@@ -479,6 +497,8 @@ def test_out_of_space_is_one_line_exit_1_and_the_folder_is_removed(recorded: Pat
     assert list(tmp.iterdir()) == []
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("extra, expected", [
     ([("acc.comp/x", "acc.comp")], "embedded files 'acc.comp' and 'acc.comp/x' clash: 'acc.comp' would be both a "
                                    "file and a folder"),
@@ -495,6 +515,8 @@ def test_names_that_clash(recorded: Path, tmp_path: Path, extra: list[tuple[str,
         assert proc.returncode == 2 and error_of(proc) == f"vkcap: error: {trace}: {expected}"
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_lone_surrogates_and_non_utf8_glsl_are_one_line(recorded: Path, tmp_path: Path) -> None:
     trace = forge(recorded, tmp_path / "forged.vkt",
                   document=lambda d: d.update(json.loads(json.dumps(d).replace('"pc"', '"p\\ud800"'))))
@@ -508,6 +530,7 @@ def test_lone_surrogates_and_non_utf8_glsl_are_one_line(recorded: Path, tmp_path
     assert proc.returncode == 2 and error_of(proc).startswith(f"vkcap: error: --replace-shader acc={shader}: shader compilation failed")
 
 
+@pytest.mark.device
 def test_materialising_never_follows_or_creates_a_link(recorded: Path, tmp_path: Path) -> None:
     from capture.trace import Trace
     from replay.replayer import rebuild_scenario
@@ -552,6 +575,7 @@ def test_generated_name_sets_are_written_whole_or_refused_before_writing(names: 
         assert not (folder / free).exists() and free.endswith(own)
 
 
+@pytest.mark.device
 def test_too_little_free_space_is_refused_before_writing(recorded: Path, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from capture.trace import Trace
@@ -569,6 +593,8 @@ def test_too_little_free_space_is_refused_before_writing(recorded: Path, tmp_pat
     assert list((tmp_path / "rebuilt").iterdir()) == []
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_recording_with_absolute_paths_replays_confined(tmp_path: Path) -> None:
     """What a user's scenario may legitimately hold (an absolute dst, an unused shader whose absolute src
     is missing, an absolute include folder) is recorded as names inside the trace: its replay is not refused."""
@@ -587,6 +613,8 @@ def test_a_recording_with_absolute_paths_replays_confined(tmp_path: Path) -> Non
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_an_include_inside_a_traces_include_and_non_utf8_glsl(recorded: Path, tmp_path: Path) -> None:
     env = {"VKCAP_CACHE_DIR": str(tmp_path / "cache")}
     trace = forge(recorded, tmp_path / "nested.vkt", drop_spirv=True, files={"inc.glsl": b'#include "../../../etc/passwd"\n'})

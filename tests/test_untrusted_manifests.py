@@ -194,6 +194,7 @@ def test_frame_flags_are_bounded() -> None:
     assert frame_range(argparse.Namespace(frame=None, frames=f"3-{2**31 - 1}")) == (3, 2**31 - 1)
 
 
+@pytest.mark.slow
 def test_numeric_flags_through_the_real_command_line(suite: Path) -> None:
     """One refusal per command through ``python -m vkcap``: suite run, replay, diff, bisect, run."""
     before = snapshot(suite.parent)
@@ -502,6 +503,7 @@ def test_malformed_result_files_are_one_line_naming_the_file_and_key(tmp_path: P
     assert len(cases) == 23
 
 
+@pytest.mark.slow
 @FAST
 @given(key=st.sampled_from(["frames", "seconds", "attempts", "first_divergence", "spread.max_ulp", "spread.first_divergence"]),
        value=st.one_of(st.integers(min_value=-(2**70), max_value=2**70), st.floats(allow_nan=False, allow_infinity=False),

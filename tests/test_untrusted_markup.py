@@ -197,6 +197,7 @@ def value_maps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return maps
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["replay", "diff", "bisect"])
 def test_report_pages_show_every_payload_as_text(kind: str, tmp_path: Path, value_maps: dict[str, str]) -> None:
     """Each payload, the lone surrogate included, is a uid, a device, a driver, a layer, the tolerance,
@@ -283,6 +284,8 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"trace": traces / "t.vkt", "other": traces / "u.vkt", "changed": changed, "traces": traces, "scenario": scenario}
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_replay_diff_bisect_and_info_escape_hostile_uids(hostile: dict[str, Path], tmp_path: Path) -> None:
     """replay, diff and bisect (each with --html) and info on the trace of hostile uids: the exit code
     of a divergence (1) or of success (0), no internal error, the tables and lines show every uid escaped
@@ -311,6 +314,8 @@ def test_replay_diff_bisect_and_info_escape_hostile_uids(hostile: dict[str, Path
     assert snapshot(hostile["traces"]) == before
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_suite_run_and_merge_escape_hostile_names_and_links(hostile: dict[str, Path], tmp_path: Path) -> None:
     """suite run over a trace named with an escape sequence, markup and a bidi override; suite merge of
     result files (as a stranger may send them) holding the payloads and links to ``javascript:``, ``data:``
@@ -348,6 +353,8 @@ def test_suite_run_and_merge_escape_hostile_names_and_links(hostile: dict[str, P
         assert "".join(parsed.text).count("the replay's page") == 1
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_terminal_gets_rich_colours_but_no_escape_from_the_trace(hostile: dict[str, Path], tmp_path: Path) -> None:
     """On a terminal (a pty, FORCE_COLOR=1, COLUMNS=300), where rich draws colours and markup: replay,
     info and diff exit as on a pipe; apart from rich's own colour codes nothing from the trace is an
@@ -380,6 +387,8 @@ def test_a_terminal_gets_rich_colours_but_no_escape_from_the_trace(hostile: dict
             assert shown(uid) in plain, (uid, plain)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_an_error_naming_hostile_text_is_one_escaped_line(hostile: dict[str, Path], tmp_path: Path) -> None:
     """A scenario whose dispatch names a resource by an escape sequence and a lone surrogate: run exits 2
     with one line naming the place, the name shown escaped, no internal error. export of a resource the

@@ -76,6 +76,8 @@ def refused(args: list[str | Path], line: str, around: Path, cwd: Path | None = 
 # -- 1. extract never writes into a folder that holds anything ---------------------------------------------
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_extract_refuses_a_folder_that_holds_anything(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The issue's case (``-o`` the folder holding the trace: it used to be emptied), ``-o .`` there, a
     folder of the user's notes, a file, ``--force`` on a folder vkcap did not write, ``extract --segment``
@@ -114,6 +116,8 @@ def test_extract_refuses_a_folder_that_holds_anything(tmp_path: Path, capsys: py
             "write the extract elsewhere", tmp_path, capsys=capsys)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_an_empty_folder_or_an_earlier_extract_may_be_used(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``-o .`` into an empty current folder writes there (the folder stays the same folder) with a
     marker listing every entry; again, without ``--force``, it is refused with the hint; ``--force``
@@ -151,6 +155,8 @@ def test_an_empty_folder_or_an_earlier_extract_may_be_used(tmp_path: Path, capsy
     assert sorted(p.name for p in tmp_path.iterdir()) == ["here"]
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_the_staging_folder_of_a_killed_extract_is_named(tmp_path: Path) -> None:
     """``kill -9`` during an extract leaves its staging folder ``.NAME.vkcap-PID-XXXX`` beside the target;
     the next extract there names it in one warning (the process is gone) and removes nothing; a staging
@@ -198,6 +204,8 @@ def hostile_trace(root: Path) -> tuple[Path, list[str]]:
     return trace, [a, bb, c]
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_names_from_a_trace_stay_inside_the_extract(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Uids such as ``../../somewhere/NAME``, ``/etc/passwd``, ``CON``, control characters, 300
     characters, two that differ in case only, two that sanitise alike: every extract of the trace's
@@ -275,6 +283,8 @@ def test_unique_stems_need_no_state(raws: list[str]) -> None:
         assert confined(Path("/out"), heatmap_name(7, raw)).parent == Path("/out")
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @settings(max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(hostile_text, min_size=3, max_size=10, unique=True), hostile_text, hostile_text)
 def test_an_extracted_scenario_names_only_files_inside_its_folder(uids: list[str], shader_src: str, raw_src: str) -> None:
@@ -301,6 +311,7 @@ def test_an_extracted_scenario_names_only_files_inside_its_folder(uids: list[str
     assert len(dsts) == len(set(dsts)) == len(buffers[::2])
 
 
+@pytest.mark.device
 def test_names_of_a_segment_extract_are_safe() -> None:
     """What ``extract --segment`` names after the graph's file and the VGF's module names (the trace's
     content: a VGF module may be called anything) goes through the extract's SafeNames."""
@@ -325,6 +336,7 @@ def test_confined_refuses_what_would_leave_the_folder(relative: str, tmp_path: P
 # -- 3. trim onto a file that is not a trace, and 4. no output is an input ---------------------------------
 
 
+@pytest.mark.device
 def test_trim_replaces_only_a_trace_and_never_its_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     notes = tmp_path / "notes.txt"
     notes.write_text("my notes")
@@ -348,6 +360,7 @@ void main() { c[gl_GlobalInvocationID.x] = SCALE; }
 """
 
 
+@pytest.mark.device
 def test_run_refuses_a_dst_that_is_an_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A ``dst`` naming the scenario, a shader source, a file it includes, a ``src`` or another ``dst``."""
     b = ScenarioBuilder(tmp_path)
@@ -394,6 +407,8 @@ def test_suite_run_refuses_an_output_that_is_an_input(tmp_path: Path, capsys: py
 # -- 5. temporary folders ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_temporary_folders_go_on_every_exit_path(tmp_path: Path) -> None:
     """With TMPDIR a fresh folder, it is empty after each command: replay --html (passing, refused,
     interrupted), suite run --html with two workers, extract (done, refused), trim."""
@@ -456,6 +471,8 @@ def big_trace(root: Path) -> Path:
     return trace
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_killed_trim_leaves_a_partial_file_the_next_trim_removes(tmp_path: Path) -> None:
     """``kill -9`` during a trim leaves its ``.NAME.PID.RANDOM.partial``; the next trim to the same
     ``-o`` removes it (its name, a trace that says it was trimmed, the PID gone) and says so. Named in
@@ -509,6 +526,8 @@ def test_a_killed_trim_leaves_a_partial_file_the_next_trim_removes(tmp_path: Pat
     assert sorted(p.name for p in out_dir.iterdir()) == sorted([running.name, recording.name, other.name, "t.vkt"])
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_report_replaces_only_a_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--json, --junit and --html of replay, diff, bisect and suite run refuse an existing file that is not a
     vkcap report (one line, exit 2, the file unchanged); a report of vkcap's, marked or written before the

@@ -102,6 +102,8 @@ def rejected_flip(code: bytes, k: int) -> bytes:
     raise AssertionError("no rejected flip")
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("k", range(3))
 def test_a_module_with_one_flipped_byte_is_one_line_and_exit_2(typed: tuple[Path, bytes], tmp_path: Path, k: int) -> None:
     """Bytes the validator rejects (each was exit 1 naming no file, or SIGSEGV): exit 2, the scenario and
@@ -135,6 +137,8 @@ def with_module(source: Path, target: Path, code: bytes) -> None:
             writer.add_meta(kind, body)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_replay_validates_the_traces_own_modules(typed: tuple[Path, bytes], tmp_path: Path) -> None:
     """A trace whose stored module is damaged: replay exits 2 with one line naming the trace and the
     shader; so does the same trace's module given by --replace-shader (the user's file named)."""
@@ -159,6 +163,8 @@ def test_replay_validates_the_traces_own_modules(typed: tuple[Path, bytes], tmp_
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_damaged_fragment_module_is_refused_before_the_driver(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Graphics stages take the same path: a fragment shader given as SPIR-V with one rejected byte is
     one line naming the scenario and the fragment shader's place, exit 2, nothing written."""
@@ -224,6 +230,7 @@ def test_the_validators_message_is_one_printable_line() -> None:
     assert len(spirv_validate.first_message(b"error: " + b"x" * 5000)) == spirv_validate.MESSAGE_CHARS
 
 
+@pytest.mark.slow
 @settings(FAST, max_examples=400)
 @given(st.data())
 def test_reflection_of_damaged_words_ends_and_raises_only_spirv_error(typed: tuple[Path, bytes], data: st.DataObject) -> None:
@@ -245,6 +252,8 @@ def test_reflection_of_damaged_words_ends_and_raises_only_spirv_error(typed: tup
 
 # --- shared memory against the device --------------------------------------------------------------
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("size, fits", [("1 << 30", False), ("64", True)])
 def test_shared_memory_beyond_the_device_is_refused(builder: ScenarioBuilder, size: str, fits: bool) -> None:
     """``shared float big[1 << 30]`` (SIGSEGV before): exit 2, the shader and the limit named; 256 bytes run."""
@@ -280,6 +289,8 @@ def test_constants_are_reflected_with_their_declared_types(typed: tuple[Path, by
     assert declared[1].name == "BIAS"
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("constants, expected", [
     ([{"id": 0, "value": 4.0}, {"id": 1, "value": 0.5}], 4.5),   # an integral float is that integer
     ([{"id": 0, "value": 4}, {"id": 1, "value": 2}], 6.0),       # an int for a float is that float
@@ -310,6 +321,8 @@ REFUSALS = [
 CONSTANTS = [{"id": 0, "value": 4}, {"id": 1, "value": 0.5}, {"id": 2, "value": 0}, {"id": 3, "value": 1}]
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @pytest.mark.parametrize("index, value, reason", [REFUSALS[0], REFUSALS[4], REFUSALS[6]])
 def test_a_value_that_does_not_fit_is_refused_naming_the_constant(typed: tuple[Path, bytes], index: int, value: object,
                                                                   reason: str) -> None:
@@ -345,6 +358,7 @@ def test_every_misfit_is_refused_with_its_place_and_reason(typed: tuple[Path, by
 INT_TYPES = [SpecConstantType(kind, width) for kind in ("int", "uint") for width in (8, 16, 32, 64)]
 
 
+@pytest.mark.slow
 @settings(FAST, max_examples=600)
 @given(st.sampled_from(INT_TYPES), st.integers(-(1 << 70), 1 << 70), st.booleans())
 def test_integers_pack_exactly_when_they_fit(declared: SpecConstantType, number: int, as_float: bool) -> None:
@@ -362,6 +376,7 @@ def test_integers_pack_exactly_when_they_fit(declared: SpecConstantType, number:
             encode(value, declared)
 
 
+@pytest.mark.slow
 @settings(FAST, max_examples=600)
 @given(st.sampled_from([16, 32, 64]), st.one_of(st.floats(), st.integers(-(1 << 1100), 1 << 1100)))
 def test_floats_pack_when_finite_and_in_range(width: int, value: float | int) -> None:
@@ -400,6 +415,7 @@ def test_undeclared_constants_keep_32_bits_and_refuse_what_does_not_fit() -> Non
 VGF = Path(__file__).resolve().parent.parent / "examples" / "conv2d"
 
 
+@pytest.mark.slow
 @settings(FAST, max_examples=600)
 @given(st.lists(st.tuples(st.integers(0, 3671), st.integers(1, 255)), min_size=1, max_size=3))
 def test_parsing_a_damaged_vgf_raises_only_vgf_error(flips: list[tuple[int, int]]) -> None:
@@ -418,6 +434,8 @@ def test_parsing_a_damaged_vgf_raises_only_vgf_error(flips: list[tuple[int, int]
         assert "\n" not in exc.render()
 
 
+@pytest.mark.slow
+@pytest.mark.device
 @settings(FAST, max_examples=4)
 @given(st.integers(0, 3671))
 def test_running_a_damaged_vgf_succeeds_or_is_one_line(tmp_path_factory: pytest.TempPathFactory, at: int) -> None:

@@ -172,6 +172,8 @@ def peak_rss_mib(*args: str | Path, stdout: list[str] | None = None) -> tuple[in
 # 1. A trace's end is its own trailer
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_concatenation_is_read_up_to_the_first_trailer_and_reported(traces: dict[str, Path], tmp_path: Path) -> None:
     a, b = traces["a"].read_bytes(), traces["b"].read_bytes()
     cat = tmp_path / "cat.vkt"
@@ -192,6 +194,7 @@ def test_a_concatenation_is_read_up_to_the_first_trailer_and_reported(traces: di
     assert np.load(tmp_path / "from_cat.npy").view(np.float32)[0] == 1.0  # a's b = 1, not b's 100
 
 
+@pytest.mark.device
 @settings(FUZZ, max_examples=40)
 @given(tail=st.one_of(st.binary(max_size=300), st.sampled_from(["records", "trailer", "header"])))
 def test_no_appended_bytes_change_what_a_trace_holds(traces: dict[str, Path], tmp_path_factory: pytest.TempPathFactory,
@@ -236,6 +239,7 @@ def damaged_copy(source: Path, target: Path, *, kind: str | None = None, seq: in
     return offset
 
 
+@pytest.mark.device
 def test_info_reports_every_damaged_record(traces: dict[str, Path], tmp_path: Path) -> None:
     frame = tmp_path / "frame.vkt"
     frame_at = damaged_copy(traces["b"], frame, kind="frame", seq=1)
@@ -259,6 +263,8 @@ def test_info_reports_every_damaged_record(traces: dict[str, Path], tmp_path: Pa
     assert json.loads(out)["intact"] and json.loads(out)["corrupt_records"] == []
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_replay_diff_and_suite_fail_naming_the_frames_not_judged(traces: dict[str, Path], tmp_path: Path) -> None:
     bad = tmp_path / "suite" / "frame.vkt"
     bad.parent.mkdir()
@@ -293,6 +299,7 @@ def test_replay_diff_and_suite_fail_naming_the_frames_not_judged(traces: dict[st
     assert result["status"] == "fail" and result["expected"] == "flaky", result
 
 
+@pytest.mark.device
 def test_a_forged_frame_number_is_a_damaged_frame_never_an_endless_replay(traces: dict[str, Path], tmp_path: Path) -> None:
     """Frames are numbered from the first with one FRAME record each: a number beyond them (a replay
     would execute every frame up to it) or repeated is a damaged record, its frame lost."""
@@ -315,6 +322,7 @@ def test_a_forged_frame_number_is_a_damaged_frame_never_an_endless_replay(traces
                                                                           "of the 2 frame(s) replayed: all within tolerance")
 
 
+@pytest.mark.device
 @pytest.mark.parametrize("description, place", [
     ({"kind": "tensor", "size": 64, "dims": [1 << 62], "format": "VK_FORMAT_R32_SFLOAT"}, "dims"),
     ({"kind": "tensor", "size": 64, "dims": [4, 8], "format": "VK_FORMAT_R32_SFLOAT"}, "dims"),
@@ -342,6 +350,7 @@ def test_a_resource_description_that_cannot_shape_its_export_is_refused(traces: 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.vkt"]
 
 
+@pytest.mark.device
 def test_an_essential_record_damaged_is_a_refusal(traces: dict[str, Path], tmp_path: Path) -> None:
     bad = tmp_path / "bad.vkt"
     at = damaged_copy(traces["a"], bad, kind="scenario", seq=None)
@@ -375,6 +384,7 @@ def zeros_blob(size: int) -> tuple[bytes, bytes]:
     return h.digest(), b"".join([*parts, packer.flush()])
 
 
+@pytest.mark.device
 def test_an_export_bomb_is_refused_before_it_is_decoded(traces: dict[str, Path], tmp_path: Path) -> None:
     """A 64-byte resource's snapshot stored as a real 2 GiB of zeros (a 64 KiB zstd frame, its key
     right): refused from the declared sizes, never inflated (before: the 2 GiB were decoded first)."""
@@ -397,6 +407,8 @@ def test_an_export_bomb_is_refused_before_it_is_decoded(traces: dict[str, Path],
     assert not (tmp_path / "x.npy").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_blobs_that_cannot_hold_what_they_declare_are_refused_before_allocating(traces: dict[str, Path], tmp_path: Path) -> None:
     """Declared raw lengths beyond what zstd can expand the stored bytes to, for a whole-blob frame, a
     plane bomb (entries declaring huge planes), and a frame whose header declares another size."""
@@ -468,6 +480,8 @@ def meta_payload(kind: str, value: Any) -> bytes:
     return R.pack_msgpack({"kind": kind, "value": value})
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_a_metadata_bomb_is_refused_within_bounded_memory(traces: dict[str, Path], tmp_path: Path) -> None:
     """A FINGERPRINT record of 15 MiB of empty arrays (each a 1-byte item that Python holds in 64), in
     arrays of a million, or in one array: the item budget stops it; the record is reported as damaged,
@@ -492,6 +506,7 @@ def test_a_metadata_bomb_is_refused_within_bounded_memory(traces: dict[str, Path
         assert [(c["kind"], c["reason"]) for c in json.loads(out[0])["corrupt_records"]] == [("fingerprint", reason)]
 
 
+@pytest.mark.device
 def test_deep_nesting_is_one_line_never_a_recursion_error(traces: dict[str, Path], tmp_path: Path) -> None:
     records, kinds_at = records_of(traces["a"])
     fp_at = next(i for i, k in kinds_at.items() if k == "fingerprint")
@@ -538,6 +553,8 @@ def test_the_caps_are_one_table_listed_in_the_format_spec() -> None:
 # 4. Special files
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_special_files_are_refused_by_every_command_at_once(traces: dict[str, Path], tmp_path: Path) -> None:
     fifo = tmp_path / "fifo.vkt"
     os.mkfifo(fifo)
@@ -622,6 +639,8 @@ def forged_lengths(good: bytes) -> st.SearchStrategy[bytes]:
     return forged()
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_corrupted_traces_read_or_fail_in_one_line(traces: dict[str, Path], tmp_path: Path) -> None:
     """In process, through the CLI's own entry point: info --json and export of every kind of
     corruption end in exit 0 (damage named in the report when the file differs where it is checked)
@@ -664,6 +683,8 @@ def test_corrupted_traces_read_or_fail_in_one_line(traces: dict[str, Path], tmp_
     check()
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_each_command_meets_a_corrupted_trace_in_one_line(traces: dict[str, Path], tmp_path: Path) -> None:
     """One forged trace (input a's blob declaring 2**62 bytes) through every command that reads traces,
     in real subprocesses: exit 2 with one line where the blob is needed (replay writes a.npy, trim
@@ -700,6 +721,8 @@ VALUES = st.recursive(LEAVES, lambda inner: st.one_of(st.lists(inner, max_size=3
                       max_leaves=8)
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_hostile_metadata_values_are_reported_never_an_internal_error(traces: dict[str, Path], tmp_path: Path) -> None:
     """Every META of a trace with one value replaced by any msgpack value (bytes, huge integers, NaN,
     markup, nested containers) or a key added: info (text and --json) and export end in exit 0 or one
@@ -738,6 +761,8 @@ def test_hostile_metadata_values_are_reported_never_an_internal_error(traces: di
     check()
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_corrupted_traces_replay_or_fail_and_lost_frames_never_pass(traces: dict[str, Path], tmp_path: Path) -> None:
     """Replay (in this process, through the CLI's entry point) of flipped, cut, extended and forged
     traces: exit 0, 1 (a judged failure) or 2 with one line, never a traceback; and a trace that lost

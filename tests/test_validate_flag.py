@@ -27,6 +27,8 @@ def add_scenario(b: ScenarioBuilder, frames: int = 2) -> Path:
     return b.save()
 
 
+@pytest.mark.slow
+@pytest.mark.device
 def test_every_command_that_executes_runs_clean_under_the_layer(builder: ScenarioBuilder, tmp_path: Path) -> None:
     scenario = add_scenario(builder)
     trace = tmp_path / "t.vkt"
@@ -38,6 +40,7 @@ def test_every_command_that_executes_runs_clean_under_the_layer(builder: Scenari
     np.testing.assert_array_equal(load_output(tmp_path / "c.npy", np.float32), np.arange(4) + 1)
 
 
+@pytest.mark.device
 @pytest.mark.invalid_api_use
 def test_a_validation_error_is_one_line_with_its_vuid_and_command(builder: ScenarioBuilder, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch,

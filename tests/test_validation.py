@@ -594,6 +594,7 @@ def mutated_documents(draw: st.DrawFn) -> Doc:
     return doc
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(doc=mutated_documents())

@@ -641,6 +641,7 @@ def test_fuzz_random_after_a_valid_magic_and_version(rest: bytes) -> None:
     _bounded(b"VGF1" + bytes(4) + bytes((0, 5, 0)) + rest)
 
 
+@pytest.mark.slow
 @_FUZZ
 @given(st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=0, max_value=255)), min_size=1, max_size=12),
        st.booleans())
@@ -651,6 +652,7 @@ def test_fuzz_byte_flips(flips: list[tuple[int, int]], legacy: bool) -> None:
     _bounded(bytes(data))
 
 
+@pytest.mark.slow
 def test_real_file_byte_flips(vgfs: dict[str, Path]) -> None:
     """Every table byte of a real file set to 0xFF, then to 0x7F, one at a time: VgfError or a valid read."""
     data = vgfs["custom_glsl"].read_bytes()

@@ -19,6 +19,8 @@ from tests.needs import module
 from tests.builders import ScenarioBuilder, vkcap
 from tests.reference import assert_same_outputs, reference_runner, run_reference
 
+pytestmark = pytest.mark.device
+
 vgfpy = module("vgfpy", "ai-ml-sdk-vgf-library (vgfpy, CPython 3.11) is not installed")
 
 N = 16
@@ -112,6 +114,8 @@ def double_then_increment(root: Path) -> Path:
     return m.save([(0, "in")], [(1, "out")])
 
 
+@pytest.mark.slow
+@pytest.mark.reference
 def test_a_chain_of_compute_segments_over_storage_buffers(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """in -> double -> (intermediate buffer) -> increment -> out."""
     double_then_increment(builder.root)
@@ -119,6 +123,8 @@ def test_a_chain_of_compute_segments_over_storage_buffers(builder: ScenarioBuild
     np.testing.assert_array_equal(got["y"], X * 2 + 1)
 
 
+@pytest.mark.slow
+@pytest.mark.reference
 def test_a_uniform_buffer_input(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """A model input of descriptor type 6 is bound as a uniform buffer, as the shader declares it. The
     reference binds it as a storage buffer: its pipeline layout contradicts the shader (the validation
@@ -142,6 +148,8 @@ def test_a_uniform_buffer_input(builder: ScenarioBuilder, tmp_path: Path) -> Non
             ref.stdout + ref.stderr)
 
 
+@pytest.mark.slow
+@pytest.mark.reference
 def test_intermediates_in_one_alias_group_share_memory(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """Two intermediates of one alias group, the first dead before the second is written: both results
     come out right (and identical to the reference's)."""
@@ -162,6 +170,8 @@ def test_intermediates_in_one_alias_group_share_memory(builder: ScenarioBuilder,
     np.testing.assert_array_equal(got["y2"], X * 3 - 1)
 
 
+@pytest.mark.slow
+@pytest.mark.reference
 def test_explicit_descriptor_set_indices(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """A segment whose descriptor set info names set 2: the shader and the scenario use set 2."""
     m = Model(builder.root)
@@ -173,6 +183,7 @@ def test_explicit_descriptor_set_indices(builder: ScenarioBuilder, tmp_path: Pat
     np.testing.assert_array_equal(got["y"], -X)
 
 
+@pytest.mark.slow
 def test_buffer_intermediates_are_snapshotted_and_replayed(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """With --dispatch-level, each segment's output (the intermediate buffer too) is a snapshot, and the
     trace replays identical."""
@@ -187,6 +198,7 @@ def test_buffer_intermediates_are_snapshotted_and_replayed(builder: ScenarioBuil
     assert [(d["status"]) for d in frame["dispatches"]] == ["identical", "identical"], frame["dispatches"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case, message", [
     ("a tensor for a buffer",
      "commands[0].dispatch_vgf.bindings[0].resource_ref: 'x' is a tensor, but graph 'g' input 'in' (binding 0) is a "

@@ -29,6 +29,8 @@ from tests.builders import ScenarioBuilder, vkcap
 from tests.reference import assert_same_outputs
 from vkcore.shaders.compile import tensor_glslc
 
+pytestmark = pytest.mark.device
+
 vgfpy = module("vgfpy", "ai-ml-sdk-vgf-library (vgfpy, CPython 3.11) is not installed")
 
 N = 32
@@ -284,6 +286,8 @@ CASES: dict[str, Callable[[ScenarioBuilder, bool], tuple[Path, dict[str, np.ndar
 
 
 # ARM's tooling leaves a buffer's strides empty; packed strides (as other writers give them) on two models.
+@pytest.mark.slow
+@pytest.mark.reference
 @pytest.mark.parametrize("case, packed", [(c, False) for c in sorted(CASES)] + [("chain", True), ("everything", True)])
 def test_arm_written_vgf_runs_as_the_reference_runs_it(builder: ScenarioBuilder, tmp_path: Path, case: str,
                                                         packed: bool) -> None:
@@ -293,6 +297,7 @@ def test_arm_written_vgf_runs_as_the_reference_runs_it(builder: ScenarioBuilder,
         np.testing.assert_array_equal(got[name], values)
 
 
+@pytest.mark.slow
 def test_a_substitution_may_replace_a_module_with_code(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """vkcap substitutes a module that has code (the reference only a placeholder): a deliberate difference."""
     path, expected = substitution_of_code(builder, False)
@@ -301,6 +306,7 @@ def test_a_substitution_may_replace_a_module_with_code(builder: ScenarioBuilder,
     np.testing.assert_array_equal(np.load(tmp_path / "ours" / "y.npy").view(np.float32), expected["y"])
 
 
+@pytest.mark.slow
 def test_the_shader_decides_with_a_debug_note(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """At debug level, one note per binding whose VGF type the shader overrides; nothing at info level."""
     path, _ = chain(builder, False)
@@ -331,6 +337,7 @@ void main() { uint i = gl_GlobalInvocationID.x; float v; tensorReadARM(X, uint[]
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["a tensor where the shader has a buffer", "a buffer where the shader has a tensor"])
 def test_a_real_contradiction_is_one_line(builder: ScenarioBuilder, tmp_path: Path, case: str) -> None:
     if case == "a tensor where the shader has a buffer":
@@ -356,6 +363,7 @@ def test_a_real_contradiction_is_one_line(builder: ScenarioBuilder, tmp_path: Pa
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+@pytest.mark.slow
 def test_a_vgf_buffer_where_the_scenario_gives_a_tensor_names_the_binding(builder: ScenarioBuilder,
                                                                           tmp_path: Path) -> None:
     _one_segment_vgf(builder, glsl("x[i]"), DESCRIPTOR_TYPE_STORAGE_BUFFER_EXT)
@@ -370,6 +378,7 @@ def test_a_vgf_buffer_where_the_scenario_gives_a_tensor_names_the_binding(builde
                                           "'x' is a tensor, but graph 'g' input 'in' (binding 0) is a buffer (VK_FORMAT_R32_SFLOAT [32])")
 
 
+@pytest.mark.slow
 def test_a_recording_of_an_arm_written_vgf_replays_identical(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """With --dispatch-level, each segment's output (the type-6 intermediate too) is a snapshot; the trace
     replays identical, binding as the recording did."""

@@ -85,6 +85,7 @@ def test_a_struct_is_judged_field_by_field(spirv: dict[str, bytes]) -> None:
     assert {f["name"]: f["beyond_tolerance"] for f in c.extras["fields"]}["items.pos"] == 1
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=5),
                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(

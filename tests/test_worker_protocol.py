@@ -197,6 +197,7 @@ OPTIONS = st.builds(
     stop_at_first_divergence=st.booleans())
 
 
+@pytest.mark.slow
 @FAST
 @given(options=OPTIONS)
 def test_replay_options_read_back_equal_through_a_request_line(options: ReplayOptions) -> None:
