@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 from .confine import confined_path
 
@@ -50,9 +50,17 @@ RefRules = tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]
 DATA = "<data>"
 
 
+RESOURCE_KINDS: dict[str, type[Resource]] = {}
+"""Every resource kind's model by its JSON key, in the order they are defined: a class with a ``KIND``
+enters it as it is defined (``Resource.__init_subclass__``)."""
+COMMAND_KINDS: dict[str, type[Command]] = {}
+"""Every command kind's model by its JSON key, as :data:`RESOURCE_KINDS`."""
+
+
 @dataclass(frozen=True)
 class Resource:
-    """Common part of every resource: its uid and its position in ``resources``."""
+    """Common part of every resource: its uid and its position in ``resources``. A subclass with a
+    ``KIND`` is a resource kind of the format (:data:`RESOURCE_KINDS`)."""
 
     KIND: ClassVar[str] = ""
     REFS: ClassVar[RefRules] = ()
@@ -64,6 +72,11 @@ class Resource:
     DESCRIPTORS: ClassVar[tuple[str, ...]] = ()
     uid: str
     index: int
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "KIND" in vars(cls) and cls.KIND:  # a kind names itself; a subclass of one is not another kind
+            RESOURCE_KINDS[cls.KIND] = cls
 
     @property
     def place(self) -> str:
@@ -257,6 +270,11 @@ class Command:
     index: int
     spelled: str = field(default="", compare=False, kw_only=True)  # the JSON key, where it is an alias of KIND
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "KIND" in vars(cls) and cls.KIND:  # a kind names itself; a subclass of one is not another kind
+            COMMAND_KINDS[cls.KIND] = cls
+
     @property
     def place(self) -> str:
         return f"commands[{self.index}].{self.spelled or self.KIND}"
@@ -394,20 +412,8 @@ class MarkBoundary(Command):
     frame_id: int | None = None  # None: the frame's position (ids given by hand are deprecated)
 
 
-AnyResource = Union[Buffer, Image, Tensor, RawData, Shader, Graph, GraphConstant, MemoryBarrier, BufferBarrier,
-                    ImageBarrier, TensorBarrier]
-AnyCommand = Union[DispatchCompute, DispatchFragment, DispatchGraph, DispatchSpirvGraph, DispatchOpticalFlow,
-                   DispatchBarrier, MarkBoundary]
-
-RESOURCE_KINDS: dict[str, type[Resource]] = {
-    cls.KIND: cls
-    for cls in (Buffer, Image, Tensor, RawData, Shader, Graph, GraphConstant, MemoryBarrier, BufferBarrier, ImageBarrier,
-                TensorBarrier)
-}
-COMMAND_KINDS: dict[str, type[Command]] = {
-    cls.KIND: cls for cls in (DispatchCompute, DispatchFragment, DispatchGraph, DispatchSpirvGraph, DispatchOpticalFlow,
-                              DispatchBarrier, MarkBoundary)
-}
+AnyResource = Resource  # any of RESOURCE_KINDS
+AnyCommand = Command  # any of COMMAND_KINDS
 # The reference runner's newer names: same fields, same command.
 # Other spellings of a command kind -> its KIND. pipeline_barrier and dispatch_data_graph: the reference
 # runner 0.11's names for dispatch_barrier and dispatch_spirv_graph (it deprecates those; the specification
