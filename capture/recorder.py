@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import trio
+
 from vkcore.errors import EXIT_FAILURE, VkcapError
 from vkcore.exec.executor import Event, FrameSnapshot, StopRequest, raise_single, when_all
 from vkcore.scenario.npyio import NpyFormatError, read_header
@@ -54,6 +56,7 @@ from vkcore.version import vkcap_version
 
 from .format import kinds, records
 from .clock import creation_time
+from .format.codecs.delta import PROBE_BYTES
 from .writer import DELTA_MIN_BYTES, PARALLEL_PLANES_MIN_BYTES, PLANE_WIDTH, PreparedBlob, TraceWriter
 from .embed import EmbeddedFile, portable_scenario
 from .tally import SnapshotTally
@@ -316,8 +319,6 @@ class TraceRecorder:
         LINEAR delta's second reference is the first one's own reference (or in its closure when the
         writer stored the first whole), so it adds nothing. Content planned before (a duplicate) is
         whatever was written then, with that bound, and starts the resource's chain afresh."""
-        from .format.codecs.delta import PROBE_BYTES
-
         plans = []
         for item, view in zip(items, views):
             key = records.content_key(view)
@@ -702,8 +703,6 @@ class _Recording:
 
     async def start(self, session: Session) -> None:
         """Open the trace, gather the preamble (the initial state) and start the writer thread."""
-        import trio
-
         options = self.options
         options.trace.parent.mkdir(parents=True, exist_ok=True)
         self.writer = TraceWriter(options.trace, level=options.level, threads=options.threads, fsync=options.fsync,
@@ -721,8 +720,6 @@ class _Recording:
         run did not fail (``result``), end the frames and set the END record: the writer thread then
         writes the last ones and the trace is finished (index, fsync, rename) while the session and
         the device close."""
-        import trio
-
         if self.recorder is not None:
             await trio.to_thread.run_sync(self.recorder.wait_preamble)
         if result is not None and self.recorder is not None:
@@ -730,8 +727,6 @@ class _Recording:
             self.recorder.end_frames()
 
     async def _finish_when_written(self, recorder: TraceRecorder, writer: TraceWriter) -> None:
-        import trio
-
         await trio.to_thread.run_sync(recorder.join_writer)
         if self.end is None:  # the run failed: with the writer's error when that was its cause
             return
@@ -766,8 +761,6 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
     """Record a trace. Nothing is written before the scenario is validated and the session built;
     the trace appears at its path only once complete (or, after Ctrl-C, closed with what was done).
     ``scenario`` is ``options.run.scenario`` already loaded, if the caller has it."""
-    import trio
-
     scenario = scenario or load_scenario(options.run.scenario)
     prefetch = _prefetch_codec()
     stop = stop or StopRequest()
@@ -866,8 +859,6 @@ def _finish(writer: TraceWriter, end: dict[str, Any], trace: Path) -> TraceWrite
 
 def record(options: RecordOptions, argv: list[str], on_event: Callable[[Event], None] | None = None,
            scenario: Scenario | None = None) -> RecordResult:
-    import trio
-
     stop = StopRequest()
     with InterruptHandler(stop):
         return trio.run(record_async, options, argv, on_event, stop, scenario)
