@@ -10,6 +10,8 @@ import logging
 import math
 from dataclasses import replace
 
+import trio
+
 from capture.trace import Trace
 
 from .compare import compare
@@ -50,8 +52,6 @@ def auto_tolerances(options: ReplayOptions, log: logging.Logger, runs: int = RUN
                     opened: Trace | None = None) -> ReplayOptions:
     """Replay ``runs`` times (the trace ``opened``, when the caller has it open already) and return
     options whose tolerances cover the observed nondeterminism."""
-    import trio
-
     with Trace.reuse_or_open(options.trace, opened) as trace:
         collector = _Collector(trace, options)
         for _ in range(runs):
