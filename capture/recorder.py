@@ -39,8 +39,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import trio
-
 from vkcore.errors import EXIT_FAILURE, VkcapError
 from vkcore.exec.executor import Event, FrameSnapshot, StopRequest, raise_single, when_all
 from vkcore.scenario.npyio import NpyFormatError, read_header
@@ -703,6 +701,9 @@ class _Recording:
 
     async def start(self, session: Session) -> None:
         """Open the trace, gather the preamble (the initial state) and start the writer thread."""
+        # lazy: trio's C extensions load after the Vulkan driver's libraries, not behind them on glibc's loader lock (at runner.py's top: vkcap run +12 ms)
+        import trio
+
         options = self.options
         options.trace.parent.mkdir(parents=True, exist_ok=True)
         self.writer = TraceWriter(options.trace, level=options.level, threads=options.threads, fsync=options.fsync,
@@ -720,6 +721,9 @@ class _Recording:
         run did not fail (``result``), end the frames and set the END record: the writer thread then
         writes the last ones and the trace is finished (index, fsync, rename) while the session and
         the device close."""
+        # lazy: trio's C extensions load after the Vulkan driver's libraries, not behind them on glibc's loader lock (at runner.py's top: vkcap run +12 ms)
+        import trio
+
         if self.recorder is not None:
             await trio.to_thread.run_sync(self.recorder.wait_preamble)
         if result is not None and self.recorder is not None:
@@ -727,6 +731,9 @@ class _Recording:
             self.recorder.end_frames()
 
     async def _finish_when_written(self, recorder: TraceRecorder, writer: TraceWriter) -> None:
+        # lazy: trio's C extensions load after the Vulkan driver's libraries, not behind them on glibc's loader lock (at runner.py's top: vkcap run +12 ms)
+        import trio
+
         await trio.to_thread.run_sync(recorder.join_writer)
         if self.end is None:  # the run failed: with the writer's error when that was its cause
             return
@@ -761,6 +768,9 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
     """Record a trace. Nothing is written before the scenario is validated and the session built;
     the trace appears at its path only once complete (or, after Ctrl-C, closed with what was done).
     ``scenario`` is ``options.run.scenario`` already loaded, if the caller has it."""
+    # lazy: trio's C extensions load after the Vulkan driver's libraries, not behind them on glibc's loader lock (at runner.py's top: vkcap run +12 ms)
+    import trio
+
     scenario = scenario or load_scenario(options.run.scenario)
     prefetch = _prefetch_codec()
     stop = stop or StopRequest()
@@ -859,6 +869,9 @@ def _finish(writer: TraceWriter, end: dict[str, Any], trace: Path) -> TraceWrite
 
 def record(options: RecordOptions, argv: list[str], on_event: Callable[[Event], None] | None = None,
            scenario: Scenario | None = None) -> RecordResult:
+    # lazy: trio's C extensions load after the Vulkan driver's libraries, not behind them on glibc's loader lock (at runner.py's top: vkcap run +12 ms)
+    import trio
+
     stop = StopRequest()
     with InterruptHandler(stop):
         return trio.run(record_async, options, argv, on_event, stop, scenario)

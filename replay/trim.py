@@ -45,8 +45,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-import trio
-
 from vkcore.bounded_numbers import BOUNDS, check_number
 from vkcore.commands import kind_of
 from vkcore.errors import EXIT_FAILURE, TraceError, UsageError, VkcapError
@@ -323,6 +321,9 @@ def rebuild_state(trace: Trace, start: int, before: int, order: list[str] | None
     the device's name). The resources no command can write are not read back (they hold the initial
     state, which the caller has). Every recorded boundary snapshot of those frames must come back
     identical (:class:`StateNotReproduced` otherwise)."""
+    # lazy: trio's C extensions load after the Vulkan driver's libraries, not behind them on glibc's loader lock (at runner.py's top: vkcap run +12 ms)
+    import trio
+
     options = replace(options or ReplayOptions(trace=source), trace=source, dispatch_level=False,
                       replace_shaders=(), first=None, last=None)
     with ReplaySession(trace, options) as replay_session:

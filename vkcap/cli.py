@@ -147,7 +147,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     reference_log.to_stdout(getattr(logging, args.log_level.upper()))  # the reference's lines, for its scripts
     start_vulkan_early(device=args.device)  # before the imports below, which it overlaps
-    # lazy: vkcap --help imports this module, not vkcap.progress, vkcore.exec.runner (with attr, attrs, idna, outcome, sniffio, sortedcontainers, trio, vulkan)
+    # lazy: vkcap --help imports this module, not vkcap.progress, vkcore.exec.runner (with vulkan)
     from vkcore.exec.runner import run
 
     from .progress import FrameProgress

@@ -249,7 +249,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if summary["bytes_after_trailer"]:
         console.print(f"appended   {shown(summary['trailer_note'])}", markup=False, highlight=False)
     if summary["trimmed_from"] is not None:
-        # lazy: per command; vkcap --help imports this module, not replay.trim (with attr, attrs, idna, msgpack, outcome, sniffio, sortedcontainers, trio, vulkan, xxhash, zstandard)
+        # lazy: per command; vkcap --help imports this module, not replay.trim (with msgpack, vulkan, xxhash, zstandard)
         from replay.trim import describe_provenance
 
         console.print(f"trimmed    {shown(describe_provenance(summary['trimmed_from']))}", markup=False, highlight=False)

@@ -40,7 +40,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     check_run_flags(args)
     start_vulkan_early(device=args.device, also=TRACE_CODECS)  # before the imports below, which it overlaps
     run = run_options(args, capture_all=args.capture == "all")
-    # lazy: per command; vkcap --help imports this module, not capture.recorder (with attr, attrs, idna, msgpack, outcome, sniffio, sortedcontainers, trio, vulkan, xxhash, zstandard)
+    # lazy: per command; vkcap --help imports this module, not capture.recorder (with msgpack, vulkan, xxhash, zstandard)
     from capture.recorder import RecordOptions, default_trace_path, record
 
     options = RecordOptions(

@@ -26,7 +26,7 @@ def register(sub: Any, add_common: AddFlags, add_device: AddFlags) -> None:
 
 
 def cmd_trim(args: argparse.Namespace) -> int:
-    # lazy: per command; vkcap --help imports this module, not replay.options, replay.trim (with attr, attrs, idna, msgpack, outcome, sniffio, sortedcontainers, trio, vulkan, xxhash, zstandard)
+    # lazy: per command; vkcap --help imports this module, not replay.options, replay.trim (with msgpack, vulkan, xxhash, zstandard)
     from replay.trim import parse_frames, trim_trace
     from replay.options import ReplayOptions
 

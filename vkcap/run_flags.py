@@ -67,7 +67,7 @@ def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
     check_dump_paths(args)
     if not args.dry_run:
         check_run_outputs(args)
-    # lazy: vkcap --help imports this module, not vkcore.exec.runner (with attr, attrs, idna, outcome, sniffio, sortedcontainers, trio, vulkan)
+    # lazy: vkcap --help imports this module, not vkcore.exec.runner (with vulkan)
     from vkcore.exec.runner import RunOptions
 
     return RunOptions(

@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-import trio
-
 from .. import reference_log
 from ..device.context import FRAME_BOUNDARY_EXT, EmulationMode
 from ..graphs.dumps import dump_graph_profiling, dump_session_memories, session_memory_usage
@@ -158,6 +156,9 @@ async def run_async(
     ``user``'s :meth:`~SessionUser.start` and :meth:`~SessionUser.finish` run at the run's fixed points:
     a recorder stores the initial state at the start, and at the finish holds the session open until
     it no longer reads its memory, then finishes its trace while the session and device close."""
+    # lazy: trio's C extensions load after the Vulkan driver's libraries, not behind them on glibc's loader lock (at runner.py's top: vkcap run +12 ms)
+    import trio
+
     t_start = time.perf_counter()
     timer = HostTimer()
     with timer.measure("Scenario Setup", "Parse Scenario"):
@@ -249,4 +250,7 @@ def _write_reports(options: RunOptions, timer: HostTimer, timings: list[Dispatch
 
 def run(options: RunOptions, **kwargs: Any) -> RunResult:
     """Synchronous entry point: one trio run."""
+    # lazy: trio's C extensions load after the Vulkan driver's libraries, not behind them on glibc's loader lock (at runner.py's top: vkcap run +12 ms)
+    import trio
+
     return trio.run(lambda: run_async(options, **kwargs))
