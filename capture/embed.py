@@ -65,6 +65,7 @@ def portable_scenario(scenario: Scenario, shader_dependencies: dict[str, tuple[P
     Include files keep their place relative to the include folder (or the shader's folder) they were
     found in, so ``#include`` resolves the same way after replay.
     """
+    # lazy: vkcap info imports this module, not vkcore.scenario.model
     from vkcore.scenario.model import Shader
 
     namer = _Namer(scenario.base_dir)

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from vkcore.errors import VkcapError
+from vkcore.paths import cache_root
 
 from ._kernels_cdefs import ffi
-from .kernels_build import LIBRARY
+from .kernels_build import CFLAGS, LIBRARY, SOURCE, compile_library
 
 WIDTHS = (1, 2, 4, 8)
 
@@ -52,10 +53,6 @@ def _built_in_cache() -> Path:
     """The library for an installed vkcap, which has ``kernels.c`` but no ``_kernels.so`` beside it
     (``pip install .``): compiled once into the cache folder, under a name that changes with the source and
     the flags, so an upgrade never loads a stale build. One line naming what to do when no compiler works."""
-    from vkcore.paths import cache_root
-
-    from .kernels_build import CFLAGS, SOURCE, compile_library
-
     try:
         digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(CFLAGS).encode()).hexdigest()[:16]
         target = cache_root() / "kernels" / f"_kernels-{digest}.so"

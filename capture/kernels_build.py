@@ -53,6 +53,7 @@ def compile_library(target: Path = LIBRARY) -> None:
 
 def emit_cdefs(target: Path) -> None:
     """Write the out-of-line FFI module for DECLARATIONS to ``target``."""
+    # lazy: vkcap replay imports this module, not cffi
     import cffi
 
     builder = cffi.FFI()

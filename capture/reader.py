@@ -19,6 +19,8 @@ from typing import Any, Final, NamedTuple, Protocol
 import xxhash
 import zstandard
 
+from vkcore import paths
+
 from .format import codecs, limits
 from .format import records as R
 from .format.codecs import CodecError
@@ -56,8 +58,6 @@ def open_trace_file(path: str) -> Any:
     never blocking on a FIFO, checked on the open descriptor); :class:`NotARegularFile` naming what it is
     otherwise (a FIFO, a device such as /dev/zero, a socket, a folder). /proc files are regular files of
     size 0: they read as a file too short to be a trace (NotATrace). Other OSErrors of the open propagate."""
-    from vkcore import paths
-
     try:
         fd, _ = paths.open_regular(path)
     except IsADirectoryError:

@@ -54,6 +54,7 @@ from vkcore.version import vkcap_version
 
 from .format import kinds, records
 from .clock import creation_time
+from .format.codecs.delta import PROBE_BYTES
 from .writer import DELTA_MIN_BYTES, PARALLEL_PLANES_MIN_BYTES, PLANE_WIDTH, PreparedBlob, TraceWriter
 from .embed import EmbeddedFile, portable_scenario
 from .tally import SnapshotTally
@@ -316,8 +317,6 @@ class TraceRecorder:
         LINEAR delta's second reference is the first one's own reference (or in its closure when the
         writer stored the first whole), so it adds nothing. Content planned before (a duplicate) is
         whatever was written then, with that bound, and starts the resource's chain afresh."""
-        from .format.codecs.delta import PROBE_BYTES
-
         plans = []
         for item, view in zip(items, views):
             key = records.content_key(view)
@@ -702,6 +701,7 @@ class _Recording:
 
     async def start(self, session: Session) -> None:
         """Open the trace, gather the preamble (the initial state) and start the writer thread."""
+        # lazy: trio's C extensions load after the Vulkan driver's libraries, not behind them on glibc's loader lock (at runner.py's top: vkcap run +12 ms)
         import trio
 
         options = self.options
@@ -721,6 +721,7 @@ class _Recording:
         run did not fail (``result``), end the frames and set the END record: the writer thread then
         writes the last ones and the trace is finished (index, fsync, rename) while the session and
         the device close."""
+        # lazy: trio's C extensions load after the Vulkan driver's libraries, not behind them on glibc's loader lock (at runner.py's top: vkcap run +12 ms)
         import trio
 
         if self.recorder is not None:
@@ -730,6 +731,7 @@ class _Recording:
             self.recorder.end_frames()
 
     async def _finish_when_written(self, recorder: TraceRecorder, writer: TraceWriter) -> None:
+        # lazy: trio's C extensions load after the Vulkan driver's libraries, not behind them on glibc's loader lock (at runner.py's top: vkcap run +12 ms)
         import trio
 
         await trio.to_thread.run_sync(recorder.join_writer)
@@ -766,6 +768,7 @@ async def record_async(options: RecordOptions, argv: list[str], on_event: Callab
     """Record a trace. Nothing is written before the scenario is validated and the session built;
     the trace appears at its path only once complete (or, after Ctrl-C, closed with what was done).
     ``scenario`` is ``options.run.scenario`` already loaded, if the caller has it."""
+    # lazy: trio's C extensions load after the Vulkan driver's libraries, not behind them on glibc's loader lock (at runner.py's top: vkcap run +12 ms)
     import trio
 
     scenario = scenario or load_scenario(options.run.scenario)
@@ -866,6 +869,7 @@ def _finish(writer: TraceWriter, end: dict[str, Any], trace: Path) -> TraceWrite
 
 def record(options: RecordOptions, argv: list[str], on_event: Callable[[Event], None] | None = None,
            scenario: Scenario | None = None) -> RecordResult:
+    # lazy: trio's C extensions load after the Vulkan driver's libraries, not behind them on glibc's loader lock (at runner.py's top: vkcap run +12 ms)
     import trio
 
     stop = StopRequest()

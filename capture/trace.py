@@ -6,6 +6,9 @@ large allocation. Snapshots are read lazily, one blob at a time.
 """
 from __future__ import annotations
 
+import logging
+import os
+import re
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,7 +128,6 @@ class Trace:
             reader.close()
             raise
         if reader.trailer_note:  # whatever the command, the user learns that part of the file is ignored
-            import logging
 
             logging.getLogger("vkcap").warning("%s: %s", p, reader.trailer_note)
         return trace
@@ -497,9 +499,6 @@ def missing_trace_message(path: Path) -> str:
     """What to say when no trace exists at ``path``: ``no such file``, and, when a recording of it was
     cut short (``kill -9``, a crash), the partial files it left beside it (``.NAME.PID.RAND.partial``,
     see docs/trace-format.md §7), newest first, named as the user can pass them back to vkcap."""
-    import os
-    import re
-
     folder = path.parent
     pattern = re.compile(rf"^\.{re.escape(path.name)}\.\d+\.[0-9a-f]+\.partial$")
     try:

@@ -20,6 +20,7 @@ import os
 import re
 from pathlib import Path
 
+from capture.format import kinds, records
 from vkcore.errors import UsageError
 from vkcore.output_folders import process_runs
 
@@ -32,8 +33,6 @@ def is_abandoned_trim(path: str | Path) -> bool:
     """Whether the file at ``path`` is a vkcap trace whose first record is a ``header`` META holding
     ``trimmed_from`` (what :mod:`replay.trim` writes first). Reads at most the file header and one
     record of up to 1 MiB; False on any doubt."""
-    from capture.format import kinds, records
-
     try:
         with open(path, "rb") as f:
             head = f.read(records.FILE_HEADER.size + records.RECORD_HEADER.size)

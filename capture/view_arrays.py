@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from vkcore.shaders.block_layout import padded
+
 from .views import Part, View
 
 if TYPE_CHECKING:
@@ -104,6 +106,7 @@ def _absolute(part: Part) -> Part:
 def _structured(parts: list[Part], data: bytes | memoryview, n: int) -> "np.ndarray":
     """``n`` elements of a structured dtype with one field per part, each at its offsets, ``itemsize`` the
     parts' stride (the largest, for fixed parts), read from ``data`` at the parts' base."""
+    # lazy: vkcap info imports this module, not numpy
     import numpy as np
 
     names = [_field_name(p.name) for p in parts]
@@ -136,9 +139,8 @@ def _field_name(name: str) -> str:
 def _field_dtype(part: Part) -> "np.dtype | None":
     """The dtype of one element's values of ``part``, relative to its first offset: a scalar, or nested
     (padded) subarrays when the offsets form a regular grid of the part's shape; None otherwise."""
+    # lazy: vkcap info imports this module, not numpy
     import numpy as np
-
-    from vkcore.shaders.block_layout import padded
 
     scalar = np.dtype(part.dtype).newbyteorder("<")
     grid = np.asarray(part.offsets, np.int64).reshape(part.shape) - min(part.offsets)
@@ -180,6 +182,7 @@ __all__ = ["HeaderField", "ViewExportError", "elements", "header_line", "sized_t
 def npy_problem(array: "np.ndarray") -> str | None:
     """Why no .npy header can describe ``array``'s dtype (fields that overlap, as the padded elements of a
     struct array flattened into one field per member do), or None when one can."""
+    # lazy: vkcap info imports this module, not numpy
     import numpy as np
 
     try:

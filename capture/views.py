@@ -69,6 +69,7 @@ class Part:
 
     def extract(self, data: bytes | memoryview) -> "np.ndarray":
         """This part's values in ``data`` as a packed array of shape ``(elements, *shape)``."""
+        # lazy: vkcap replay imports this module, not numpy
         import numpy as np
 
         size = SCALARS[self.dtype]

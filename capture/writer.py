@@ -27,12 +27,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 import zstandard
 
+from vkcore.outputs import check_output_target, output_error, replace_file
+
 from .format import codecs
 from .format import records as R
 from .format.codecs import Coding, planes
 from .format.codecs import delta as D
 from .format.codecs import sparse as S
 from .format.records import BlobEntry, BlobInfo, Codec, LayoutError, RecordType
+from .kernels import new_buffer
 
 if TYPE_CHECKING:
     from .format.codecs.delta import Residual
@@ -76,6 +79,7 @@ def _byte_view(data: Buffer) -> memoryview:
     record); object arrays are refused.
     """
     if type(data).__module__ == "numpy" and hasattr(data, "dtype"):
+        # lazy: vkcap replay imports this module, not numpy
         import numpy as np
 
         if data.dtype.hasobject:
@@ -136,8 +140,6 @@ def failed_trace_path(path: StrPath) -> str:
 def _create_partial(target: str, partial: str) -> int:
     """Check ``target`` (see :func:`vkcore.outputs.check_output_target`), then create and open the new
     ``partial`` file beside it. Every failure is a one-line error naming ``target``, and an OSError."""
-    from vkcore.outputs import check_output_target, output_error
-
     check_output_target(target)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     try:
@@ -182,7 +184,6 @@ class BlobBuffers:
             if free:
                 self._bytes -= nbytes
                 return free.pop()
-        from .kernels import new_buffer
 
         return new_buffer(nbytes)
 
@@ -804,8 +805,6 @@ class TraceWriter:
         Idempotent. If it fails, the partial file is left in place (recoverable by a reader) and the
         exception propagates; call :meth:`abort` to delete it.
         """
-        from vkcore.outputs import replace_file
-
         with self._lock:
             if self.closed:
                 return
@@ -828,8 +827,6 @@ class TraceWriter:
     def _publish_target(self, keep_existing: bool) -> str:
         """Where :meth:`close` renames the trace: ``path``, or beside it when ``keep_existing`` and a
         file is there; checked like any output target."""
-        from vkcore.outputs import check_output_target
-
         target = self.path
         if keep_existing and os.path.lexists(target):
             target = failed_trace_path(target)

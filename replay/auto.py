@@ -50,6 +50,7 @@ def auto_tolerances(options: ReplayOptions, log: logging.Logger, runs: int = RUN
                     opened: Trace | None = None) -> ReplayOptions:
     """Replay ``runs`` times (the trace ``opened``, when the caller has it open already) and return
     options whose tolerances cover the observed nondeterminism."""
+    # lazy: trio's C extensions load after the Vulkan driver's libraries, not behind them on glibc's loader lock (at runner.py's top: vkcap run +12 ms)
     import trio
 
     with Trace.reuse_or_open(options.trace, opened) as trace:

@@ -36,6 +36,7 @@ from capture.trace import FramesNotJudged, Trace
 
 from .options import ReplayOptions
 from .reading import effective_policy
+from .report import frames_from_document
 from .results import Comparison, FrameResult
 
 if TYPE_CHECKING:
@@ -148,6 +149,7 @@ def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Sp
                            exhaustive, reference_icd, loader_env, on_probe_start)
         finally:
             result.child_processes = probe_server.children
+    # lazy: vkcap bisect imports this module, not replay.replayer, trio (with attr, attrs, idna, outcome, sniffio, sortedcontainers, vulkan)
     import trio
 
     from .replayer import ReplaySession, target_frames
@@ -164,8 +166,6 @@ def bisect_trace(trace: Trace, options: ReplayOptions, *, on_probe: Callable[[Sp
 
 def _isolated_probe(server: "ProbeServer", options: ReplayOptions) -> Probe:
     def probe(span: Span) -> FrameResult | None:
-        from .report import frames_from_document
-
         outcome = server.probe(options, span.first, span.last, span.start)
         if outcome.report is None:
             raise SegmentCrashed(outcome.crash_line(), outcome.crashed_frame)
@@ -249,6 +249,7 @@ def _side_by_side(trace: Trace, options: ReplayOptions, seq: int, result: Bisect
                   reference_icd: Path | None, loader_env: dict[str, str | None] | None) -> tuple[int, Comparison] | None:
     """Frame ``seq`` replayed dispatch by dispatch as the reference and as the candidate; the first
     dispatch whose outputs differ (None, with ``result.unnamed`` saying why, when there is none)."""
+    # lazy: vkcap bisect imports this module, not replay.probe (with numpy, vulkan)
     from .probe import ReferenceSide, first_divergent_dispatch, live_fingerprint, reference_side, trio_capture
 
     side = reference_side(trace, options, reference_icd, loader_env,

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 from capture.trace import FramesNotJudged, Trace
 from vkcore.errors import TraceError
 
-from .heatmap import heatmap_name
+from .heatmap import draw_comparison, heatmap_name
 from .reading import dtype_name, identical_in, reading
 from .results import Comparison, FrameResult
 from .tolerances import TolerancePolicy, resource_shape
@@ -94,8 +94,6 @@ def diff_traces(a: Trace, b: Trace, policy: TolerancePolicy,
         blob_a, blob_b, shape = a.blob(key_a, what=what), b.blob(key_b, what=what), resource_shape(a, uid, shapes)
         result = compare_as(uid, blob_a, blob_b, how, policy, shape=shape, top=policy.top)
         if pictures is not None and result.diverged and not result.size_mismatch:
-            from .heatmap import draw_comparison
-
             result.extras.update(draw_comparison(pictures, name, blob_a, bytes(blob_b), dtype_name(how), shape, what, sides=True))
         return result
 

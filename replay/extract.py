@@ -50,18 +50,28 @@ or one segment alone (see :mod:`replay.extract_segment`).
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from capture.format.records import content_key
 from capture.trace import DispatchSnapshot, FrameRecord, Trace
+from vkcore.commands import kind_of
+from vkcore.device.context import choose_device, list_devices
 from vkcore.errors import TraceError, UsageError
+from vkcore.exec.plan import make_plan
+from vkcore.output_folders import (SafeNames, check_folder_target, confined, name_abandoned_staging, publish_folder,
+                                   staging_folder)
+from vkcore.resources.files import SUFFIXES, write_resource_file
 from vkcore.safe_text import shown
+from vkcore.shaders.compile import load_shader
 from vkcore.version import vkcap_version
 
 from .options import ReplayOptions
+from .reading import dtype_name, effective_policy, reading
 from .replayer import RESTORED_KINDS, LiveSnapshot, ReplaySession, rebuild_scenario
 from .results import IDENTICAL, Comparison
 
@@ -181,8 +191,6 @@ def locate(trace: Trace, seq: int, index: int, folder: Path) -> Located:
     if not 0 <= index < len(commands):
         raise UsageError(f"--command {index}: the scenario's commands are commands[0] to commands[{len(commands) - 1}]",
                          file=trace.path)
-    from vkcore.commands import kind_of
-    from vkcore.exec.plan import make_plan
 
     scenario = rebuild_scenario(trace, folder)
     plan = make_plan(scenario, capture_all=bool(trace.header.get("capture_all")))
@@ -212,8 +220,6 @@ def locate(trace: Trace, seq: int, index: int, folder: Path) -> Located:
 def folder_target(trace_path: Path, out: Path, *, place: str, force: bool) -> Target:
     """The extract folder ``out`` checked (:func:`vkcore.output_folders.check_folder_target`) and an
     abandoned staging folder of an earlier extract there named, before any work."""
-    from vkcore.output_folders import SafeNames, check_folder_target, name_abandoned_staging
-
     check_folder_target(out, place=place, force=force, inputs=[trace_path])
     name_abandoned_staging(out)
     return Target(Path(out), place, force, Path(trace_path), SafeNames())
@@ -277,9 +283,6 @@ def candidate_shaders(trace: Trace, replace_shaders: tuple[tuple[str, Path], ...
     GLSL that does not compile: one line, exit 2); one the command does not use is named in a warning."""
     if not replace_shaders:
         return {}
-    import logging
-
-    from vkcore.shaders.compile import load_shader
 
     wanted = tuple((u, p) for u, p in replace_shaders if u in uids)
     out: dict[str, CandidateShader] = {}
@@ -314,8 +317,6 @@ def compare_spec(trace: Trace, options: ReplayOptions, writes: list[str]) -> dic
     """How ``vkcap reproduce`` compares each output with ``expected/``, as the replay that found the
     divergence did: uid -> ``dtype`` (given or the format's; None: the shader's view, else bytes) and the
     tolerance for it."""
-    from .reading import dtype_name, effective_policy, reading
-
     policy = effective_policy(options)
     spec: dict[str, dict[str, Any]] = {}
     for uid in writes:
@@ -397,7 +398,6 @@ def _state_before(trace: Trace, options: ReplayOptions, record: FrameRecord, bef
         recorded.update({u: previous.snapshots.get(u) for u in data})
         at = (seq - 1, -1)
     captured = _read_live(trace, options, targets)
-    from capture.format.records import content_key
 
     inputs = {u: captured[(*at, u)] for u in data}
     verdicts = {u: ("unrecorded" if recorded[u] is None else
@@ -410,6 +410,7 @@ def _read_live(trace: Trace, options: ReplayOptions, targets: dict[int, FrameRec
     """Replay on this device (the trace's own shaders) up to the last target; (frame, command or -1 for
     the boundary, uid) -> the bytes each target asks for (a command's snapshots are taken after it, or
     after the segment they name). ``sizes``: the snapshot size of each uid the trace does not describe."""
+    # lazy: vkcap reproduce imports this module, not trio (with attr, attrs, idna, outcome, sniffio, sortedcontainers)
     import trio
 
     reader = _Reader()
@@ -479,8 +480,6 @@ def embedded_file(names: "SafeNames", src: str) -> str:
 
 
 def _suffix(meta: dict[str, Any]) -> str:
-    from vkcore.resources.files import SUFFIXES
-
     return SUFFIXES[meta["kind"]][0]
 
 
@@ -524,9 +523,6 @@ def _write_folder(target: Target, scenarios: dict[str, dict[str, Any]], files: d
                   argv: list[str] | None, readme_of: Callable[[dict[str, Any], Path], str] | None = None) -> None:
     """Build the folder beside ``target.out``, then publish it (see the module docstring); every file
     name is confined to the folder."""
-    from vkcore.output_folders import check_folder_target, confined, publish_folder, staging_folder
-    from vkcore.resources.files import write_resource_file
-
     out = check_folder_target(target.out, place=target.place, force=target.force, inputs=[target.trace])
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = staging_folder(out)
@@ -573,8 +569,6 @@ def _write_folder(target: Target, scenarios: dict[str, dict[str, Any]], files: d
 
 
 def _live_fingerprint(options: ReplayOptions) -> dict[str, Any]:
-    from vkcore.device.context import choose_device, list_devices
-
     return choose_device(list_devices(), options.device).fingerprint()
 
 

@@ -47,9 +47,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from capture.format.records import content_key
 from capture.trace import DispatchSnapshot, FrameRecord, Trace
 from vkcore.errors import UsageError
+from vkcore.graphs.dispatch import BUFFER_DESCRIPTORS, compute_module_code
+from vkcore.graphs.vgf import CodeKind, ModuleType, ResourceCategory, read_vgf
 from vkcore.safe_text import shown
+from vkcore.shaders.compile import load_shader
 
 from .extract import (
     PLACEHOLDER,
@@ -84,6 +88,7 @@ INSTALL = "pip install ai-ml-sdk-vgf-library (ARM's VGF library, CPython 3.11; o
 def vgf_encoder() -> Any:
     """ARM's ``vgfpy`` module; a :class:`UsageError` saying how to install it where it is missing."""
     try:
+        # lazy: vgfpy is optional: only extract --segment needs it, and this says how to install it
         import vgfpy
     except ImportError:
         raise UsageError(f"--segment writes the segment as a VGF with ARM's vgfpy, which is not installed: {INSTALL}") from None
@@ -145,8 +150,6 @@ def extract_located(at: Located, segment: int, target: Target, options: ReplayOp
     """Write segment ``segment`` of the graph dispatch ``at`` as a standalone scenario into ``target`` (see
     the module docstring; file names derived from the graph's file and module names go through
     ``target.names``)."""
-    from vkcore.graphs.vgf import read_vgf
-
     trace, index, seq = at.trace, at.index, at.record.seq
     if at.kind_name not in GRAPH_KINDS:
         raise UsageError(f"--segment {segment}: commands[{index}] is a {at.kind_name}, not a graph dispatch "
@@ -238,8 +241,6 @@ def _substituted(scenario: dict[str, Any], uid: str, spirv_file: str, module_nam
 
 def _bound(at: Located, vgf: Any, seg: Any, graph_uid: str) -> list[_Bound]:
     """What the segment's descriptor sets bind, in their order: each resource once, at its first place."""
-    from vkcore.graphs.vgf import ResourceCategory
-
     model = {b.binding: b.resource_index for b in (*vgf.outputs, *vgf.inputs)}
     scenario_of: dict[int, tuple[str, dict[str, Any]]] = {}
     body = at.command[at.kind_name]
@@ -280,9 +281,6 @@ def _bound(at: Located, vgf: Any, seg: Any, graph_uid: str) -> list[_Bound]:
 
 def _code(at: Located, vgf: Any, seg: Any, module: Any, graph: Any) -> _Code:
     """The code segment K's module ran (see the module docstring)."""
-    from vkcore.graphs.dispatch import compute_module_code
-    from vkcore.graphs.vgf import CodeKind, ModuleType
-
     trace = at.trace
     if seg.type is ModuleType.GRAPH:
         assert isinstance(module.code, bytes)
@@ -301,7 +299,6 @@ def _code(at: Located, vgf: Any, seg: Any, module: Any, graph: Any) -> _Code:
             return _Code(spirv, shader.get("entry", "main"), f"{what} (as the trace recorded it)", sources, shader)
         # A trace recorded before substitutions' SPIR-V was recorded (2026-11-27): the replay compiles
         # the embedded source again, and so does this.
-        from vkcore.shaders.compile import load_shader
 
         spec = at.scenario.by_uid[sub.shader_ref]
         compiled = load_shader(at.scenario, spec)
@@ -317,8 +314,6 @@ def _code(at: Located, vgf: Any, seg: Any, module: Any, graph: Any) -> _Code:
 
 def _encode(vgfpy: Any, vgf: Any, seg: Any, module: Any, bound: list[_Bound], code: _Code) -> bytes:
     """The VGF of segment K alone (see the module docstring), as bytes."""
-    from vkcore.graphs.vgf import ModuleType
-
     encoder = vgfpy.CreateEncoder(vgf.vk_header_version or 275)
     refs: dict[int, Any] = {}
     for b in bound:
@@ -369,8 +364,6 @@ def _model_names(vgf: Any) -> dict[int, str]:
 def _graph_json(at: Located, graph_uid: str, vgf_name: str, seg: Any, module: Any, code: _Code) -> dict[str, Any]:
     """The graph resource of the extract: the segment's VGF, with the push constant size and the
     specialization constants its module ran with (no substitution: the code is in the VGF)."""
-    from vkcore.graphs.vgf import ModuleType
-
     original = at.resources[graph_uid]["graph"]
     body: dict[str, Any] = {"uid": graph_uid, "src": vgf_name}
     if seg.type is not ModuleType.COMPUTE:
@@ -406,8 +399,6 @@ def _command(at: Located, graph_uid: str, bound: list[_Bound], module_name: str)
 
 def _intermediate(b: _Bound, r: Any, recorded: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """An intermediate as a resource of the extract (its JSON) and its file's description."""
-    from vkcore.graphs.dispatch import BUFFER_DESCRIPTORS
-
     if r.descriptor_type in BUFFER_DESCRIPTORS:
         size = int(r.packed_nbytes or 0)
         return ({"buffer": {"uid": b.uid, "size": size, "shader_access": "readwrite"}},
@@ -434,7 +425,6 @@ def _state_before_segment(at: Located, options: ReplayOptions, segment: int, bou
     sizes = {b.trace_name: int(meta[b.uid]["size"]) for b in bound if not b.scenario}
     captured = _read_live(at.trace, options, {record.seq: target}, sizes)
     recorded = {d.uid: d.blob for d in record.dispatches if d.command == index and d.segment == segment - 1}
-    from capture.format.records import content_key
 
     inputs: dict[str, bytes] = {}
     verdicts: dict[str, str] = {}

@@ -42,15 +42,21 @@ from __future__ import annotations
 import fnmatch
 import logging
 import os
+import secrets
 import socket
 import threading
+import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+import xxhash
+
+from vkcore.device.context import list_devices
 from vkcore.errors import UsageError, VkcapError
+from vkcore.outputs import write_atomic
 
 from .fleet_node import DEVICE, GPU, NODE, DeviceActor, gpu_key, node_resources, resource_name, split_gpu_key
 from .suite import OptionsFor, SuiteTrace, TraceResult, _replay_one, answer_of, request_for, result_stem
@@ -74,6 +80,7 @@ class FleetOptions:
 def import_ray() -> Any:
     """The ``ray`` module; a one-line :class:`UsageError` saying how to install it when it is missing."""
     try:
+        # lazy: Ray is optional (vkcap[fleet]) and slow to import; only --ray and vkcap fleet load it
         import ray
     except ImportError:
         raise UsageError(f"--ray needs Ray, an optional dependency: {INSTALL}") from None
@@ -139,6 +146,7 @@ class ActorProxy:
 
     def spawn(self) -> Any:
         """A new actor on the place's node and the reference of its :meth:`DeviceActor.ready`."""
+        # lazy: Ray is optional (vkcap[fleet]) and slow to import; only --ray and vkcap fleet load it
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         p, fleet = self.place, self.fleet
@@ -202,8 +210,6 @@ class ActorProxy:
         answer = {"device": self.device, **answer}
         if page and answer.get("outcome") != "error":
             if html is not None:
-                from vkcore.outputs import write_atomic
-
                 write_atomic(page, [html.encode()])
             answer["page"] = page
         return answer
@@ -335,10 +341,6 @@ class Fleet:
         self._uses: dict[str, int] = {}  # content hash -> replays still to judge
         self._lock = threading.Lock()
         if address == "local":
-            import secrets
-
-            from vkcore.device.context import list_devices
-
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
             if "RAY_AUTH_MODE" not in os.environ and "RAY_AUTH_TOKEN" not in os.environ:
                 # the cluster lives as long as this run: a token of its own, not one Ray saves in ~/.ray
@@ -393,8 +395,6 @@ class Fleet:
 
     def _start(self, places: list[_Place]) -> None:
         """Start every actor at once; keep those whose device opens (a warning for each other)."""
-        import time
-
         proxies = [ActorProxy(self, p) for p in places]
         refs = [p.spawn() for p in proxies]
         deadline = time.monotonic() + self.options.start_timeout_s
@@ -428,8 +428,6 @@ class Fleet:
                     [self._refs[digest]])
 
     def _hash(self, trace: Path) -> str:
-        import xxhash
-
         h = xxhash.xxh3_128()
         with open(trace, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):

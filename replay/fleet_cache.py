@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from vkcore.outputs import write_atomic
+
 #: the cache's size limit when a run does not give one
 DEFAULT_LIMIT_BYTES = 20 << 30
 #: entries used within this many seconds are never pruned
@@ -31,8 +33,6 @@ def cached_trace(root: Path, digest: str, name: str, fetch: Callable[[], bytes],
                  keep_recent_s: float = KEEP_RECENT_S) -> Path:
     """The path of trace ``digest`` in the cache at ``root``, fetched with ``fetch`` (its bytes) when the
     cache lacks it, after which the cache is pruned to ``limit_bytes``."""
-    from vkcore.outputs import write_atomic
-
     entry = root / digest
     path = entry / name
     try:

@@ -2,13 +2,26 @@
 the :class:`DeviceActor` that replays traces on one of its Vulkan devices."""
 from __future__ import annotations
 
+import faulthandler
 import os
 import re
+import shutil
 import socket
+import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable
 
+from vkcore.device.context import list_devices
 from vkcore.errors import VkcapError
+from vkcore.paths import cache_root
+
+from .fleet_cache import DEFAULT_LIMIT_BYTES, cached_trace
+from .options import ReplayOptions
+from .progress_file import frame_running
+from .suite import driver_of
+from .worker import handle
+from .worker_protocol import Failed, ProtocolError, ReplayRequest, decode, encode
 
 DEVICE = "vulkan_device:"  # + a device's resource name: how many of that device the node has
 DRIVER = "vulkan_driver:"  # + a driver version's resource name: how many devices run it
@@ -30,8 +43,6 @@ def node_resources(devices: Iterable[Any], name: str | None = None) -> dict[str,
     advertises: ``vulkan_device:<name>`` and ``vulkan_driver:<version>`` counts, ``vulkan_gpu:<uuid>:<name>``
     for each device (a count above 1 only where devices report the same UUID, as one ICD listed twice
     does), and ``vkcap_node:<name>``."""
-    from .suite import driver_of
-
     out: dict[str, int] = {}
     for d in devices:
         keys = [DEVICE + resource_name(d.name), DRIVER + resource_name(driver_of(d.fingerprint()))]
@@ -61,9 +72,6 @@ class DeviceActor:
     a replacement started there reads what a dead predecessor left."""
 
     def __init__(self, resource: str, ordinal: int, slot: str, uuid: str = "") -> None:
-        import faulthandler
-        import tempfile
-
         self.workdir = Path(tempfile.gettempdir()) / "vkcap-fleet" / slot
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.previous = self._post_mortem()
@@ -73,10 +81,6 @@ class DeviceActor:
         self.device: str | None = None  # the --device selector of the chosen device (its index)
         self.hello: dict[str, Any] = {"pid": os.getpid(), "previous": self.previous}
         try:
-            from vkcore.device.context import list_devices
-
-            from .suite import driver_of
-
             matching = [d for d in list_devices() if resource_name(d.name) == resource
                         and (not uuid or d.device_uuid == uuid)]
             if ordinal >= len(matching):
@@ -92,8 +96,6 @@ class DeviceActor:
 
     def _post_mortem(self) -> dict[str, Any]:
         """The frame a dead predecessor was running and the fatal signal it got (None: none caught)."""
-        from .progress_file import frame_running
-
         try:
             text = (self.workdir / "fatal").read_text(errors="replace")
         except OSError:
@@ -114,12 +116,6 @@ class DeviceActor:
         content hash with ``blobs`` holding its object reference, nested so that Ray leaves it unresolved
         until this node needs it). The answer's line (:class:`~replay.worker_protocol.Done` or
         :class:`~replay.worker_protocol.Failed`) and the page's HTML (None without a page)."""
-        from dataclasses import replace
-
-        from .options import ReplayOptions
-        from .worker import handle
-        from .worker_protocol import Failed, ProtocolError, ReplayRequest, decode, encode
-
         progress = self.workdir / "progress"
         progress.unlink(missing_ok=True)
         page = self.workdir / "page.html"
@@ -148,19 +144,14 @@ class DeviceActor:
                 raise VkcapError(f"{request['trace']}: not on node {socket.gethostname()} (--ray-shared: every node "
                                  "must see the traces at the driver's paths)")
             return str(request["trace"])
+        # lazy: Ray is optional (vkcap[fleet]) and slow to import; only a fleet's actors load it
         import ray
-
-        from vkcore.paths import cache_root
-
-        from .fleet_cache import DEFAULT_LIMIT_BYTES, cached_trace
 
         return str(cached_trace(cache_root() / "fleet", request["hash"], request["name"], lambda: ray.get(blobs[0]),
                                 limit_bytes=request.get("cache_limit", DEFAULT_LIMIT_BYTES)))
 
     def close(self) -> None:
         """Close the devices and remove the slot's folder."""
-        import shutil
-
         for ctx in self.contexts.values():
             ctx.close()
         self.contexts.clear()

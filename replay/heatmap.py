@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from capture.embed import check_trace_name
+from vkcore.output_folders import unique_stem
 from vkcore.safe_text import shown
 
 from .compare import DTYPES, _widen
@@ -118,6 +119,7 @@ def to_rgb(pixels: tuple[np.ndarray, ...], dtype: str) -> tuple[np.ndarray, ...]
 
 
 def _enlarged(image: Any, rows: int, columns: int) -> Any:
+    # lazy: vkcap diff imports this module, not PIL
     from PIL import Image
 
     factor = max(1, MIN_SIDE // max(1, min(rows, columns)))
@@ -136,6 +138,7 @@ def _save(path: Path, image: Any) -> Path:
 
 def write_value_maps(paths: tuple[Path, Path], maps: tuple[np.ndarray, np.ndarray]) -> tuple[Path, Path]:
     """Both sides' values as PNGs on one scale (their common finite min..max), at the heatmaps' size."""
+    # lazy: vkcap diff imports this module, not PIL
     from PIL import Image
 
     finite = np.concatenate([m[np.isfinite(m)] for m in maps])
@@ -161,6 +164,7 @@ def _top(err: np.ndarray) -> float:
 
 
 def _error_image(err: np.ndarray) -> Any:
+    # lazy: vkcap diff imports this module, not PIL
     from PIL import Image
 
     top = _top(err)
@@ -171,6 +175,7 @@ def _error_image(err: np.ndarray) -> Any:
 def write_heatmap(path: Path, err: np.ndarray, title: str) -> Path:
     """Draw ``err`` with a colour bar and its range, every label inside the canvas (its width measured
     from the labels' text); write ``path`` (PNG) atomically."""
+    # lazy: vkcap diff imports this module, not PIL
     from PIL import Image, ImageDraw, ImageFont
 
     top = _top(err)
@@ -231,6 +236,7 @@ def draw_comparison(folder: Path, name: str, recorded: bytes | memoryview, live:
 
 def _write_colour(paths: dict[str, Path], recorded: bytes | memoryview, live: bytes, dtype: str,
                   shape: tuple[int, ...]) -> dict[str, Any]:
+    # lazy: vkcap diff imports this module, not PIL
     from PIL import Image
 
     a, b = colour_pixels(recorded, dtype, shape), colour_pixels(live, dtype, shape)
@@ -249,6 +255,4 @@ def _write_colour(paths: dict[str, Path], recorded: bytes | memoryview, live: by
 def heatmap_name(seq: int, uid: str) -> str:
     """A safe file name for a resource's heatmap (uids are free text): see
     :func:`vkcore.output_folders.unique_stem` (two uids never share one)."""
-    from vkcore.output_folders import unique_stem
-
     return check_trace_name(f"frame{seq:05d}-{unique_stem(uid)}.png")

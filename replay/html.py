@@ -44,6 +44,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 from urllib.parse import urlsplit
 
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
 from vkcore.outputs import write_atomic
 from vkcore.safe_text import UNSAFE, shown
 
@@ -102,8 +104,6 @@ def _finalize(value: Any) -> Any:
 
 @lru_cache(maxsize=1)
 def _environment() -> Any:
-    from jinja2 import Environment, PackageLoader, StrictUndefined
-
     env = Environment(loader=PackageLoader("replay", "templates"), autoescape=True, finalize=_finalize,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["safe_href"] = safe_href
@@ -120,6 +120,7 @@ def _data_uri(path: str | None) -> str | None:
     if not path:
         return None
     try:
+        # lazy: vkcap replay imports this module, not PIL
         from PIL import Image
 
         with Image.open(path) as image:
@@ -418,6 +419,7 @@ def write_suite_html(path: Path, results: list[Any]) -> None:
     else shown unlinked), else to that result's details below (outcome, expectation, frames, the first
     divergent frame, the reason or the crash, the attempts of a retried trace). Every string is escaped
     (see the module's docstring)."""
+    # lazy: vkcap replay imports this module, not replay.suite
     from .suite import device_labels
 
     labels = device_labels(results)  # the exact device: name and short UUID

@@ -31,10 +31,12 @@ from typing import Any, Callable, NamedTuple
 from capture.reader import TraceReader
 from capture.writer import TraceWriter
 from capture.trace import DispatchSnapshot, FrameRecord, Trace
+from vkcore.device.context import choose_device, list_devices
 from vkcore.errors import DeviceError
 from vkcore.safe_text import shown
 from vkcore.commands import kind_of
 
+from .isolate import CHILD_MODULE
 from .options import ReplayOptions
 from .reading import reading
 from .replayer import LiveSnapshot, ReplaySession
@@ -141,8 +143,6 @@ def _capture_in_child(trace_path: Path, seq: int, env: dict[str, str], device: s
     """Run the probe of frame ``seq`` in a child (:mod:`vkcap.replay_child`) under the loader's ``env``:
     a :class:`~replay.worker_protocol.CaptureRequest`, its captures read back from the small trace file
     it names. None when ``recording_device`` is asked for and this machine has none."""
-    from .isolate import CHILD_MODULE
-
     with tempfile.TemporaryDirectory(prefix="vkcap-probe-") as tmp:
         out = Path(tmp) / "probe.vkt"
         read_fd, write_fd = os.pipe()
@@ -216,12 +216,11 @@ def reference_side(trace: Trace, options: ReplayOptions, reference_icd: Path | N
 
 def live_fingerprint(options: ReplayOptions) -> dict[str, Any]:
     """The fingerprint of the device ``options`` choose on this process's driver."""
-    from vkcore.device.context import choose_device, list_devices
-
     return choose_device(list_devices(), options.device).fingerprint()
 
 
 def trio_capture(trace: Trace, options: ReplayOptions, seq: int) -> Captures:
+    # lazy: a replay's isolated child imports this module before its Vulkan driver starts; trio loads after, while the driver starts (vkcap/vulkan_start.py)
     import trio
 
     return trio.run(capture_dispatches, trace, options, seq)
@@ -249,14 +248,13 @@ def answer_capture(request: CaptureRequest) -> Captured:
     """The child's side of a side-by-side probe: capture frame ``request.seq`` of ``request.trace``
     dispatch by dispatch into the small trace ``request.out``, on the device asked for (with
     ``recording_device``, the one of the trace's fingerprint: not ``found`` when there is none)."""
+    # lazy: a replay's isolated child imports this module before its Vulkan driver starts; trio loads after, while the driver starts (vkcap/vulkan_start.py)
     import trio
 
     trace_path = Path(request.trace)
     with Trace.open(trace_path) as trace:
         device = request.device or None
         if request.recording_device:
-            from vkcore.device.context import list_devices
-
             try:
                 devices = list_devices()
             except DeviceError:  # no driver at all under this environment: no recording device either

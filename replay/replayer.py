@@ -26,18 +26,21 @@ from vkcore.errors import ScenarioError, TraceError, UnsupportedDeviceFeature, U
 from vkcore.exec.executor import Event, FrameFinished, FrameSnapshot, FrameStarted, StopRequest, execute
 from vkcore.exec.opening import ContextPool, DeviceRequest, OpenOptions, open_session, optional_extensions
 from vkcore.exec.plan import Frame, Plan
+from vkcore.paths import read_regular
 from vkcore.scenario.confine import check_confined
 from vkcore.resources.kinds import KINDS as RESOURCE_KINDS
 from vkcore.scenario.model import Scenario, Shader
 from vkcore.scenario.load import load_scenario
 from vkcore.exec.session import Session
 from vkcore.resources.staging import CaptureLayout, build_layout
+from vkcore.shaders.compile import is_spirv_binary, load_shader
 
 from .progress_file import ProgressFile
 from .materialise import fresh_name, materialise, write_new_file
 from .options import ReplayOptions
 from .reading import dtype_name, effective_policy, identical_in, reading
 from .results import DIVERGED, Comparison, FrameResult, identical
+from .tolerances import resource_shape
 
 if TYPE_CHECKING:
     from capture.views import View
@@ -155,8 +158,6 @@ def read_replacement(uid: str, path: Path) -> bytes:
     """The bytes of ``--replace-shader`` file ``path``: a regular file of at most :data:`REPLACEMENT_LIMIT`
     bytes (:func:`vkcore.paths.read_regular`: a FIFO or a device is refused without blocking), else
     :class:`UsageError` naming the flag."""
-    from vkcore.paths import read_regular
-
     try:
         return read_regular(path, REPLACEMENT_LIMIT)
     except FileNotFoundError:
@@ -171,8 +172,6 @@ def read_replacement(uid: str, path: Path) -> bytes:
 
 def check_spirv_code(uid: str, path: Path, code: bytes) -> None:
     """:class:`UsageError` naming the flag and ``path`` unless ``code`` is a SPIR-V binary (magic, length)."""
-    from vkcore.shaders.compile import is_spirv_binary
-
     if not is_spirv_binary(code):
         raise UsageError(f"--replace-shader {uid}={path}: not a SPIR-V binary (bad magic or length)")
 
@@ -181,8 +180,6 @@ def compile_replacement(scenario: Scenario, uid: str, path: Path) -> None:
     """Load replacement shader ``uid`` (compiling GLSL) now, so that a broken one is reported as
     ``--replace-shader UID=PATH: ...`` and never by the temporary copy's name. The SPIR-V is cached
     by content: the session's own load of it compiles nothing again."""
-    from vkcore.shaders.compile import load_shader
-
     spec = scenario.by_uid[uid]
     assert isinstance(spec, Shader)
     copy = str(scenario.src_path(spec.src))
@@ -259,8 +256,6 @@ class AgainstRecording:
         return reading(self.trace, uid, self._policy_with_dtypes)
 
     def shape_of(self, uid: str) -> tuple[int, ...] | None:
-        from .tolerances import resource_shape
-
         return resource_shape(self.trace, uid, self.options.shapes)
 
     def judge(self, shot: LiveSnapshot) -> Comparison:
@@ -271,6 +266,7 @@ class AgainstRecording:
             # The key is the recorded bytes' xxh3-128: equal keys, equal bytes (what deduplication
             # relies on too). Hashing is cheaper than reading and decoding the recorded blob.
             return identical_in(uid, len(live), how)
+        # lazy: vkcap replay imports this module, not replay.typed (with numpy)
         from .typed import compare_as  # numpy: loaded by the first snapshot that differs, not at start-up
 
         recorded = self.trace.blob(shot.recorded_key, what=shot.what)
@@ -279,6 +275,7 @@ class AgainstRecording:
         result = compare_as(uid, recorded, live, how, policy, shape=shape, top=policy.top)
         dtype = dtype_name(how)
         if result.diverged and self.options.heatmap_dir is not None and not result.size_mismatch:
+            # lazy: vkcap replay imports this module, not replay.heatmap (with numpy)
             from .heatmap import draw_comparison, heatmap_name  # both sides too with value_maps (--html)
 
             name = heatmap_name(shot.seq, uid if shot.command is None else f"{uid}-{shot.command}")
@@ -568,6 +565,7 @@ def replay(options: ReplayOptions, on_frame: Callable[[FrameResult], None] | Non
     ``options.icd`` names (on a context of ``contexts``, when given); see the module docstring.
     Frames of the range lost to damaged records are not judged: the others are replayed, then
     :class:`FramesNotJudged` (exit 1) names them, with what the replay found of the rest."""
+    # lazy: vkcap reproduce imports this module, not trio (with attr, attrs, idna, outcome, sniffio, sortedcontainers)
     import trio
 
     use_driver(options.icd)

@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Iterable
 
 from vkcore.errors import UsageError
-from vkcore.outputs import write_atomic
+from vkcore.outputs import check_output_folder, check_output_target, same_file, write_atomic
+from vkcore.paths import open_regular
 from vkcore.safe_text import rich_text, shown, shown_lines
 
 from .results import DIVERGED, IDENTICAL, Comparison, FrameResult, from_json_number, json_safe
@@ -82,8 +85,6 @@ _HEAD = 64 << 10
 def is_vkcap_report(path: Path) -> bool:
     """Whether the file at ``path`` is a report vkcap wrote (its first 64 KiB hold vkcap's mark, or an
     older report's shape): the only existing files a report flag may replace."""
-    from vkcore.paths import open_regular
-
     try:
         fd, _ = open_regular(path)
     except OSError:  # a FIFO, a device, a folder, unreadable: no report of ours
@@ -118,7 +119,6 @@ def check_output(flag: str, path: Path | None, inputs: Iterable[Path], *, folder
     ``None`` passes."""
     if path is None:
         return
-    from vkcore.outputs import check_output_folder, check_output_target, same_file
 
     if any(same_file(path, trace) for trace in inputs):
         raise UsageError("is a trace this command reads: refusing to overwrite it", file=path, place=flag)
@@ -145,6 +145,7 @@ def write_junit(path: Path, suite: str, frames: Iterable[Any], *, crash: tuple[i
     failure carrying the comparison line (``sides`` as in :func:`comparison_line`) and its data as
     strict JSON. ``crash`` (frame or None for setup, line): one more test
     case, ``driver crash`` in that frame's class, a failure carrying the crash line."""
+    # lazy: vkcap replay imports this module, not xml.etree.ElementTree
     import xml.etree.ElementTree as ET  # here: only --junit needs it, and its parser library is slow to load
 
     root = ET.Element("testsuites")
@@ -177,8 +178,7 @@ def report_console(*, stderr: bool = False) -> Any:
     :func:`report_table` folding long cells onto more lines rather than ending them with an ellipsis.
     Emoji codes (``:smile:``) are never replaced: text from a trace is printed as written (its markup
     escaped by :func:`~vkcore.safe_text.rich_text`)."""
-    import sys
-
+    # lazy: vkcap replay imports this module, not rich.console
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
@@ -191,6 +191,7 @@ def report_table(title: str, columns: Iterable[str], *, right: Iterable[str] = (
     """A rich table whose cells fold (wrap) rather than being cut with an ellipsis; ``right``: the
     columns aligned right. The title and the column names are vkcap's (markup allowed); cells from a
     trace go through :func:`~vkcore.safe_text.rich_text`."""
+    # lazy: vkcap replay imports this module, not rich.table
     from rich.table import Table
 
     table = Table(title=title)
@@ -228,8 +229,6 @@ def print_frames(frames: list[Any], *, show_identical: bool = False, console: An
 def frames_from_document(frames: list[dict[str, Any]]) -> list[Any]:
     """FrameResults back from :func:`frames_document` output (an isolated child's report), non-finite
     numbers (``"inf"``, ``"nan"``...) back to floats."""
-    from dataclasses import fields
-
     names = {f.name for f in fields(Comparison)}
 
     def comparison(d: dict[str, Any]) -> Comparison:

@@ -24,6 +24,7 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import logging
 import math
@@ -35,13 +36,20 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
+from capture.views import derive_views
 from vkcore.bounded_numbers import check_number
+from vkcore.device.driver import check_manifest
+from vkcore.device.layers import prepare_emulation_layers
 from vkcore.errors import DeviceError, UsageError
+from vkcore.output_folders import check_folder_target, confined
 from vkcore.safe_text import shown
+from vkcore.scenario.npyio import NpyFormatError, read_header
 
 from .extract import RECORDED_SCENARIO, SCENARIO
-from .results import DTYPES, Comparison, Tolerance
+from .report import comparison_line
+from .results import DIVERGED, DTYPES, Comparison, Tolerance
 from .tolerances import TolerancePolicy
+from .typed import compare_as
 
 log = logging.getLogger("vkcap")
 
@@ -84,8 +92,6 @@ def reproduce(folder: Path, *, recorded: bool = False, runner: str = "vkcap", ou
 
 
 def report(results: list[tuple[Path, Comparison]], scenario: str, ran: str) -> int:
-    from .report import comparison_line
-
     diverged = [(path, c) for path, c in results if c.diverged]
     for path, c in results:
         (log.warning if c.diverged else log.info)("%s: %s", shown(path), shown(comparison_line(c, EXPECTED_SIDES)))
@@ -136,8 +142,6 @@ def scenario_outputs(scenario: dict[str, Any], path: Path) -> dict[str, str]:
 
 def confined_path(folder: Path, relative: str, scenario: Path, uid: str) -> Path:
     """``folder / relative``, refused (one line naming the scenario and the resource) when it would leave it."""
-    from vkcore.output_folders import confined
-
     try:
         return confined(folder, relative)
     except ValueError:
@@ -175,9 +179,6 @@ def compare_policy(meta: dict[str, Any], path: Path) -> tuple[TolerancePolicy, d
 def _views(folder: Path, scenario: dict[str, Any], path: Path) -> dict[str, Any]:
     """Each buffer's shader view, from the folder's scenario and the SPIR-V files it names (those that stay
     inside the folder and are no larger than :data:`MAX_JSON_BYTES`)."""
-    from capture.views import derive_views
-    from vkcore.output_folders import confined
-
     spirv: dict[str, bytes] = {}
     for item in scenario.get("resources") if isinstance(scenario.get("resources"), list) else []:
         body = item.get("shader") if isinstance(item, dict) else None
@@ -195,17 +196,12 @@ def _views(folder: Path, scenario: dict[str, Any], path: Path) -> dict[str, Any]
 def compare_files(uid: str, expected: Path, live: Path, how: Any, policy: TolerancePolicy) -> Comparison:
     """The output file ``live`` against ``expected``: their payloads (a ``.npy`` file's data, any other
     file whole) read as ``how``; an output the run did not write diverges."""
-    from .results import DIVERGED
-    from .typed import compare_as
-
     if not live.is_file():
         return Comparison(uid, "bytes", DIVERGED, 0, size_mismatch=f"the run wrote no {live.name}")
     return compare_as(uid, payload(expected), payload(live), how, policy)
 
 
 def payload(path: Path) -> bytes:
-    from vkcore.scenario.npyio import NpyFormatError, read_header
-
     data = path.read_bytes()
     if path.suffix == ".npy":
         try:
@@ -220,8 +216,6 @@ def payload(path: Path) -> bytes:
 def output_folder(output: Path | None, folder: Path) -> Iterator[Path]:
     """``output`` (checked: new or empty, not the extract) or a temporary folder, removed on every exit path."""
     if output is not None:
-        from vkcore.output_folders import check_folder_target
-
         target = check_folder_target(output, place="--output", inputs=[folder / SCENARIO], what="output")
         if target == folder.resolve() or folder.resolve() in target.parents:
             raise UsageError("the outputs must not go into the extract itself", file=output, place="--output")
@@ -241,8 +235,6 @@ def run_scenario(runner: str, scenario: Path, out: Path, *, device: str | None, 
     line (exit 1) with the runner's last line."""
     env = dict(os.environ)
     if icd is not None:
-        from vkcore.device.driver import check_manifest
-
         check_manifest(icd, "--icd")
         env["VK_DRIVER_FILES"] = env["VK_ICD_FILENAMES"] = str(icd.resolve())
     if runner == "reference":
@@ -250,7 +242,6 @@ def run_scenario(runner: str, scenario: Path, out: Path, *, device: str | None, 
             raise UsageError("ARM's runner picks its own device: give --icd FILE.json to choose the driver",
                              place="--device")
         binary = reference_runner()
-        from vkcore.device.layers import prepare_emulation_layers
 
         layers = prepare_emulation_layers()
         env["VK_LAYER_PATH"] = os.pathsep.join(map(str, layers.folders))
@@ -273,8 +264,6 @@ def run_scenario(runner: str, scenario: Path, out: Path, *, device: str | None, 
 def reference_runner() -> Path:
     """ARM's ``scenario-runner`` binary inside its package (the PATH holds only a wrapper); a one-line
     :class:`UsageError` saying how to install it when it is not."""
-    import importlib.util
-
     spec = importlib.util.find_spec("scenario_runner")
     if spec is not None and spec.submodule_search_locations:
         path = Path(list(spec.submodule_search_locations)[0]) / "binaries" / "bin" / "scenario-runner"

@@ -23,6 +23,9 @@ from urllib.parse import urlsplit
 from vkcore.bounded_numbers import check_number
 from vkcore.errors import UsageError
 
+from .manifest_paths import resolves_inside
+from .small_files import read_small_text
+
 log = logging.getLogger("vkcap")
 
 RESULT_STATUSES = ("pass", "expected", "fixed", "flaky", "fail", "skip")
@@ -57,9 +60,6 @@ def parse_result_file(path: Path, folder: Path) -> dict[str, Any]:
     """The fields of the result file ``path`` (in the results folder ``folder``) as
     :class:`replay.suite.TraceResult` takes them, checked as the module says; ``page`` made a path
     under ``folder`` (or kept as a URL, or dropped)."""
-    from .manifest_paths import resolves_inside
-    from .small_files import read_small_text
-
     if not resolves_inside(path, folder.resolve()):  # a result file is the folder's own, never a host file
         raise UsageError("is a link leading outside the results folder: not read", file=path)
     text = read_small_text(path, "suite result file")

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from vkcore.errors import UsageError
+from vkcore.paths import NotARegularFile, open_regular
 
 #: The largest manifest, tolerance file or result file read (a hand-written file is a few KiB; a result
 #: file with a long retry spread a few hundred).
@@ -21,8 +22,6 @@ SMALL_FILE_CAP = 4 << 20
 def read_small_text(path: Path, what: str, cap: int = SMALL_FILE_CAP) -> str:
     """The text of ``path`` (``what`` it should be, for messages: "suite manifest"); refused in one line
     when it is missing, not a regular file, larger than ``cap`` bytes or not UTF-8."""
-    from vkcore.paths import NotARegularFile, open_regular
-
     try:
         fd, _ = open_regular(path)
     except FileNotFoundError:

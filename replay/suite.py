@@ -39,22 +39,32 @@ resource's comparison found).
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
-from vkcore.errors import UsageError
+from vkcore.bounded_numbers import check_number
+from vkcore.errors import UsageError, VkcapError
+from vkcore.outputs import write_atomic
+from vkcore.paths import NotARegularFile, check_regular
+from vkcore.safe_text import shown
 
+from .report import marked_junit
 from .suite_tolerances import TraceTolerance, entry_tolerance
+from .verdicts import diverged_uids, explain, resource_line
+from .worker_protocol import Done, Failed, Hello, ProtocolError, ReplayRequest, decode, encode
 
 if TYPE_CHECKING:
     from .options import ReplayOptions
@@ -87,16 +97,12 @@ _VERSION = r"(?<!\d)\d{1,18}(?:\.\d{1,18})*(?!\d)"
 
 def version_key(text: str) -> tuple[int, ...]:
     """``"580.159.04"`` -> (580, 159, 4); ``"Mesa 22.3.6"`` -> (22, 3, 6): the numbers, compared as tuples."""
-    import re
-
     match = re.search(_VERSION, text)
     return tuple(int(p) for p in match.group().split(".")) if match else ()
 
 
 def parse_range(text: str, where: str) -> list[tuple[str, tuple[int, ...]]]:
     """``">=580.100, <590"`` as (operator, version) pairs; a :class:`UsageError` at ``where`` otherwise."""
-    import re
-
     out = []
     for part in (p.strip() for p in text.split(",")):
         op = next((o for o in _COMPARE if part.startswith(o)), None)  # two-character operators first
@@ -227,8 +233,6 @@ def _shown(value: Any) -> str:
 
 
 def _expectations(table: Any, manifest: Path, where: str) -> tuple[Expectation, ...]:
-    from vkcore.bounded_numbers import check_number
-
     out = []
     for i, e in enumerate(_list_of_tables(table, manifest, f"{where}.expect", "[[traces.expect]]")):
         place = f"{where}.expect[{i}]"
@@ -262,6 +266,7 @@ def _expectations(table: Any, manifest: Path, where: str) -> tuple[Expectation, 
 def read_manifest(manifest: Path) -> dict[str, Any]:
     """The TOML document of ``manifest``, read as untrusted (:func:`replay.small_files.read_small_text`:
     a regular file of at most a few MiB) and checked to hold only ``traces`` as an array of tables."""
+    # lazy: vkcap suite worker imports this module, not replay.small_files, tomllib
     import tomllib
 
     from .small_files import read_small_text
@@ -281,6 +286,7 @@ def read_manifest(manifest: Path) -> dict[str, Any]:
 def manifest_traces(manifest: Path, *, allow_outside: bool = False) -> list[SuiteTrace]:
     """The traces of one manifest, each entry checked (its keys, types and numbers) and its ``path``
     confined to the manifest's folder unless ``allow_outside`` (:mod:`replay.manifest_paths`)."""
+    # lazy: vkcap suite worker imports this module, not replay.manifest_paths
     from .manifest_paths import is_glob, manifest_matches
 
     out = []
@@ -303,8 +309,6 @@ def manifest_traces(manifest: Path, *, allow_outside: bool = False) -> list[Suit
 
 def _check_regular(trace: Path, where: str) -> None:
     """A trace a suite will replay must be a regular file: a FIFO would block its worker for ever."""
-    from vkcore.paths import NotARegularFile, check_regular
-
     try:
         check_regular(trace)
         return
@@ -321,6 +325,7 @@ def load_suite(paths: list[Path], *, allow_outside: bool = False) -> list[SuiteT
     """The traces of folders and manifests, in a stable order (sorted paths), each once. A manifest's
     paths, and the links in a suite folder, stay inside their folder unless ``allow_outside``; every
     trace is a regular file."""
+    # lazy: vkcap suite worker imports this module, not replay.manifest_paths
     from .manifest_paths import ALLOW_FLAG, resolves_inside
 
     found: dict[Path, SuiteTrace] = {}
@@ -394,12 +399,6 @@ def request_for(options_for: OptionsFor, trace: Path, flags: Sequence[str], **fi
     """The :class:`~replay.worker_protocol.ReplayRequest` of one replay of ``trace`` under ``flags``
     (``fields``: replaced in its options), or the answer that replay would be when its options are
     refused (``{"outcome": "error", "detail": ...}``: the trace's error, not the worker's)."""
-    from dataclasses import replace
-
-    from vkcore.errors import VkcapError
-
-    from .worker_protocol import ReplayRequest
-
     try:
         options = replace(options_for(trace, flags), **fields)
     except VkcapError as exc:
@@ -412,8 +411,6 @@ def request_for(options_for: OptionsFor, trace: Path, flags: Sequence[str], **fi
 def answer_of(message: "Done | Failed") -> dict[str, Any]:
     """A worker's answer as the suite judges it: a :class:`~replay.worker_protocol.Done`'s result, or
     ``{"outcome": "error", "detail": ...}`` for a :class:`~replay.worker_protocol.Failed`."""
-    from .worker_protocol import Done
-
     return dict(message.result) if isinstance(message, Done) else {"outcome": "error", "detail": message.error}
 
 
@@ -425,8 +422,6 @@ class Worker:
 
     def __init__(self, selector: str | None, flags: list[str], env: dict[str, str] | None,
                  options_for: OptionsFor) -> None:
-        import tempfile
-
         self.selector, self.env, self.options_for = selector, env, options_for
         self.flags = [*flags, *(["--device", selector] if selector is not None else [])]
         self.process: subprocess.Popen[str] | None = None
@@ -439,8 +434,6 @@ class Worker:
         self.stopped = False  # closed with kill=True: start no new process
 
     def _start(self) -> subprocess.Popen[str]:
-        from .worker_protocol import Hello, ProtocolError, decode
-
         if self.process is None or self.process.poll() is not None:
             device = ["--device", self.selector] if self.selector is not None else []
             self.process = subprocess.Popen(
@@ -467,10 +460,6 @@ class Worker:
         """The worker's answer for one replay (with the trace's own ``flags``, after the suite's);
         ``{"outcome": "crash", ...}`` when it died doing it. With ``pages``, the replay also writes its
         HTML page there (``"page"``)."""
-        from dataclasses import replace
-
-        from .worker_protocol import Done, Failed, ProtocolError, decode, encode
-
         if self.stopped:
             return {"outcome": "crash", "device": self.device, "first_divergence": None, "detail": "interrupted"}
         process = self._start()
@@ -496,6 +485,7 @@ class Worker:
             except ProtocolError as exc:
                 return {"outcome": "error", "device": self.device, "detail": str(exc)}
             return {**answer, "page": page} if page and answer.get("outcome") != "error" else answer
+        # lazy: vkcap suite run imports this module, not replay.isolate, replay.progress_file
         from .isolate import describe_exit
         from .progress_file import frame_running
 
@@ -591,6 +581,7 @@ def read_results(folders: list[Path]) -> list[TraceResult]:
     """The result files of ``--results`` folders (shards, devices), one per trace x device (a later
     folder's wins), sorted by trace then device. Each file is untrusted input, checked by
     :func:`replay.result_files.parse_result_file` (one line naming the file and the key, exit 2)."""
+    # lazy: vkcap suite run imports this module, not replay.result_files
     from .result_files import parse_result_file
 
     merged: dict[tuple[str, str], TraceResult] = {}
@@ -641,7 +632,6 @@ def _replay_one(worker: Replayer, trace: SuiteTrace, retries: int, pages: Path |
         spread.append(_attempt(report))
     outcome = spread[-1].get("outcome", "error")
     resources = list(report.get("resources") or [])
-    from .verdicts import diverged_uids, explain
 
     status = judge(outcome, expected, report.get("first_divergence"), diverged_uids(resources))
     if len(spread) > 1 and status == "pass":
@@ -664,8 +654,6 @@ def _replay_one(worker: Replayer, trace: SuiteTrace, retries: int, pages: Path |
 
 def write_results(folder: Path, results: list[TraceResult]) -> None:
     """One JSON file per trace (what ``suite merge`` will combine)."""
-    from vkcore.outputs import write_atomic
-
     for r in results:
         data = r.as_dict()
         if r.page and Path(r.page).parent.resolve() == folder.resolve():
@@ -682,8 +670,7 @@ def _identity(uuid: str, index: int | None) -> str:
 def result_stem(trace: str, device: str, identity: str = "") -> str:
     """The file name (without suffix) of a trace x device's result and page: the trace's name and a tag
     (of the trace, the device's name and its ``identity``, so identical GPUs write two files)."""
-    import hashlib
-
+    # lazy: vkcap suite worker imports this module, not vkcore.output_folders
     from vkcore.output_folders import unique_stem
 
     # one file per trace x device; a trace's name is any bytes (os.fsencode), a device's any text
@@ -697,13 +684,8 @@ def write_junit(path: Path, results: list[TraceResult]) -> None:
     line per resource and the replay's detail), a ``skip`` skipped; every other case says its verdict in
     ``system-out``. Every string from a result (a result file's, when merged) goes through
     :func:`vkcore.safe_text.shown`: no control character or lone surrogate reaches the XML."""
+    # lazy: vkcap suite run imports this module, not xml.etree.ElementTree
     import xml.etree.ElementTree as ET
-
-    from vkcore.outputs import write_atomic
-    from vkcore.safe_text import shown
-
-    from .report import marked_junit
-    from .verdicts import resource_line
 
     root = ET.Element("testsuites")
     suite = ET.SubElement(root, "testsuite", name="vkcap.suite", tests=str(len(results)),

@@ -19,12 +19,20 @@ from __future__ import annotations
 import fnmatch
 import os
 import stat
+import tomllib
 from pathlib import Path
 from typing import Any
 
-from vkcore.errors import UsageError
+import tomlkit
+from tomlkit.items import Comment, InlineTable, Whitespace
 
+from vkcore.errors import UsageError
+from vkcore.outputs import output_error, replace_file
+
+from .manifest_paths import manifest_matches
+from .small_files import read_small_text
 from .suite import TraceResult, in_range, manifest_traces
+from .verdicts import diverged_uids, resource_line
 
 
 def bless(manifest: Path, results: list[TraceResult], *, allow_outside: bool = False) -> tuple[str, str]:
@@ -35,13 +43,6 @@ def bless(manifest: Path, results: list[TraceResult], *, allow_outside: bool = F
     device; one that was ``fixed`` loses the expectations that said it diverges there. Expectations
     whose driver range excludes the result's driver are kept. A glob matching several traces is left
     alone (such a trace needs an entry of its own first)."""
-    import tomllib
-
-    import tomlkit
-
-    from .manifest_paths import manifest_matches
-    from .small_files import read_small_text
-
     before = read_small_text(manifest, "suite manifest")
     manifest_traces(manifest, allow_outside=allow_outside)  # every check suite run makes, first
     doc = tomlkit.parse(before)
@@ -69,8 +70,6 @@ def measured_text(r: TraceResult) -> str:
     """What a result measured, for an expectation's ``measured`` key: the resources beyond their
     tolerance (``from frame 0: out (float32): 12 beyond ulp 4, up to 9 ULP``), or the crash, on which
     device and driver."""
-    from .verdicts import resource_line
-
     lines = [resource_line(v) for v in r.resources if v.get("status") == "DIVERGED"]
     where = "" if r.first_divergence is None else f"{'in' if r.outcome == 'crash' else 'from'} frame {r.first_divergence}: "
     what = "; ".join(lines) if lines else r.detail or r.outcome
@@ -87,11 +86,6 @@ def _bless_entry(entry: Any, device: str, r: TraceResult) -> bool:
     what was measured; its device glob, driver range, reason, link and comments stay. With none, a new
     expectation for the exact device comes first. A fixed trace loses the expectations that match it.
     Comments after an entry's last table introduce what follows it: they stay last."""
-    import tomlkit
-    from tomlkit.items import InlineTable
-
-    from .verdicts import diverged_uids
-
     expect = entry.get("expect")
     matching = [i for i, e in enumerate(expect or ())
                 if fnmatch.fnmatch(device, str(e["device"])) and in_range(r.driver, str(e.get("driver", "")))]
@@ -147,13 +141,9 @@ def _bless_entry(entry: Any, device: str, r: TraceResult) -> bool:
 def _set_key(table: Any, key: str, value: Any) -> None:
     """Set ``key`` of a tomlkit table in place: an existing key keeps its place; a new one goes after
     the last key, before the comments that end a table (they introduce what follows)."""
-    from tomlkit.items import InlineTable
-
     if key in table or isinstance(table, InlineTable):
         table[key] = value
         return
-    import tomlkit
-
     container = table.value
     at = len(container.body) - len(_trailing_trivia(table))
     while at and isinstance(container.body[at - 1][1], tomlkit.items.Whitespace):  # a blank line stays after the keys
@@ -166,8 +156,6 @@ def _set_key(table: Any, key: str, value: Any) -> None:
 
 def _trailing_trivia(table: Any) -> list[Any]:
     """The comments and blank lines that end a tomlkit table's body (after its last key)."""
-    from tomlkit.items import Comment, Whitespace
-
     body = table.value.body
     start = len(body)
     while start and body[start - 1][0] is None and isinstance(body[start - 1][1], (Comment, Whitespace)):
@@ -178,8 +166,6 @@ def _trailing_trivia(table: Any) -> list[Any]:
 def _add_before_trailing_trivia(table: Any, key: str, item: Any) -> None:
     """Add ``key`` to a tomlkit table after its last key and a blank line, before the comments that end
     it (they introduce the next entry)."""
-    from tomlkit.items import Whitespace
-
     container = table.value
     at = len(container.body) - len(_trailing_trivia(table))
     container.body.insert(at, (None, Whitespace("\n")))  # only comments follow: no key's index moves
@@ -193,8 +179,6 @@ def write_manifest(manifest: Path, text: str) -> None:
     """Replace the manifest's content with ``text`` atomically, keeping what the file is: through a
     symbolic link the target is replaced (the link stays), and the permission bits stay as they were
     (the new file has them from its creation: never more open, even for a moment)."""
-    from vkcore.outputs import output_error, replace_file
-
     target = Path(os.path.realpath(manifest))
     try:
         mode = stat.S_IMODE(os.stat(target).st_mode)

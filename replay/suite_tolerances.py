@@ -27,11 +27,17 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vkcore.errors import UsageError
+from vkcore.bounded_numbers import check_number
+from vkcore.errors import UsageError, VkcapError
+from vkcore.safe_text import shown
+
+from .results import DTYPES
+from .tolerances import TolerancePolicy, check_dtype, check_field, preset_policy, split_key
 
 #: The replay flag (hidden) that carries an entry's per-resource tolerances to a worker, as JSON
 #: (:func:`vkcap.compare_flags.resource_tolerances` reads it).
@@ -83,8 +89,6 @@ class TraceTolerance:
 
 def _key(uid: str) -> str:
     """A uid as a TOML key in a place: bare when it can be, else quoted."""
-    import re
-
     return uid if re.fullmatch(r"[A-Za-z0-9_-]+", uid) else json.dumps(uid)
 
 
@@ -96,11 +100,6 @@ def _shown(value: Any) -> str:
 def entry_tolerance(entry: dict[str, Any], manifest: Path, where: str) -> TraceTolerance:
     """The tolerance settings of the manifest entry ``entry`` (at ``where``), every key and number checked
     (:func:`vkcore.bounded_numbers.check_number`, :data:`replay.results.DTYPES`)."""
-    from vkcore.bounded_numbers import check_number
-
-    from .results import DTYPES
-    from .tolerances import preset_policy
-
     value = entry.get("tolerance")
     defaults: list[tuple[str, float | int]] = []
     preset = ""
@@ -142,10 +141,8 @@ def entry_tolerance(entry: dict[str, Any], manifest: Path, where: str) -> TraceT
 def check_names(trace: Any, tolerance: TraceTolerance) -> None:
     """:class:`UsageError` naming the manifest's key for a resource or field of ``tolerance`` that the
     opened ``trace`` lacks, a dtype given to a field, or a dtype that does not divide its resource."""
-    from vkcore.safe_text import shown
-
+    # lazy: loaded while the Vulkan driver starts in its thread (vkcap replay; vkcap/vulkan_start.py)
     from .reading import reading
-    from .tolerances import TolerancePolicy, check_dtype, check_field, split_key
 
     name = shown(Path(trace.path).name)
     dtypes = {uid: dict(keys)["dtype"] for uid, keys in tolerance.resources if "dtype" in dict(keys)}
@@ -167,8 +164,7 @@ def check_bytes(trace: Any, tolerance: TraceTolerance | None, policy: Any) -> li
     suite's flags, then the entry's) compares as raw bytes while its tolerance sets ``ulp`` or ``rtol``:
     a :class:`UsageError` naming the manifest's key when ``tolerance`` (the manifest entry's; None for a
     trace of a suite folder) sets it, else a warning line (the suite's flags set it)."""
-    from vkcore.safe_text import shown
-
+    # lazy: loaded while the Vulkan driver starts in its thread (vkcap replay; vkcap/vulkan_start.py)
     from .reading import bytes_tolerances, why_bytes
 
     name = shown(Path(trace.path).name)
@@ -196,8 +192,8 @@ def check_suite(traces: list[Any], suite_flags: list[str], policy_of: Any, log: 
     (the others are not opened here), before any worker starts; a trace that cannot be opened is left to
     its worker, which reports it. ``policy_of(suite_trace, opened)`` is the policy its worker will use;
     the warnings go to ``log``."""
+    # lazy: loaded while the Vulkan driver starts in its thread (vkcap replay; vkcap/vulkan_start.py)
     from capture.trace import Trace
-    from vkcore.errors import VkcapError
 
     log = log or logging.getLogger("vkcap")
     for suite_trace in traces:

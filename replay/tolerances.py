@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from vkcore.errors import UsageError
+from vkcore.safe_text import shown
 
 from .results import DTYPES, Tolerance, itemsize
 
@@ -83,6 +84,7 @@ class TolerancePolicy:
             return self.dtypes[uid]
         fmt = meta.get("format")
         if isinstance(fmt, str):
+            # lazy: vkcap replay imports this module, not vkcore.resources.formats
             from vkcore.resources.formats import format_info
 
             try:
@@ -118,6 +120,7 @@ def preset_policy(name: str, where: str) -> TolerancePolicy:
 def _values(table: Any, place: str, path: Path) -> dict[str, Any]:
     """The tolerance keys a table sets, checked by :func:`vkcore.bounded_numbers.check_number` (finite
     numbers >= 0; ulp a whole number below 2**63)."""
+    # lazy: a replay's isolated child imports this module, not vkcore.bounded_numbers
     from vkcore.bounded_numbers import check_number
 
     if not isinstance(table, dict):
@@ -167,8 +170,8 @@ def split_key(key: str, resources: Resources, where: str) -> tuple[str, str]:
 def check_field(uid: str, name: str, how: Any, where: str) -> None:
     """:class:`UsageError` naming ``where`` unless ``name`` is a field of ``how`` (how resource ``uid``
     is read, :func:`replay.reading.reading`: a struct view's part names)."""
+    # lazy: loaded while the Vulkan driver starts in its thread (vkcap replay; vkcap/vulkan_start.py)
     from capture.views import View
-    from vkcore.safe_text import shown
 
     parts = [p.name for p in how.parts if p.name] if isinstance(how, View) and how.scalar is None else []
     if name not in parts:
@@ -206,9 +209,12 @@ def load_tolerance_file(path: Path, resources: Resources | None = None) -> Toler
     """Parse a tolerance file; errors name the file and the key. With ``resources`` (the trace's),
     every ``[resources.UID]`` table must name one of them, and its ``dtype`` must divide its size."""
     if sys.version_info >= (3, 11):
+        # lazy: vkcap replay imports this module, not tomllib
         import tomllib
     else:  # pragma: no cover
+        # lazy: vkcap replay imports this module, not tomli
         import tomli as tomllib  # type: ignore[no-redef]
+    # lazy: vkcap replay imports this module, not replay.small_files
     from .small_files import read_small_text
 
     text = read_small_text(path, "tolerance file")
@@ -259,6 +265,7 @@ def resource_shape(trace: Any, uid: str, shapes: Iterable[tuple[str, tuple[int, 
     if not (isinstance(dims, list) and dims):
         return None
     if meta.get("kind") == "image" and len(dims) == 4:
+        # lazy: vkcap replay imports this module, not vkcore.resources.formats
         from vkcore.resources.formats import format_info
 
         try:

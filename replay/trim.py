@@ -38,22 +38,28 @@ changes):
 """
 from __future__ import annotations
 
+import os
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from vkcore.bounded_numbers import BOUNDS, check_number
+from vkcore.commands import kind_of
 from vkcore.errors import EXIT_FAILURE, TraceError, UsageError, VkcapError
+from vkcore.outputs import check_output_target, same_file
 from vkcore.version import vkcap_version
 
 from capture.clock import creation_time
 from capture.format import kinds, records
 from capture.format.errors import ContainerError
 from capture.trace import REPLAY_KINDS, FrameRecord, Trace, seq_ranges
+from capture.trace_target import check_replaceable, clear_partials
 from capture.writer import TraceWriter
 
 from .options import ReplayOptions
+from .replayer import ReplaySession
 from .results import DIVERGED, IDENTICAL, Comparison
 
 if TYPE_CHECKING:
@@ -157,8 +163,6 @@ def parse_frames(text: str, trace: Path) -> FrameSpan:
 def _frame_number(digits: str, trace: Path, place: str) -> int:
     """A frame number within the bounds every command uses (vkcore.bounded_numbers: ``frame``); digits too
     many for ``int()`` (Python refuses over 4300) are out of those bounds anyway."""
-    from vkcore.bounded_numbers import BOUNDS, check_number
-
     if len(digits) > 18:
         raise UsageError(f"must be {BOUNDS['frame'].wanted}, got a number of {len(digits)} digits", file=trace,
                          place=place if len(place) <= 60 else place[:57] + "...")
@@ -170,12 +174,6 @@ def check_out(source: Path, out: Path) -> None:
     :func:`vkcore.outputs.check_output_target`), or that exists and is not a vkcap trace (see
     :func:`capture.trace_target.check_replaceable`); then deal with the partial files an interrupted
     trim or record to OUT left (:func:`capture.trace_target.clear_partials`)."""
-    import os
-
-    from vkcore.outputs import check_output_target, same_file
-
-    from capture.trace_target import check_replaceable, clear_partials
-
     if same_file(source, out):
         raise UsageError(f"is the trace being trimmed ({source}): write the trimmed trace to another file",
                          file=out, place="-o")
@@ -323,11 +321,8 @@ def rebuild_state(trace: Trace, start: int, before: int, order: list[str] | None
     the device's name). The resources no command can write are not read back (they hold the initial
     state, which the caller has). Every recorded boundary snapshot of those frames must come back
     identical (:class:`StateNotReproduced` otherwise)."""
+    # lazy: trio's C extensions load after the Vulkan driver's libraries, not behind them on glibc's loader lock (at runner.py's top: vkcap run +12 ms)
     import trio
-    from dataclasses import replace
-
-    from .replayer import ReplaySession
-    from vkcore.commands import kind_of
 
     options = replace(options or ReplayOptions(trace=source), trace=source, dispatch_level=False,
                       replace_shaders=(), first=None, last=None)

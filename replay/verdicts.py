@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from .results import DIVERGED, IDENTICAL, WITHIN, Tolerance
+from .results import DIVERGED, DTYPES, IDENTICAL, WITHIN, Tolerance
 
 _RANK = {IDENTICAL: 0, WITHIN: 1, DIVERGED: 2}
 
@@ -22,8 +22,6 @@ _RANK = {IDENTICAL: 0, WITHIN: 1, DIVERGED: 2}
 def tolerance_text(t: Tolerance, dtype: str = "") -> str:
     """``ulp 4``, ``atol 2e-06, ulp 4``, or ``exact``: the keys that judge ``dtype`` (integers and bytes
     only know ``atol``)."""
-    from .results import DTYPES
-
     keys = ("atol", "rtol", "ulp") if DTYPES.get(dtype, ("", True))[1] else ("atol",)
     return ", ".join(f"{k} {getattr(t, k):g}" for k in keys if getattr(t, k)) or "exact"
 
@@ -50,6 +48,7 @@ def _merge(entry: dict[str, Any], seq: int, c: Any) -> None:
 def resource_verdicts(frames: Iterable[Any], policy: Any) -> list[dict[str, Any]]:
     """Each resource's verdict over the frame-level comparisons of ``frames`` (in the order first
     compared), with the tolerance ``policy`` (a :class:`replay.tolerances.TolerancePolicy`) gave it."""
+    # lazy: vkcap suite run imports this module, not replay.typed (with numpy)
     from .typed import field_tolerance
 
     out: dict[str, dict[str, Any]] = {}

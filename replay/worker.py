@@ -20,9 +20,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
+from vkcore.device.context import choose_device, list_devices
+from vkcore.device.driver import use_driver
 from vkcore.errors import VkcapError
 
 from .options import ReplayOptions
+from .results import WITHIN
+from .tolerances import describe_tolerance
 from .worker_protocol import (Done, Failed, Hello, ProbeRequest, Probed, ProtocolError, ReplayRequest, decode,
                               encode)
 
@@ -30,8 +34,7 @@ from .worker_protocol import (Done, Failed, Hello, ProbeRequest, Probed, Protoco
 def device_hello(selector: str | None) -> Hello:
     """The device replays given ``--device selector`` run on (else the default): its name and the
     driver version expectations are judged by; ``error`` when there is none."""
-    from vkcore.device.context import choose_device, list_devices
-
+    # lazy: a replay's isolated child imports this module, not replay.suite
     from .suite import driver_of
 
     try:
@@ -59,6 +62,7 @@ def handle(request: ReplayRequest, contexts: dict[Any, Any]) -> Done | Failed:
 
 
 def _replay(options: ReplayOptions, request: ReplayRequest, contexts: dict[Any, Any]) -> dict[str, Any]:
+    # lazy: a replay's isolated child imports this module, not replay.page_scratch
     from .page_scratch import scratch_folder
 
     if not request.page:
@@ -73,10 +77,11 @@ def replay_answer(options: ReplayOptions, contexts: dict[Any, Any], page: Replay
                   scratch: Path | None = None) -> dict[str, Any]:
     """Replay ``options`` and judge it (the result of :class:`Done`); with ``page``, write its page first
     (the comparisons then name no picture of the ``scratch`` folder)."""
+    # lazy: loaded while the Vulkan driver starts in its thread (a replay's isolated child; vkcap/vulkan_start.py)
     from .reading import effective_policy
     from .replayer import replay
     from .report import comparison_line
-    from .results import WITHIN
+    # lazy: a replay's isolated child imports this module, not replay.verdicts
     from .verdicts import resource_verdicts
 
     report = replay(options, contexts=contexts)
@@ -100,9 +105,9 @@ def replay_answer(options: ReplayOptions, contexts: dict[Any, Any], page: Replay
 
 def write_page(request: ReplayRequest, options: ReplayOptions, report: Any, scratch: Path | None) -> None:
     """The replay's HTML page at ``request.page``, as ``vkcap replay --html`` writes it."""
+    # lazy: vkcap suite worker imports this module, not replay.html (with jinja2, markupsafe)
     from .html import write_html
     from .page_scratch import forget_scratch
-    from .tolerances import describe_tolerance
 
     replaced = [(f"shader {uid}", str(path)) for uid, path in options.replace_shaders]
     replaced += [("driver (ICD)", str(options.icd))] if options.icd is not None else []
@@ -148,6 +153,7 @@ class ProbeReplays:
         self._open = contextlib.ExitStack()
 
     def answer(self, request: ProbeRequest) -> Probed:
+        # lazy: loaded while the Vulkan driver starts in its thread (a replay's isolated child; vkcap/vulkan_start.py)
         import trio
 
         from .replayer import target_frames
@@ -162,9 +168,10 @@ class ProbeReplays:
         return Probed(frames_document(report.frames))
 
     def _start(self, options: ReplayOptions) -> tuple[Any, Any]:
+        # lazy: loaded while the Vulkan driver starts in its thread (a replay's isolated child; vkcap/vulkan_start.py)
         from capture.trace import Trace
-        from vkcore.device.driver import use_driver
 
+        # lazy: loaded while the Vulkan driver starts in its thread (a replay's isolated child; vkcap/vulkan_start.py)
         from .replayer import ReplaySession
 
         self.close()

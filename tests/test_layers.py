@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ["vkcore", "capture", "replay", "vkcap"]
@@ -105,6 +106,56 @@ def test_the_checks_see_every_kind_of_import(tmp_path: Path) -> None:
     path = tmp_path / "m.py"
     path.write_text(source)
     assert imported("capture.format.codecs.m", path) == {"replay.suite", "capture.format", "capture.format.records", "replay.options"}
+
+
+LAZY = "# lazy:"
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _imports_in_functions(node: ast.AST, in_function: bool = False) -> Iterator[tuple[ast.stmt, list[ast.stmt]]]:
+    """Each import inside a function (outside ``if TYPE_CHECKING:``) with the statement list holding it."""
+    for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+        block = getattr(node, field, None)
+        if not isinstance(block, list):
+            continue
+        for child in block:
+            if _is_type_checking(child):
+                continue
+            if in_function and isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield child, block
+            yield from _imports_in_functions(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+
+def _says_why(lines: list[str], stmt: ast.stmt) -> bool:
+    """A ``# lazy:`` comment on one of the statement's lines, or on the line just above it."""
+    own = lines[stmt.lineno - 1: stmt.end_lineno]
+    above = lines[stmt.lineno - 2].strip() if stmt.lineno >= 2 else ""
+    return any(LAZY in line for line in own) or above.startswith(LAZY)
+
+
+def test_every_import_inside_a_function_says_why() -> None:
+    """An import inside a function is there for start-up time (or for an order that matters), and says
+    so: a ``# lazy:`` comment on its line or the line above; one such comment above the first import of
+    a run of imports (no other statement between them) covers the run."""
+    offenders = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            lines = path.read_text().splitlines()
+            covered: set[int] = set()
+            for stmt, block in _imports_in_functions(ast.parse("\n".join(lines))):
+                i = next(k for k, s in enumerate(block) if s is stmt)
+                before = block[i - 1] if i else None
+                if _says_why(lines, stmt) or (isinstance(before, (ast.Import, ast.ImportFrom)) and id(before) in covered):
+                    covered.add(id(stmt))
+                else:
+                    offenders.append(f"{path.relative_to(ROOT)}:{stmt.lineno}: {lines[stmt.lineno - 1].strip()}")
+    assert offenders == []
 
 
 def strongly_connected(edges: dict[str, frozenset[str]]) -> list[list[str]]:

@@ -10,9 +10,11 @@ import sys
 def launch() -> None:
     """Set the heap policy (:mod:`vkcap.heap`), import the command line and run it; never returns."""
     try:
+        # lazy: inside the try, so that Ctrl-C while importing exits 130
         from .heap import keep_large_buffers
 
         keep_large_buffers()
+        # lazy: after keep_large_buffers(), which must set the heap policy before the command line's imports allocate
         from .cli import entry
     except KeyboardInterrupt:
         print("vkcap: interrupted", file=sys.stderr)

@@ -8,6 +8,7 @@ Heavy modules are imported inside the command functions so that ``vkcap run`` st
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -20,12 +21,16 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from vkcore.bounded_numbers import number_type
 from vkcore.device import validation
+from vkcore.device.lifetime import leave_last_device_to_exit
 from vkcore.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED, VkcapError
 from vkcore.safe_text import rich_text, shown
 from vkcore.version import vkcap_version
 
+from . import (commands_extract, commands_fleet, commands_import, commands_suite, commands_trace, commands_trim,
+               commands_vgf)
 from .error_cause import first_cause
 from .flag_parser import FlagParser as _Parser  # noqa: N814 (the name tests and commands know)
+from .log_format import ShownFormatter
 from .run_flags import check_run_flags, run_options
 from .vulkan_start import start_vulkan_early
 
@@ -125,36 +130,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(devices)
     devices.set_defaults(handler=_cmd_devices)
 
-    from . import commands_trace
-
     commands_trace.register(sub, _add_common, _add_run_flags, _add_device)
-    from . import commands_trim
-
     commands_trim.register(sub, _add_common, _add_device)
-    from . import commands_extract
-
     commands_extract.register(sub, _add_common, _add_device)
-    from . import commands_vgf
-
     commands_vgf.register(sub, _add_common)
-    from . import commands_suite
-
     commands_suite.add_suite_parser(sub)
-    from . import commands_fleet
-
     commands_fleet.register(sub, _add_common)
-    from . import commands_import
-
     commands_import.register(sub, _add_common)
     return parser
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     check_run_flags(args)
+    # lazy: vkcap --help imports this module, not vkcore.reference_log
     from vkcore import reference_log
 
     reference_log.to_stdout(getattr(logging, args.log_level.upper()))  # the reference's lines, for its scripts
     start_vulkan_early(device=args.device)  # before the imports below, which it overlaps
+    # lazy: vkcap --help imports this module, not vkcap.progress, vkcore.exec.runner (with vulkan)
     from vkcore.exec.runner import run
 
     from .progress import FrameProgress
@@ -186,15 +179,15 @@ def _wait_for_enter(prompt: str) -> None:
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:
+    # lazy: vkcap --help imports this module, not vkcore.device.context (with vulkan)
     from vkcore.device.context import list_devices
 
     devices = list_devices("off" if args.no_emulation_layers else "auto")
     if args.json:
-        import json
-
         print(json.dumps([{**d.fingerprint(), "index": d.index, "pci_bus": d.pci_bus or None, "tensors": d.tensors,
                            "graphs": d.graphs, "optical_flow": d.optical_flow} for d in devices], indent=2))
         return 0
+    # lazy: vkcap --help imports this module, not replay.report
     from replay.report import report_console, report_table
 
     table = report_table("Vulkan devices", ("#", "name", "UUID", "PCI", "type", "driver", "driver version", "API",
@@ -229,8 +222,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif arg.startswith("--log-level="):
             level = arg.split("=", 1)[1]
     try:
-        from .log_format import ShownFormatter
-
         shown_log = logging.StreamHandler(sys.stderr)
         shown_log.setFormatter(ShownFormatter())
         logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[shown_log])
@@ -276,8 +267,6 @@ def entry() -> None:
     on every run, which matters for small scenarios. For the same reason the last Vulkan device is
     left to the exit (:func:`vkcore.device.lifetime.leave_last_device_to_exit`).
     """
-    from vkcore.device.lifetime import leave_last_device_to_exit
-
     if not leave_last_device_to_exit():
         sys.exit(main())
     code = main()

@@ -13,6 +13,8 @@ import re
 import sys
 from typing import Iterator
 
+from .cli import build_parser
+
 WIDTH = 100  # the usage lines' width, fixed so that the page does not depend on the terminal
 
 HEADER = """\
@@ -103,8 +105,6 @@ def _flags(parser: argparse.ArgumentParser) -> Iterator[str]:
 def render(parser: argparse.ArgumentParser | None = None) -> str:
     """The whole page as markdown, ending with one newline."""
     if parser is None:
-        from .cli import build_parser
-
         parser = build_parser()
     commands = list(_commands(parser))
     out = [HEADER, "## Commands", ""]

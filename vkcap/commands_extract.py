@@ -5,8 +5,15 @@ the folder's ``check.sh`` runs."""
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 from pathlib import Path
 from typing import Any, Callable
+
+from vkcore.errors import UsageError
+
+from .commands_inspect import size_text
+from .compare_flags import _pairs
 
 AddFlags = Callable[[argparse.ArgumentParser], None]
 
@@ -49,9 +56,8 @@ def register(sub: Any, add_common: AddFlags, add_device: AddFlags) -> None:
 
 def extract_options(args: argparse.Namespace) -> Any:
     """The replay options an extract reads its inputs with: the device flags only."""
+    # lazy: per command; vkcap --help imports this module, not replay.options
     from replay.options import ReplayOptions
-
-    from .compare_flags import _pairs
 
     replaced = tuple((uid, Path(p)) for uid, p in _pairs(getattr(args, "replace_shader", []), "--replace-shader"))
     return ReplayOptions(trace=args.trace, device=args.device, emulation="off" if args.no_emulation_layers else "auto",
@@ -59,10 +65,6 @@ def extract_options(args: argparse.Namespace) -> Any:
 
 
 def log_extracted(result: Any) -> None:
-    import logging
-
-    from .commands_inspect import size_text
-
     differ = [u for u, v in result.inputs.items() if v == "differs"]
     logging.getLogger("vkcap").info(
         "wrote %scommands[%d] (%s%s) of frame %d to %s: %d resource(s), %s%s",
@@ -77,28 +79,30 @@ def extract_command(trace: Path, seq: int, index: int, out: Path, options: Any, 
     """Command ``index`` of frame ``seq`` extracted into ``out`` (:func:`replay.extract.extract`), or only
     its segment ``segment`` (:func:`replay.extract_segment.extract_segment`)."""
     if segment is None:
+        # lazy: per command; vkcap --help imports this module, not replay.extract (with msgpack, vulkan, xxhash, zstandard)
         from replay.extract import extract
 
         return extract(trace, seq, index, out, options, divergence, argv, force=force, place=place)
+    # lazy: per command; vkcap --help imports this module, not replay.extract_segment (with flatbuffers, msgpack, numpy, vulkan, xxhash, zstandard)
     from replay.extract_segment import extract_segment
 
     return extract_segment(trace, seq, index, segment, out, options, divergence, argv, force=force, place=place)
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
-    from vkcore.errors import UsageError
-
     if args.frame < 0 or args.command < 0:
         raise UsageError(f"--frame and --command are indices >= 0, got --frame {args.frame} --command {args.command}")
     if args.segment is not None:
         if args.segment < 0:
             raise UsageError(f"--segment is an index >= 0, got --segment {args.segment}")
+        # lazy: per command; vkcap --help imports this module, not replay.extract_segment, vkcore.output_folders (with flatbuffers, msgpack, numpy, vulkan, xxhash, zstandard)
         from replay.extract_segment import vgf_encoder
         from vkcore.output_folders import check_folder_target
 
         # the command line's own paths first (as extract checks them), then what --segment needs installed
         check_folder_target(args.output, place="-o", force=args.force, inputs=[args.trace])
         vgf_encoder()  # before any work: without vgfpy, one line that says how to install it
+    # lazy: per command; vkcap --help imports this module, not vkcap.progress
     from .progress import Activity
 
     with Activity(f"extract: frame {args.frame}, command {args.command} of {args.trace.name}"):
@@ -109,11 +113,8 @@ def cmd_extract(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    import os
-
+    # lazy: per command; vkcap --help imports this module, not replay.reproduce (with msgpack, numpy, vulkan, xxhash, zstandard)
     from replay.reproduce import reproduce
-
-    from vkcore.errors import UsageError
 
     runner = args.runner or os.environ.get("VKCAP_RUNNER") or "vkcap"
     if runner not in ("vkcap", "reference"):

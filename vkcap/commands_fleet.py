@@ -21,6 +21,7 @@ def register(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) ->
 def cmd_fleet_resources(args: argparse.Namespace) -> int:
     """One line of JSON: ``vulkan_device:<name>`` and ``vulkan_driver:<version>`` counts of this
     machine's Vulkan devices, and ``vkcap_node:<name>`` with ``--name``."""
+    # lazy: per command; vkcap --help imports this module, not replay.fleet_node, vkcore.device.context (with vulkan)
     from replay.fleet_node import node_resources
     from vkcore.device.context import list_devices
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,8 +23,7 @@ def register(sub: Any, add_common: AddFlags) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    import logging
-
+    # lazy: per command; vkcap --help imports this module, not capture.gfxr.importer (with numpy, vulkan, zstandard)
     from capture.gfxr.importer import import_capture
 
     summary = import_capture(args.capture, args.output, frames_per_submit=args.frames_per_submit)
@@ -37,8 +37,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def record_capture(args: argparse.Namespace, capture: Path, record: Callable[[argparse.Namespace], int]) -> int:
     """``vkcap record CAPTURE.gfxr``: import into a private temporary folder (removed afterwards, whatever
     happens), then ``record`` that scenario; the trace is named after the capture (``traces/<stem>.vkt``)."""
-    import logging
-
+    # lazy: per command; vkcap --help imports this module, not capture.gfxr.importer (with numpy, vulkan, zstandard)
     from capture.gfxr.importer import imported_scenario
 
     with imported_scenario(capture, frames_per_submit=args.frames_per_submit) as (scenario, summary):

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 from pathlib import Path
 from typing import Any
 
 from vkcore.errors import TraceError, UsageError
-from vkcore.resources.files import SUFFIXES as EXPORT_SUFFIXES
+from vkcore.resources.files import SUFFIXES as EXPORT_SUFFIXES, write_resource_file
 from vkcore.safe_text import rich_text, shown
 
 
@@ -44,6 +45,7 @@ def trace_summary(path: Path) -> dict[str, Any]:
     trace lacks (with their frames); ``bytes_after_trailer`` what follows the trace's own
     TRAILER (appended data or a concatenated trace, never read), with ``trailer_note``. ``intact`` is
     true when none of these is found."""
+    # lazy: per command; vkcap --help imports this module, not capture.format.records, capture.tally, capture.trace (with msgpack, xxhash, zstandard)
     from capture.format.records import BlobInfo
     from capture.tally import SnapshotTally
     from capture.trace import Trace
@@ -105,6 +107,7 @@ def trace_summary(path: Path) -> dict[str, Any]:
 def _views(trace: Any) -> dict[str, Any]:
     """The trace's buffer views (recorded, or derived from its SPIR-V); none when its SPIR-V is damaged:
     info describes a damaged trace rather than refuse it."""
+    # lazy: per command; vkcap --help imports this module, not replay.reading
     from replay.reading import trace_views
 
     try:
@@ -118,6 +121,7 @@ def view_summary(view: Any, size: Any) -> dict[str, Any]:
     holds (``float32[4096]``), ``type`` without it (``float32[]``), ``elements`` (None without a runtime array or a size), the shader and
     binding it comes from, ``role`` (writer or reader), its ``parts`` (as the trace records them) and the
     ``alternatives`` other shaders have (text, shader, binding)."""
+    # lazy: per command; vkcap --help imports this module, not capture.view_arrays
     from capture.view_arrays import elements, sized_text
 
     nbytes = size if _is_int(size) and size >= 0 else None
@@ -193,6 +197,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
+    # lazy: per command; vkcap --help imports this module, not replay.report
     from replay.report import report_console, report_table
 
     console = report_console()
@@ -232,6 +237,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         console.print(f"damaged    {c['type']} record at offset {c['offset']} ({shown(c['kind'])}{frames}): {shown(c['reason'])}",
                       markup=False, highlight=False)
     if summary["lost_frames"]:
+        # lazy: per command; vkcap --help imports this module, not capture.trace (with msgpack, xxhash, zstandard)
         from capture.trace import seq_ranges
 
         lost = summary["lost_frames"]
@@ -243,6 +249,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if summary["bytes_after_trailer"]:
         console.print(f"appended   {shown(summary['trailer_note'])}", markup=False, highlight=False)
     if summary["trimmed_from"] is not None:
+        # lazy: per command; vkcap --help imports this module, not replay.trim (with msgpack, vulkan, xxhash, zstandard)
         from replay.trim import describe_provenance
 
         console.print(f"trimmed    {shown(describe_provenance(summary['trimmed_from']))}", markup=False, highlight=False)
@@ -291,9 +298,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     writable; the suffix the resource's kind exports as), ``--resource`` (a resource of the trace) and
     ``--frame`` (a frame of the trace). A view that cannot shape an array (a forged one) is one line
     naming ``views.UID``, exit 2, nothing written. The output is written atomically."""
+    # lazy: per command; vkcap --help imports this module, not capture.trace, vkcore.outputs (with msgpack, xxhash, zstandard)
     from capture.trace import Trace
     from vkcore.outputs import check_output_target
-    from vkcore.resources.files import write_resource_file
 
     check_output_target(args.output, place="-o")
     with Trace.open(args.trace) as trace:
@@ -304,6 +311,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         _check_export_meta(trace.path, args.resource, meta)
         view = None
         if kind == "buffer" and not getattr(args, "raw", False):
+            # lazy: per command; vkcap --help imports this module, not replay.reading
             from replay.reading import trace_views
 
             view = trace_views(trace).get(args.resource)
@@ -317,6 +325,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def _export_typed(trace: Path, out: Path, uid: str, view: Any, data: bytes | memoryview) -> None:
     """Write ``data`` as the array ``view`` shapes; say the fixed members a runtime array leaves out."""
+    # lazy: per command; vkcap --help imports this module, not capture.view_arrays
     from capture.view_arrays import ViewExportError, header_line, npy_problem, typed_array
 
     try:
@@ -334,6 +343,7 @@ def _export_typed(trace: Path, out: Path, uid: str, view: Any, data: bytes | mem
 
 def write_npy(path: Path, array: Any) -> None:
     """``array`` as a .npy file written atomically (the header :func:`npy_header` gives, then its bytes)."""
+    # lazy: per command; vkcap --help imports this module, not numpy, vkcore.outputs
     import numpy as np
 
     from vkcore.outputs import write_atomic
@@ -347,8 +357,7 @@ def write_npy(path: Path, array: Any) -> None:
 def npy_header(array: Any) -> bytes:
     """numpy's .npy header for ``array`` (C order): version 1.0, or 2.0 when it is longer than 64 KiB (a
     structured dtype of many fields)."""
-    import io
-
+    # lazy: per command; vkcap --help imports this module, not numpy.lib.format
     from numpy.lib import format as npy
 
     info = npy.header_data_from_array_1_0(array)
@@ -383,6 +392,7 @@ def _check_export_meta(trace: Path, uid: str, meta: dict[str, Any]) -> None:
     """Refuse a resource whose description in the trace cannot describe its snapshot: the fields the
     exported file is shaped by (a tensor's or image's format, dims and texel size), each of its type,
     in range and consistent with the resource's size (``TRACE: resources.UID.FIELD: why``, exit 2)."""
+    # lazy: per command; vkcap --help imports this module, not vkcore.resources.formats (with vulkan)
     from vkcore.resources.formats import format_info, tensor_dtype
 
     kind = meta.get("kind", "buffer")
@@ -419,6 +429,7 @@ def _check_export_meta(trace: Path, uid: str, meta: dict[str, Any]) -> None:
 
 
 def np_dtype(descr: str) -> Any:
+    # lazy: per command; vkcap --help imports this module, not numpy
     import numpy as np
 
     return np.dtype(descr)

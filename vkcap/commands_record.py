@@ -3,14 +3,20 @@ a trace, nor a trace of another scenario) and the closing figures."""
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from vkcore.bounded_numbers import check_number
 from vkcore.errors import EXIT_INTERRUPTED, UsageError, VkcapError
 
+from .commands_import import record_capture
 from .commands_inspect import size_text, snapshot_figures
+from .run_flags import check_run_flags, run_options
+from .vulkan_start import TRACE_CODECS, start_vulkan_early
 
 if TYPE_CHECKING:
     from vkcore.scenario.model import Scenario
@@ -20,18 +26,10 @@ ZSTD_MIN_LEVEL, ZSTD_MAX_LEVEL = -(1 << 17), 22  # zstd's ZSTD_minCLevel() and Z
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    import logging
-
     capture = Path(args.scenario or args.scenario_pos or "")
     if capture.suffix.lower() == ".gfxr":  # a GFXReconstruct capture: imported first (vkcap import)
-        from .commands_import import record_capture
 
         return record_capture(args, capture, cmd_record)
-
-    from .run_flags import check_run_flags, run_options
-    from .vulkan_start import TRACE_CODECS, start_vulkan_early
-
-    from vkcore.bounded_numbers import check_number
 
     check_number("checkpoint_every", args.checkpoint_every, place="--checkpoint-every")
     if not ZSTD_MIN_LEVEL <= args.compression_level <= ZSTD_MAX_LEVEL:
@@ -42,6 +40,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     check_run_flags(args)
     start_vulkan_early(device=args.device, also=TRACE_CODECS)  # before the imports below, which it overlaps
     run = run_options(args, capture_all=args.capture == "all")
+    # lazy: per command; vkcap --help imports this module, not capture.recorder (with msgpack, vulkan, xxhash, zstandard)
     from capture.recorder import RecordOptions, default_trace_path, record
 
     options = RecordOptions(
@@ -55,6 +54,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         fsync=args.fsync,
     )
     scenario, before = (None, None) if run.dry_run else check_trace_target(options.trace, run)
+    # lazy: per command; vkcap --help imports this module, not vkcap.progress
     from .progress import FrameProgress
 
     log = logging.getLogger("vkcap")
@@ -101,6 +101,7 @@ def check_trace_target(target: Path, run: Any) -> tuple["Scenario", ExistingTrac
     does not start with the trace magic). Returns the scenario, loaded for the check (the recording
     uses it instead of loading it again), and where a failed recording would go when a trace already
     exists at ``target`` (see :func:`capture.writer.failed_trace_path`), else None."""
+    # lazy: per command; vkcap --help imports this module, not capture.trace_target, capture.writer, vkcore.outputs, vkcore.scenario.load (with msgpack, xxhash, zstandard)
     from capture.writer import failed_trace_path
     from capture.trace_target import clear_partials
     from vkcore.outputs import check_output_target
@@ -123,6 +124,7 @@ def check_trace_target(target: Path, run: Any) -> tuple["Scenario", ExistingTrac
 
 def _scenario_clash(target: Path, scenario: Any, output: Path | None) -> str | None:
     """What ``target`` is to the scenario, when it is the scenario, a ``src`` or a ``dst``, or None."""
+    # lazy: per command; vkcap --help imports this module, not vkcore.outputs
     from vkcore.outputs import same_file
 
     if same_file(target, scenario.path):
@@ -139,6 +141,7 @@ def _scenario_clash(target: Path, scenario: Any, output: Path | None) -> str | N
 
 def _check_is_trace(path: Path) -> None:
     """Refuse an existing ``path`` that does not start with the trace magic (docs/trace-format.md §3)."""
+    # lazy: per command; vkcap --help imports this module, not capture.trace_target (with msgpack, xxhash)
     from capture.trace_target import check_replaceable
 
     check_replaceable(path, place="-o")
@@ -177,8 +180,7 @@ def _record_figures(result: Any) -> str:
 def _write_summary(path: Path, result: Any) -> None:
     """``record --json``: the trace, its frames and sizes, the snapshot totals and the snapshot work's
     throughput (:class:`capture.recorder.Throughput`, with its thread count)."""
-    import json
-
+    # lazy: per command; vkcap --help imports this module, not vkcore.outputs
     from vkcore.outputs import output_error
 
     summary = {

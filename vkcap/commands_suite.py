@@ -3,13 +3,18 @@ the child each worker runs (not for direct use)."""
 from __future__ import annotations
 
 import argparse
+import fnmatch
+import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from vkcore.bounded_numbers import check_number, number_type, parse_number
-from vkcore.errors import UsageError
+from vkcore.errors import UsageError, VkcapError
 from vkcore.safe_text import rich_text, shown_lines
+
+from .compare_flags import flags_policy, suite_replay_options
 
 # Flags handed on to every worker's replays (their values are checked here first).
 FORWARDED = ("atol", "rtol", "ulp", "tolerance")
@@ -93,8 +98,7 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 
 def cmd_suite_run(args: argparse.Namespace) -> int:
-    import logging
-
+    # lazy: per command; vkcap --help imports this module, not replay.suite
     from replay.suite import load_suite, run_suite, shard
 
     log = logging.getLogger("vkcap")
@@ -103,6 +107,7 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     if args.tolerance and not args.tolerance.startswith("preset:"):
         raise UsageError(f"--tolerance {args.tolerance}: a suite takes preset:NAME (per-resource tolerances: in the manifest)")
     if args.tolerance:
+        # lazy: per command; vkcap --help imports this module, not replay.tolerances
         from replay.tolerances import preset_policy
 
         preset_policy(args.tolerance.removeprefix("preset:"), f"--tolerance {args.tolerance}")
@@ -111,6 +116,7 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
         raise UsageError("--ray-shared: only with --ray")
     check_number("ray_cache_limit", args.ray_cache_limit, place="--ray-cache-limit")
     if args.ray is not None:
+        # lazy: per command; vkcap --help imports this module, not replay.fleet (with vulkan)
         from replay.fleet import import_ray
 
         if args.jobs != 1:
@@ -118,11 +124,13 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
         import_ray()  # says how to install it, before any work
     which = _shard(args.shard)
     traces = load_suite(args.paths, allow_outside=args.allow_outside_manifest)
+    # lazy: per command; vkcap --help imports this module, not vkcore.outputs
     from vkcore.outputs import check_outputs_apart
 
     check_outputs_apart([("--json", args.json), ("--junit", args.junit), ("--html", args.html), ("--results", args.results)],
                         [*((p, "the suite's manifest") for p in args.paths if p.is_file()),
                          *((t.path, "one of the suite's traces") for t in traces)])
+    # lazy: per command; vkcap --help imports this module, not replay.report
     from replay.report import check_output
 
     for flag, path in (("--json", args.json), ("--junit", args.junit), ("--html", args.html)):
@@ -142,13 +150,14 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     pooled = _pool(args.device_pool) if args.device_pool else None
     traces = _check_traces(traces, flags, dtypes, log)
 
-    from .compare_flags import suite_replay_options
+    # lazy: per command; vkcap --help imports this module, not vkcap.progress
     from .progress import Activity, SuiteProgress
 
     pages = args.results if args.results else args.html.parent / f"{args.html.stem}-pages" if args.html else None
     if pages is not None:
         pages.mkdir(parents=True, exist_ok=True)
     if args.ray is not None:
+        # lazy: per command; vkcap --help imports this module, not replay.fleet (with vulkan)
         from replay.fleet import Fleet, FleetOptions
 
         with Activity(f"starting Ray ({args.ray})..."):
@@ -172,6 +181,7 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
 
 def _dtypes(values: list[str]) -> list[tuple[str, str]]:
     """``--dtype UID=TYPE`` values, each a known type (their uids are checked against the traces later)."""
+    # lazy: per command; vkcap --help imports this module, not replay.results
     from replay.results import DTYPES
 
     out = []
@@ -188,6 +198,7 @@ def _dtypes(values: list[str]) -> list[tuple[str, str]]:
 def _check_devices(selectors: list[str]) -> None:
     """Every ``--device`` names a device here (:func:`vkcore.device.context.choose_device`: one line,
     exit 2, listing the devices), before any worker starts."""
+    # lazy: per command; vkcap --help imports this module, not vkcore.device.context (with vulkan)
     from vkcore.device.context import choose_device, list_devices
 
     devices = list_devices()
@@ -200,8 +211,7 @@ def _pool(specs: list[str]) -> list[Any]:
     picks as ``--device`` does (every device of a shared UUID prefix), anything else is a case-insensitive
     pattern of names (fnmatch; a plain word matches names that hold it). A SPEC matching no device is
     one line, exit 2, listing the devices."""
-    import fnmatch
-
+    # lazy: per command; vkcap --help imports this module, not vkcore.device.context (with vulkan)
     from vkcore.device.context import choose_device, device_index, list_devices, uuid_matches
 
     devices = list_devices()
@@ -231,14 +241,10 @@ def _check_traces(traces: list[Any], flags: list[str], dtypes: list[tuple[str, s
     and must divide its size there and name a resource of some trace; each trace's tolerances and
     dtypes are checked against it (:func:`replay.suite_tolerances.check_suite`: the manifest's keys are
     errors, the suite's flags warnings)."""
-    from dataclasses import replace
-
+    # lazy: per command; vkcap --help imports this module, not capture.trace, replay.suite_tolerances, replay.tolerances (with msgpack, xxhash, zstandard)
     from capture.trace import Trace
     from replay.suite_tolerances import check_suite
     from replay.tolerances import check_dtype
-    from vkcore.errors import VkcapError
-
-    from .compare_flags import flags_policy
 
     if dtypes:
         given: list[Any] = []
@@ -267,6 +273,7 @@ def _check_traces(traces: list[Any], flags: list[str], dtypes: list[tuple[str, s
 
 
 def cmd_suite_merge(args: argparse.Namespace) -> int:
+    # lazy: per command; vkcap --help imports this module, not replay.suite
     from replay.suite import read_results
 
     return _report(args, read_results(args.folders))
@@ -275,6 +282,7 @@ def cmd_suite_merge(args: argparse.Namespace) -> int:
 def cmd_suite_bless(args: argparse.Namespace) -> int:
     """Rewrite the manifest's expectations from the results (:mod:`replay.suite_bless`); print the
     unified diff (nothing when they already agree); with ``--dry-run``, only print it. Exit 0."""
+    # lazy: per command; vkcap --help imports this module, not difflib, replay.suite, replay.suite_bless
     import difflib
 
     from replay.suite import read_results
@@ -292,13 +300,13 @@ def cmd_suite_bless(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, results: list[Any]) -> int:
     """Print the table and the counts, write the reports asked for; exit 1 when a trace failed."""
-    import logging
-
+    # lazy: per command; vkcap --help imports this module, not replay.report, replay.suite
     from replay.report import report_console, report_table
     from replay.suite import write_junit, write_results
 
     log = logging.getLogger("vkcap")
     hosts = any(r.host for r in results)  # a fleet's results: the node of each
+    # lazy: per command; vkcap --help imports this module, not replay.suite
     from replay.suite import device_labels
 
     labels = device_labels(results)  # name and short UUID: identical GPUs told apart
@@ -311,6 +319,7 @@ def _report(args: argparse.Namespace, results: list[Any]) -> int:
     report_console().print(table)
     document = {"results": [r.as_dict() for r in results]}
     if args.json:
+        # lazy: per command; vkcap --help imports this module, not replay.report
         from replay.report import write_json
 
         write_json(args.json, document)
@@ -319,6 +328,7 @@ def _report(args: argparse.Namespace, results: list[Any]) -> int:
     if getattr(args, "results", None):
         write_results(args.results, results)
     if args.html:
+        # lazy: per command; vkcap --help imports this module, not replay.html (with jinja2, markupsafe)
         from replay.html import write_suite_html
 
         write_suite_html(args.html, results)
@@ -332,6 +342,7 @@ def cmd_suite_worker(args: argparse.Namespace) -> int:
     """A suite's worker process (:class:`replay.suite.Worker`): :func:`replay.worker.serve` on stdin and
     stdout, on the device ``--device`` picks (the replays' logging goes to stderr). A crash kills this
     process: the parent reports it."""
+    # lazy: per command; vkcap --help imports this module, not replay.worker (with vulkan)
     from replay.worker import serve
 
     return serve(args.device, sys.stdin, sys.stdout)

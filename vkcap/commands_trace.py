@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json as _json
+import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -14,9 +17,11 @@ from vkcore.safe_text import rich_text, shown
 
 from replay.page_scratch import forget_scratch, scratch_folder
 
+from .commands_extract import extract_command, extract_options, log_extracted
 from .commands_inspect import cmd_export, cmd_info
 from .commands_record import cmd_record
 from .compare_flags import add_compare_flags, check_compare_flags, replay_options, shapes, tolerance_policy
+from .vulkan_start import TRACE_CODECS, start_vulkan_early
 
 if TYPE_CHECKING:
     from replay.bisect import BisectResult
@@ -130,9 +135,11 @@ def report_outputs(args: argparse.Namespace, kind: str, document: dict[str, Any]
     (default: recorded and live); ``fingerprints`` head the page, ``bisect`` adds its probes. The page
     is written first: the pictures it embeds from a scratch folder (:func:`html_scratch`) are then
     dropped from the comparisons, so no other report names a file that is about to be removed."""
+    # lazy: per command; vkcap --help imports this module, not replay.report
     from replay.report import REPLAY_SIDES, write_json, write_junit
 
     if getattr(args, "html", None):
+        # lazy: per command; vkcap --help imports this module, not replay.html, replay.tolerances (with jinja2, markupsafe)
         from replay.html import write_html
         from replay.tolerances import describe_tolerance
 
@@ -188,17 +195,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    import logging
-
-    from .vulkan_start import TRACE_CODECS, start_vulkan_early
-
     log = logging.getLogger("vkcap")
     check_compare_flags(args, [args.trace])  # before Vulkan starts, and before an isolated child does
+    # lazy: per command; vkcap --help imports this module, not replay.isolate
     from replay.isolate import in_isolated_child
 
     if args.isolate and not in_isolated_child():  # a child never isolates again
         return replay_isolated(args, log)
     start_vulkan_early(args.icd, args.device, also=TRACE_CODECS)  # the replay runs in this process
+    # lazy: per command; vkcap --help imports this module, not capture.trace (with msgpack, xxhash, zstandard)
     from capture.trace import Trace
 
     with Trace.open(args.trace) as trace:
@@ -212,12 +217,14 @@ def replay_and_print(options: Any, trace: Any, *, auto_tolerance: bool, log: Any
     """The replay of ``options`` (its tolerances measured first with ``auto_tolerance``) on ``trace``
     (open), its frames printed as a table: ``vkcap replay``'s, in process or in an isolated child
     (:mod:`vkcap.replay_child`)."""
+    # lazy: per command; vkcap --help imports this module, not replay.replayer, replay.report, vkcap.progress (with msgpack, vulkan, xxhash, zstandard)
     from replay.replayer import replay, target_frames
     from replay.report import print_frames
 
     from .progress import Activity
 
     if auto_tolerance:
+        # lazy: per command; vkcap --help imports this module, not replay.auto (with msgpack, numpy, vulkan, xxhash, zstandard)
         from replay.auto import auto_tolerances
 
         options = auto_tolerances(options, log, opened=trace)
@@ -231,6 +238,7 @@ def replay_and_print(options: Any, trace: Any, *, auto_tolerance: bool, log: Any
 
 def replay_document(report: Any) -> dict[str, Any]:
     """The report document of a replay (what ``--json`` writes)."""
+    # lazy: per command; vkcap --help imports this module, not replay.report
     from replay.report import frames_document
 
     return {
@@ -246,6 +254,7 @@ def replay_document(report: Any) -> dict[str, Any]:
 
 def tell_outcome(report: Any, log: Any) -> int:
     """Log what a replay ran and found; its exit code (1: a frame diverged)."""
+    # lazy: per command; vkcap --help imports this module, not replay.report
     from replay.report import comparison_line
 
     first = report.first_divergence
@@ -284,8 +293,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    import logging
-
+    # lazy: per command; vkcap --help imports this module, not capture.trace, replay.diff, replay.reading, replay.report (with msgpack, numpy, xxhash, zstandard)
     from capture.trace import Trace
     from replay.diff import diff_traces
     from replay.reading import warn_bytes_tolerances
@@ -298,6 +306,7 @@ def _diff(args: argparse.Namespace) -> int:
     with Trace.open(args.trace) as a, Trace.open(args.other) as b:
         policy = tolerance_policy(args, a.resources)
         warn_bytes_tolerances(a, policy)
+        # lazy: per command; vkcap --help imports this module, not vkcap.progress
         from .progress import Activity
 
         with Activity(f"diff: comparing {args.trace.name} with {args.other.name}") as progress:
@@ -334,6 +343,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     with html_scratch(args):
         if not args.isolate:
             return _bisect(args, None)
+        # lazy: per command; vkcap --help imports this module, not replay.isolate
         from replay.isolate import ProbeServer
 
         # The probes' child starts first, so its start-up (Python, its modules) overlaps this process's
@@ -344,13 +354,12 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
 
 def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
-    import json as _json
-    import logging
-
+    # lazy: per command; vkcap --help imports this module, not vkcore.device.driver
     from vkcore.device.driver import use_driver
 
     check_compare_flags(args, [args.trace])  # --reference-icd's manifest too
     if args.extract is not None:  # a folder that must not be written is refused before the search
+        # lazy: per command; vkcap --help imports this module, not vkcore.output_folders
         from vkcore.output_folders import check_folder_target
 
         check_folder_target(args.extract, place="--extract", force=args.force, inputs=[args.trace])
@@ -358,9 +367,9 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     loader_env = {k: os.environ.get(k) for k in LOADER_VARIABLES}  # the recording device is looked for with these
     use_driver(args.icd)
     if server is None:  # the probes run here: let the driver start while the modules load
-        from .vulkan_start import TRACE_CODECS, start_vulkan_early
 
         start_vulkan_early(device=args.device, also=TRACE_CODECS)
+    # lazy: per command; vkcap --help imports this module, not capture.trace, replay.bisect, replay.report (with msgpack, xxhash, zstandard)
     from capture.trace import Trace
     from replay.bisect import Span, bisect_trace, dispatch_name
     from replay.report import comparison_line
@@ -370,10 +379,12 @@ def _bisect(args: argparse.Namespace, server: "ProbeServer | None") -> int:
     with Trace.open(args.trace) as trace:
         options = replay_options(args, trace)
         if args.tolerance == "auto":
+            # lazy: per command; vkcap --help imports this module, not replay.auto (with msgpack, numpy, vulkan, xxhash, zstandard)
             from replay.auto import auto_tolerances
 
             options = auto_tolerances(options, log, opened=trace)
 
+        # lazy: per command; vkcap --help imports this module, not vkcap.progress
         from .progress import Activity, frames_text
 
         def on_probe(span: Span, diverged: bool) -> None:
@@ -444,19 +455,16 @@ def _extract_divergence(args: argparse.Namespace, result: "BisectResult", record
     how it diverged; where bisect named a segment of a graph dispatch, that segment alone (the whole
     dispatch, and a warning saying why, without ARM's vgfpy); without a dispatch named, nothing is written
     (and the log says why)."""
-    import logging
-    from dataclasses import replace
-
+    # lazy: per command; vkcap --help imports this module, not replay.extract, replay.report (with msgpack, vulkan, xxhash, zstandard)
     from replay.extract import Divergence
     from replay.report import comparison_line
-
-    from .commands_extract import extract_command, extract_options, log_extracted
 
     log = logging.getLogger("vkcap")
     if result.command is None or result.frame is None:
         log.warning("--extract %s: no dispatch named, nothing extracted", args.extract)
         return
     if segment_index is not None:
+        # lazy: per command; vkcap --help imports this module, not replay.extract_segment (with flatbuffers, msgpack, numpy, vulkan, xxhash, zstandard)
         from replay.extract_segment import INSTALL, has_vgf_encoder
 
         if not has_vgf_encoder():
@@ -486,6 +494,7 @@ def replay_isolated(args: argparse.Namespace, log: Any) -> int:
 
     Every report asked for is written here, from the child's report or of the crash (JUnit: a failing
     ``driver crash`` case); bad input (the child exits 2) raises the child's error line and writes none."""
+    # lazy: per command; vkcap --help imports this module, not replay.isolate, replay.report, vkcap.progress
     from replay.isolate import run_child
     from replay.report import frames_from_document
 

@@ -4,8 +4,11 @@ rebuilt by replaying the frames before it."""
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 from typing import Any, Callable
+
+from .commands_inspect import size_text
 
 AddFlags = Callable[[argparse.ArgumentParser], None]
 
@@ -23,15 +26,13 @@ def register(sub: Any, add_common: AddFlags, add_device: AddFlags) -> None:
 
 
 def cmd_trim(args: argparse.Namespace) -> int:
-    import logging
-
+    # lazy: per command; vkcap --help imports this module, not replay.options, replay.trim (with msgpack, vulkan, xxhash, zstandard)
     from replay.trim import parse_frames, trim_trace
     from replay.options import ReplayOptions
 
-    from .commands_inspect import size_text
-
     span = parse_frames(args.frames, args.trace)
     options = ReplayOptions(trace=args.trace, device=args.device, emulation="off" if args.no_emulation_layers else "auto")
+    # lazy: per command; vkcap --help imports this module, not vkcap.progress
     from .progress import Activity
 
     with Activity(f"trim: writing frames {args.frames} of {args.trace.name}"):

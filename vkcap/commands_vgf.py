@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
+from vkcore.safe_text import shown
+
 AddFlags = Callable[[argparse.ArgumentParser], None]
 
 
@@ -26,12 +28,14 @@ def register(sub: Any, add_common: AddFlags) -> None:
 
 
 def cmd_vgf(args: argparse.Namespace) -> int:
+    # lazy: per command; vkcap --help imports this module, not vkcore.graphs.vgf (with flatbuffers, numpy, vulkan)
     from vkcore.graphs.vgf import read_vgf
 
     vgf = read_vgf(args.file)
     if args.json:
         print(json.dumps(vgf.to_dict(), indent=2))
         return 0
+    # lazy: per command; vkcap --help imports this module, not rich.console
     from rich.console import Console
 
     Console(emoji=False).print(vgf_tree(vgf))
@@ -54,11 +58,11 @@ def _size(n: int) -> str:
 
 def vgf_tree(vgf: Any) -> Any:
     """A ``rich.tree.Tree`` of a :class:`vkcore.graphs.vgf.VgfFile`."""
+    # lazy: per command; vkcap --help imports this module, not rich.markup, rich.tree
     from rich.markup import escape
     from rich.tree import Tree
 
-    from vkcore.safe_text import shown
-
+    # lazy: per command; vkcap --help imports this module, not vkcore.graphs.vgf (with flatbuffers, numpy, vulkan)
     from vkcore.graphs.vgf import (
         BORDER_COLORS, SAMPLER_ADDRESS_MODES, SAMPLER_FILTERS, CodeKind, descriptor_type_name, stage_flags_name,
     )

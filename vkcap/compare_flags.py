@@ -3,11 +3,17 @@ trace: frames, uids, dtypes, shapes, tolerances) and turned into :class:`replay.
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vkcore.bounded_numbers import check_number
 from vkcore.errors import TraceError, UsageError
+
+from .flag_parser import FlagParser
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -46,8 +52,6 @@ def add_compare_flags(p: argparse.ArgumentParser) -> None:
 def frame_range(args: argparse.Namespace) -> tuple[int | None, int | None]:
     """``--frame F`` or ``--frames A-B`` as (first, last), each a frame number of the bounds table
     (:func:`vkcore.bounded_numbers.check_number`); (None, None) when neither is given."""
-    from vkcore.bounded_numbers import check_number
-
     if getattr(args, "frame", None) is not None:
         if args.frame < 0:
             raise UsageError(f"--frame must be 0 or more, got {args.frame}")
@@ -68,9 +72,10 @@ def check_compare_flags(args: argparse.Namespace, inputs: list[Path]) -> None:
     (:func:`vkcore.bounded_numbers.check_number`: finite, in range), the tolerance file's own content,
     report paths (:func:`replay.report.check_output`; none may be one of ``inputs``, the traces read), driver manifests (:func:`vkcore.device.driver.check_manifest`). Raises
     :class:`UsageError` (exit 2) naming the flag."""
+    # lazy: vkcap --help imports this module, not replay.report, replay.tolerances
     from replay.report import check_output
     from replay.tolerances import load_tolerance_file, preset_policy
-    from vkcore.bounded_numbers import check_number
+    # lazy: vkcap --help imports this module, not vkcore.device.driver
     from vkcore.device.driver import check_manifest
 
     for key in ("atol", "rtol", "ulp", "timeout", "top"):
@@ -100,8 +105,7 @@ def check_frames(args: argparse.Namespace, trace: "Trace", first: int | None, la
     none of its frames (:class:`UsageError` naming the trace and the flag). Warn (log) when some frames
     asked for are not in the trace, and when the trace was recovered after its recording was cut short:
     a replay then compares fewer frames than asked, never silently. ``warn=False``: no warning."""
-    import logging
-
+    # lazy: vkcap --help imports this module, not capture.trace (with msgpack, xxhash, zstandard)
     from capture.trace import seq_ranges
 
     log = logging.getLogger("vkcap")
@@ -127,6 +131,7 @@ def check_frames(args: argparse.Namespace, trace: "Trace", first: int | None, la
 
 def _gaps(first: int, last: int, present: list[int]) -> str:
     """The numbers of ``first..last`` not in ``present`` (ascending, all inside), as ranges: ``6-99``."""
+    # lazy: vkcap --help imports this module, not capture.trace (with msgpack, xxhash, zstandard)
     from capture.trace import spans_text
 
     spans, at = [], first
@@ -143,8 +148,7 @@ def tolerance_policy(args: argparse.Namespace, resources: "Resources | None" = N
     """The tolerances and dtypes of ``--tolerance FILE``, ``--atol``/``--rtol``/``--ulp`` and ``--dtype``.
     With ``resources`` (the trace's), every uid named must be one of them and every dtype must divide
     its size: :class:`UsageError` naming the flag or the file's table otherwise."""
-    from dataclasses import replace
-
+    # lazy: vkcap --help imports this module, not replay.results, replay.tolerances
     from replay.results import DTYPES
     from replay.tolerances import TolerancePolicy, check_dtype, load_tolerance_file, preset_policy
 
@@ -166,7 +170,6 @@ def tolerance_policy(args: argparse.Namespace, resources: "Resources | None" = N
         if resources is not None:
             check_dtype(uid, dtype, resources, f"--dtype {uid}={dtype}")
         dtypes[uid] = dtype
-    from vkcore.bounded_numbers import check_number
 
     top = int(check_number("top", getattr(args, "top", 5), place="--top"))
     return replace(policy, dtypes=dtypes, top=top)
@@ -177,8 +180,6 @@ def suite_flags_parser() -> argparse.ArgumentParser:
     then a trace's own: :attr:`replay.suite.SuiteTrace.flags`): the compare flags (tolerances, dtypes,
     shapes), ``--replace-shader``, ``--timeout``, ``--device``, ``--icd``, ``--no-emulation-layers``;
     no trace (the caller has it). Spelled and refused as ``vkcap replay`` does (one line, exit 2)."""
-    from .flag_parser import FlagParser
-
     parser = FlagParser(prog="vkcap replay", add_help=False)
     add_compare_flags(parser)
     parser.add_argument("--replace-shader", action="append", default=[], metavar="UID=FILE")
@@ -225,11 +226,9 @@ def resource_tolerances(text: str | None, resources: "Resources | None" = None) 
     ``resources`` tables become on their way to a worker: ``{"out": {"atol": 2e-06}, "out.pos": {"ulp":
     1}}``), each number checked by :func:`vkcore.bounded_numbers.check_number`; with ``resources``, each
     key names a resource or ``UID.FIELD`` (:func:`replay.tolerances.split_key`)."""
-    import json
-
+    # lazy: vkcap --help imports this module, not replay.suite_tolerances, replay.tolerances
     from replay.suite_tolerances import RESOURCE_TOLERANCES
     from replay.tolerances import KEYS, split_key
-    from vkcore.bounded_numbers import check_number
 
     if text is None:
         return {}
@@ -257,6 +256,7 @@ def replay_options(args: argparse.Namespace, opened: "Trace | None" = None, *, w
     the flags name (:func:`tolerance_policy`, :func:`shapes`). ``warn=False``: no warning is logged (a
     recovered trace, frames asked for that it lacks, tolerances compared as bytes). ``check=False``:
     the flags are checked on their own, the trace is not opened (its replay opens it)."""
+    # lazy: vkcap --help imports this module, not capture.trace, replay.options (with msgpack, xxhash, zstandard)
     from capture.trace import Trace
     from replay.options import ReplayOptions
 
@@ -267,6 +267,7 @@ def replay_options(args: argparse.Namespace, opened: "Trace | None" = None, *, w
             policy = tolerance_policy(args, trace.resources)
             shape_list = shapes(args, trace.resources, policy)
             if warn:
+                # lazy: vkcap --help imports this module, not replay.reading
                 from replay.reading import warn_bytes_tolerances
 
                 warn_bytes_tolerances(trace, policy)
@@ -296,6 +297,7 @@ def shapes(args: argparse.Namespace, resources: "Resources | None" = None,
            policy: "TolerancePolicy | None" = None) -> list[tuple[str, tuple[int, ...]]]:
     """The ``--shape UID=AxB...`` values. With ``resources`` (the trace's) and ``policy`` (its dtypes),
     each must name a resource and hold as many elements as it (:func:`replay.tolerances.check_shape`)."""
+    # lazy: vkcap --help imports this module, not replay.tolerances
     from replay.tolerances import check_shape
 
     out = []

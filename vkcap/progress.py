@@ -19,6 +19,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vkcore.safe_text import shown
@@ -88,6 +89,7 @@ class Activity:
     def columns(self) -> list[Any]:
         """What the display shows: a spinner, the description as plain text (``markup=False``), a bar
         and ``done/total`` when the total is known, the time spent."""
+        # lazy: vkcap run imports this module, not rich.progress
         from rich.progress import BarColumn, MofNCompleteColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}", markup=False)]
@@ -96,6 +98,7 @@ class Activity:
         return [*columns, TimeElapsedColumn()]
 
     def _show(self) -> None:
+        # lazy: vkcap run imports this module, not rich.console, rich.progress
         from rich.console import Console
         from rich.progress import Progress
 
@@ -161,6 +164,7 @@ class FrameProgress:
         self.activity.close()
 
     def on_event(self, event: "Event") -> None:
+        # lazy: vkcap suite run imports this module, not vkcore.exec.executor
         from vkcore.exec.executor import FrameFinished, FrameStarted
 
         if isinstance(event, FrameFinished):
@@ -192,8 +196,6 @@ class SuiteProgress:
         self.activity.close()
 
     def on_result(self, r: Any) -> None:
-        from pathlib import Path
-
         self.done += 1
         self.failures += r.status == "fail"
         if self.activity.enabled:

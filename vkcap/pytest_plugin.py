@@ -35,6 +35,18 @@ from typing import Any, Callable
 
 import pytest
 
+from replay.isolate import run_child
+from replay.manifest_paths import ALLOW_FLAG
+from replay.replayer import ReplayReport
+from replay.report import comparison_line, frames_from_document
+from replay.results import WITHIN
+from replay.suite import driver_of, judge, load_suite, result_stem
+from vkcore.bounded_numbers import check_number
+from vkcore.errors import UsageError, VkcapError
+from vkcore.safe_text import shown
+
+from .compare_flags import suite_replay_options
+
 MAX_COMPARISONS_SHOWN = 3  # a failure message lists this many diverged resources, then how many more
 
 
@@ -55,9 +67,6 @@ def check_tolerances(atol: Any, rtol: Any, ulp: Any) -> None:
     """Refuse (``ValueError`` naming the key) a tolerance the command line would refuse
     (:func:`vkcore.bounded_numbers.check_number`): not a finite number >= 0, or an ``ulp`` that is not a
     whole number below 2**63 (``nan`` would pass every comparison)."""
-    from vkcore.bounded_numbers import check_number
-    from vkcore.errors import UsageError
-
     for key, value in (("atol", atol), ("rtol", rtol), ("ulp", ulp)):
         try:
             check_number(key, value, place=f"vkcap_replay: {key}")
@@ -94,13 +103,6 @@ def _replay(trace: Path, *, atol: float = 0.0, rtol: float = 0.0, ulp: int = 0, 
             device: str | None = None, extra_flags: tuple[str, ...] = (), page: Path | None = None) -> Any:
     """The report of replaying ``trace`` in a child process (see the module notes); raises
     :class:`ReplayFailed` when the child crashed or refused the trace."""
-    from replay.isolate import run_child
-    from replay.replayer import ReplayReport
-    from replay.report import frames_from_document
-    from vkcore.errors import VkcapError
-
-    from .compare_flags import suite_replay_options
-
     check_tolerances(atol, rtol, ulp)
     flags = _replay_flags(atol=atol, rtol=rtol, ulp=ulp, dtypes=dict(dtypes or {}), device=device,
                           extra_flags=extra_flags)
@@ -118,8 +120,6 @@ def _replay(trace: Path, *, atol: float = 0.0, rtol: float = 0.0, ulp: int = 0, 
 
 def _replay_or_fail(trace: Path, **options: Any) -> Any:
     """:func:`_replay`, or the current test failed with its one line (no traceback: the line says it all)."""
-    from vkcore.safe_text import shown
-
     try:
         return _replay(trace, **options)
     except (ReplayFailed, ValueError) as exc:
@@ -151,8 +151,6 @@ class ExpectedOutcome(SuiteFailure):
 
 def _verdict_lines(item_name: str, report: Any, outcome: str, expected: Any, page: Path | None) -> list[str]:
     """The verdict, each diverged resource (frame, how much, the first indices), and the page."""
-    from replay.report import comparison_line
-
     device = report.device.get("device_name", "") or "the device"
     wanted = expected.status if expected.frame is None else f"{expected.status} from frame {expected.frame}"
     first = report.first_divergence
@@ -179,15 +177,10 @@ class SuiteItem(pytest.Item):
     def _page(self) -> Path | None:
         if self.pages is None:
             return None
-        from replay.suite import result_stem
 
         return self.pages / f"{result_stem(str(self.trace.path), self.device or 'device')}.html"
 
     def runtest(self) -> None:
-        from replay.results import WITHIN
-        from replay.suite import driver_of, judge
-        from vkcore.safe_text import shown  # pytest prints the message to the terminal: the uid in it escaped
-
         expectations = {e.status for e in self.trace.expectations}
         page = self._page()
         try:
@@ -233,8 +226,6 @@ class SuiteCollector(pytest.Collector):
     at configure time)."""
 
     def collect(self) -> list[SuiteItem]:
-        from vkcore.safe_text import shown
-
         traces = self.config.stash[_SUITE_KEY]
         device = self.config.getoption("vkcap_device")
         pages = self.config.getoption("vkcap_html")
@@ -257,10 +248,6 @@ def pytest_configure(config: Any) -> None:
     suites = config.getoption("vkcap_suite", default=None)
     if not suites:
         return
-    from replay.manifest_paths import ALLOW_FLAG
-    from replay.suite import load_suite
-    from vkcore.errors import VkcapError
-    from vkcore.safe_text import shown
 
     allow = config.getoption("vkcap_allow_outside_manifest")
     if allow is None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from dataclasses import replace
 from typing import IO, Any
 
 from vkcore.device import validation
@@ -31,13 +32,13 @@ from replay.worker_protocol import (CaptureRequest, Done, Failed, ProbeRequest, 
 
 from .error_cause import first_cause
 from .log_format import ShownFormatter
+from .vulkan_start import TRACE_CODECS, start_vulkan_early
 
 
 def answer_replay(request: ReplayRequest) -> Done:
     """An isolated replay: the replay ``vkcap replay`` runs in process (:mod:`vkcap.commands_trace`),
     with the page of ``request.page`` written as ``--html`` writes it; its report document."""
-    from dataclasses import replace
-
+    # lazy: a replay's isolated child imports this module, not replay.page_scratch, vkcap.commands_trace; loaded while the Vulkan driver starts in its thread (a replay's isolated child; vkcap/vulkan_start.py)
     from capture.trace import Trace
     from replay.page_scratch import scratch_folder
 
@@ -69,6 +70,7 @@ def answer(request: Any, probes: ProbeReplays) -> Any:
         if isinstance(request, ProbeRequest):
             return probes.answer(request)
         if isinstance(request, CaptureRequest):
+            # lazy: a replay's isolated child imports this module, not replay.probe (with numpy)
             from replay.probe import answer_capture
 
             return answer_capture(request)
@@ -87,8 +89,6 @@ def answer(request: Any, probes: ProbeReplays) -> Any:
 def serve(requests: IO[str], answers: IO[str]) -> int:
     """Answer each request line of ``requests`` on ``answers`` until ``requests`` ends (exit 0) or an
     answer is :class:`Failed` (its exit code)."""
-    from .vulkan_start import TRACE_CODECS, start_vulkan_early
-
     probes = ProbeReplays()
     started = False
     try:

@@ -38,6 +38,7 @@ def check_dump_paths(args: argparse.Namespace) -> None:
     """Refuse a dump path (:data:`DUMP_PATHS`) that is a folder, a device or FIFO, lies under a file or in a
     folder that cannot be written: one line ``PATH: FLAG: <the reference's phrase>: why``, exit 2, before the
     scenario is read, as the reference refuses it. A missing folder is created when the file is written."""
+    # lazy: vkcap --help imports this module, not vkcore.outputs
     from vkcore.outputs import OutputTargetError, output_target_problem
 
     for name, flag, phrase in DUMP_PATHS:
@@ -52,6 +53,7 @@ def check_run_outputs(args: argparse.Namespace) -> None:
     """Refuse, before any device work, an ``--output`` that is a file, lies under a file or is not
     writable. One line (``PATH: --output: why``), exit 2; creates nothing. (Each ``dst`` in it is checked
     by :func:`vkcore.exec.runner.check_outputs`, once the scenario is loaded.)"""
+    # lazy: vkcap --help imports this module, not vkcore.outputs
     from vkcore.outputs import check_output_folder
 
     if args.output is not None:
@@ -65,6 +67,7 @@ def run_options(args: argparse.Namespace, **extra: object):  # -> RunOptions
     check_dump_paths(args)
     if not args.dry_run:
         check_run_outputs(args)
+    # lazy: vkcap --help imports this module, not vkcore.exec.runner (with vulkan)
     from vkcore.exec.runner import RunOptions
 
     return RunOptions(

@@ -1,6 +1,7 @@
 """Starting the Vulkan driver early, in a thread, while a command imports and reads its files."""
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 # C extension modules that commands import while the driver starts in its thread. A process loads
@@ -15,8 +16,7 @@ def start_vulkan_early(icd: Path | None = None, device: str | None = None, *, al
     """Choose the driver (``--icd``) and let it start, on the ``--device`` given, while the command
     imports and reads its files (see :func:`vkcore.device.context.start_instance_early`); call once the
     arguments are checked. ``BEFORE_THE_DRIVER`` and ``also`` (module names) are imported first."""
-    import importlib
-
+    # lazy: vkcap --help imports this module, not vkcore.device.context, vkcore.device.driver (with vulkan)
     from vkcore.device.context import start_instance_early
     from vkcore.device.driver import use_driver
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from .errors import UsageError
+from .outputs import check_output_folder
 
 log = logging.getLogger("vkcap")
 
@@ -88,8 +89,6 @@ def check_folder_target(folder: str | Path, *, place: str, force: bool = False, 
     :data:`MARKER` listing every entry in it (anything else, a link included, is refused); a folder
     that cannot be created or written (see :func:`vkcore.outputs.check_output_folder`). A folder that
     does not exist, or is empty, may be used."""
-    from .outputs import check_output_folder
-
     text = os.fspath(folder)
     absolute = Path(os.path.abspath(text or "."))
     for source in inputs:

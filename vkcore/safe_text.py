@@ -39,6 +39,7 @@ def shown_lines(text: object) -> str:
 
 def rich_text(text: object) -> str:
     """:func:`shown`, with rich markup escaped: a uid ``[red]`` or ``[/x]`` is printed as written."""
+    # lazy: vkcap --help imports this module, not rich.markup
     from rich.markup import escape
 
     return escape(shown(text))

@@ -15,6 +15,7 @@ UNKNOWN = "unknown"
 @cache
 def vkcap_version() -> str:
     """vkcap's version from its package metadata, or :data:`UNKNOWN` when the package is not installed."""
+    # lazy: vkcap --help imports this module, not importlib.metadata
     from importlib.metadata import PackageNotFoundError, version  # on first use only: see the module's doc
 
     try:

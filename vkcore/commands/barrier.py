@@ -61,6 +61,7 @@ def barrier_batch(session: CommandContext, cmd: DispatchBarrier) -> BarrierBatch
         tensor_barriers.append(resource.barrier(  # type: ignore[attr-defined]
             stage_mask(t.src_stage), ACCESS[t.src_access], stage_mask(t.dst_stage), ACCESS[t.dst_access]))
     if tensor_barriers:
+        # lazy: vkcap run imports this module, not vkcore.resources.tensors
         from ..resources.tensors import tensor_dependency
 
         chained = tensor_dependency(tensor_barriers)

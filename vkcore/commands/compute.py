@@ -16,7 +16,7 @@ from ..scenario.model import Binding, DispatchCompute, Scenario, Shader
 from ..shaders.bindings import resolve_bindings, signature
 from ..shaders.spirv import Reflection
 from ..device.sync import implicit_barrier
-from .base import AfterSegment, SnapshotEntry, declared_writes
+from .base import AfterSegment, SnapshotEntry, command_key, declared_writes
 from .descriptors import allocate_sets, check_bindings, create_pool, reflect_shader
 from .context import CommandContext
 
@@ -73,8 +73,6 @@ class ComputeKind:
     def prepare(self, session: CommandContext, commands: list[DispatchCompute]) -> None:
         """One descriptor pool for every set, then per command (or per distinct command): the bindings
         checked against the resources, the pipeline, the sets, the push data (zero-padded)."""
-        from .base import command_key
-
         profiling = session.options.profiling
         distinct = commands if profiling else list({command_key(c): c for c in reversed(commands)}.values())[::-1]
         pool = create_pool(session, distinct)

@@ -7,8 +7,9 @@ from typing import Any, Callable, Hashable, Mapping
 import vulkan as vk
 
 from ..device import validation
+from ..graphs.dispatch import PreparedGraph
 from ..scenario.model import Binding, DispatchGraph, Scenario
-from .base import AfterSegment, NoDeviceWork, SnapshotEntry, declared_writes
+from .base import AfterSegment, NoDeviceWork, SnapshotEntry, command_key, declared_writes
 from .context import CommandContext
 
 
@@ -35,9 +36,6 @@ class GraphKind(NoDeviceWork):
                 for seg in graph.segments for name in seg.writes]
 
     def prepare(self, session: CommandContext, commands: list[DispatchGraph]) -> None:
-        from ..graphs.dispatch import PreparedGraph
-        from .base import command_key
-
         assert session.resources is not None and session.factory is not None
         by_key: dict[Hashable, PreparedGraph] = {}
         for cmd in commands:

@@ -19,6 +19,7 @@ import vulkan as vk
 from ..device import optical_flow_ffi as off
 from ..device import validation
 from ..errors import ScenarioError, UnsupportedDeviceFeature
+from ..graphs.data_graph import GraphApi
 from ..resources.formats import FORMATS
 from ..graphs.optical_flow import EXTENSION, Connection, OpticalFlowConfig, OpticalFlowPipeline, OpticalFlowSupport, query_support
 from ..resources.kinds import DATA_GRAPH, OPTICAL_FLOW
@@ -81,8 +82,6 @@ class OpticalFlowKind:
                 for b in cmd.bindings)
 
     def prepare(self, session: CommandContext, commands: list[DispatchOpticalFlow]) -> None:
-        from ..graphs.data_graph import GraphApi
-
         support = query_support(session.ctx)
         if support is None:
             raise UnsupportedDeviceFeature(f"device '{session.ctx.info.name}' has no {EXTENSION} (dispatch_optical_flow "

@@ -6,6 +6,8 @@ from typing import Any
 
 from ..device import validation
 from ..errors import ScenarioError
+from ..graphs.dispatch import PreparedGraph
+from ..graphs.spirv_graph import as_graph_command, model_of
 from ..graphs.vgf import VgfError
 from ..resources.kinds import DATA_GRAPH
 from ..scenario.model import DispatchSpirvGraph, Shader
@@ -18,9 +20,6 @@ class SpirvGraphKind(GraphKind):
     features = frozenset({DATA_GRAPH})
 
     def prepare(self, session: CommandContext, commands: list[Any]) -> None:
-        from ..graphs.dispatch import PreparedGraph
-        from ..graphs.spirv_graph import as_graph_command, model_of
-
         assert session.resources is not None and session.factory is not None
         for cmd in commands:
             shader = session.scenario.by_uid[cmd.graph_ref]

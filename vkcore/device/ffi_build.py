@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import cffi
+
 HERE = Path(__file__).resolve().parent
 #: In declaration order: each builds on the ones before it.
 HEADERS = ("arm_tensors.h", "arm_data_graph.h", "arm_optical_flow.h")
@@ -24,8 +26,6 @@ def declarations() -> str:
 
 def emit(target: Path) -> None:
     """Write the out-of-line module for the declarations to ``target``."""
-    import cffi
-
     builder = cffi.FFI()
     builder.cdef(declarations())
     builder.set_source(MODULE, None)

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import vulkan as vk
+
 from . import arm_ffi
 from .arm_ffi import ffi
 
@@ -221,6 +223,4 @@ def new_array(ctype: str, count: int) -> Any:
 
 def to_vk_handle(vk_type: str, handle: Any) -> Any:
     """A handle from this FFI (``void *``) as the `vulkan` package's ``vk_type`` (e.g. ``"VkPipeline"``)."""
-    import vulkan as vk
-
     return vk.ffi.cast(vk_type, arm_ffi.handle_to_int(handle))

@@ -46,6 +46,7 @@ class EmulationLayers:
 
 def _deploy_dir() -> Path:
     try:
+        # lazy: vkcap run imports this module, not emulation_layer
         import emulation_layer  # the ai-ml-emulation-layer-for-vulkan package
     except ImportError:
         raise EmulationLayersUnavailable(

@@ -108,6 +108,7 @@ class Validation:
         return SEVERITY_ERROR | (SEVERITY_WARNING if self.strict else 0)
 
     def _on_message(self, severity: int, types: int, data: Any, user: Any) -> int:
+        # lazy: vkcap --help imports this module, not vulkan
         import vulkan as vk
 
         if not severity & (SEVERITY_ERROR | SEVERITY_WARNING):
@@ -133,6 +134,7 @@ class Validation:
         return 0  # never abort the call: the driver's own behaviour is what is recorded
 
     def create_info(self) -> Any:
+        # lazy: vkcap --help imports this module, not vulkan
         import vulkan as vk
 
         return vk.VkDebugUtilsMessengerCreateInfoEXT(messageSeverity=SEVERITY_WARNING | SEVERITY_ERROR,
@@ -140,6 +142,7 @@ class Validation:
 
     def attach(self, instance: Any) -> None:
         """Create the messenger of ``instance`` (which was created with :meth:`instance_request`)."""
+        # lazy: vkcap --help imports this module, not vulkan
         import vulkan as vk
 
         create = vk.vkGetInstanceProcAddr(instance, "vkCreateDebugUtilsMessengerEXT")
@@ -147,6 +150,7 @@ class Validation:
 
     def detach(self, instance: Any) -> None:
         """Destroy the messenger of ``instance``; call before ``vkDestroyInstance``."""
+        # lazy: vkcap --help imports this module, not vulkan
         import vulkan as vk
 
         messenger = self._messengers.pop(instance, None)

@@ -163,6 +163,7 @@ async def execute(
     to its own threads may overlap later frames (``slots`` bounds them); a GPU failure or timeout
     raises ``DeviceError``, a consumer's failure (its ``consume`` or the work it returned) its error.
     """
+    # lazy: vkcap reproduce imports this module, not trio (with attr, attrs, idna, outcome, sniffio, sortedcontainers)
     import trio
 
     emit = on_event or (lambda event: None)
@@ -301,6 +302,7 @@ def leaves(exc: BaseException) -> list[BaseException]:
 def raise_single(group: BaseExceptionGroup) -> None:
     """Re-raise the one real error of a nursery's group (tasks cancelled because of it do not count),
     so callers see ``DeviceError`` or ``KeyboardInterrupt`` rather than a group; else the group."""
+    # lazy: vkcap reproduce imports this module, not trio (with attr, attrs, idna, outcome, sniffio, sortedcontainers)
     import trio
 
     real = [e for e in leaves(group) if not isinstance(e, trio.Cancelled)]

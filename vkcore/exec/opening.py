@@ -182,6 +182,7 @@ def open_session(scenario: Scenario, options: OpenOptions, *, contexts: ContextP
 
 async def _in_thread(release: Callable[[], None]) -> None:
     """Run a teardown in a worker thread, to completion even when the task is being cancelled."""
+    # lazy: vkcap reproduce imports this module, not trio (with attr, attrs, idna, outcome, sniffio, sortedcontainers)
     import trio
 
     with trio.CancelScope(shield=True):

@@ -17,14 +17,18 @@ from typing import Any, Callable, Protocol
 
 from .. import reference_log
 from ..device.context import FRAME_BOUNDARY_EXT, EmulationMode
+from ..graphs.dumps import dump_graph_profiling, dump_session_memories, session_memory_usage
+from ..outputs import check_output_folder, check_output_target, output_target_problem
 from .executor import DispatchTimed, Event, FrameConsumer, StopRequest, execute
 from ..shaders.pipelines import cache_file_for
 from .opening import DeviceRequest, OpenOptions, open_session
+from .output_clash import check_dst_clashes
 from .plan import Plan
 from ..errors import ScenarioError
 from ..commands import kind_of
 from ..scenario.model import Scenario
 from ..scenario.load import load_scenario
+from .reports import perf_counters_document, profiling_document, write_json
 from .session import Session, SessionOptions
 from .timing import HostTimer
 
@@ -95,8 +99,6 @@ def check_outputs(scenario: Scenario, options: RunOptions) -> None:
     :class:`~vkcore.outputs.OutputTargetError` naming the flag, as is a dump folder
     (``--session-memory-dump-dir``, ``--emulation-layer-profiling-dump-dir``) that is a file, lies under one
     or cannot be written. Creates nothing."""
-    from ..outputs import check_output_folder, check_output_target, output_target_problem
-
     for resource in () if options.dry_run else scenario.resources:  # a dry run writes no dst
         dst = getattr(resource, "dst", "")
         if dst:
@@ -105,8 +107,6 @@ def check_outputs(scenario: Scenario, options: RunOptions) -> None:
             if problem is not None:
                 raise ScenarioError(f"{target}: {problem}", file=scenario.path, place=f"{resource.place}.dst")
     if not options.dry_run:
-        from .output_clash import check_dst_clashes
-
         check_dst_clashes(scenario, options.output)  # no dst is an input, or another dst
     for flag, path in (("--profiling-dump-path", options.profiling_dump_path),
                        ("--perf-counters-dump-path", options.perf_counters_dump_path)):
@@ -156,6 +156,7 @@ async def run_async(
     ``user``'s :meth:`~SessionUser.start` and :meth:`~SessionUser.finish` run at the run's fixed points:
     a recorder stores the initial state at the start, and at the finish holds the session open until
     it no longer reads its memory, then finishes its trace while the session and device close."""
+    # lazy: trio's C extensions load after the Vulkan driver's libraries, not behind them on glibc's loader lock (at runner.py's top: vkcap run +12 ms)
     import trio
 
     t_start = time.perf_counter()
@@ -220,15 +221,10 @@ async def run_async(
             result.outputs = await trio.to_thread.run_sync(session.write_outputs, options.output)
             reference_log.say("results stored")
             if options.session_memory_dump_dir is not None:
-                from ..graphs.dumps import dump_session_memories
-
                 dump_session_memories(session, options.session_memory_dump_dir)
             if options.graph_profiling_dump_dir is not None:
-                from ..graphs.dumps import dump_graph_profiling
-
                 dump_graph_profiling(session, options.graph_profiling_dump_dir)
             result.seconds = time.perf_counter() - t_start
-            from ..graphs.dumps import session_memory_usage
 
             _write_reports(options, timer, timings, t_start, t_run, session_memory_usage(session))
             return result
@@ -245,8 +241,6 @@ def _write_reports(options: RunOptions, timer: HostTimer, timings: list[Dispatch
                    t_run: float, memory_usage: list[tuple[str, int]] | None = None) -> None:
     """``--profiling-dump-path`` and ``--perf-counters-dump-path``, as the reference writes them (on a
     dry run too: no timestamps, and the set-up phases with the pipelines' compilation times)."""
-    from .reports import perf_counters_document, profiling_document, write_json
-
     if options.profiling_dump_path is not None:
         write_json(options.profiling_dump_path, profiling_document(timings, memory_usage or []))
     if options.perf_counters_dump_path is not None:
@@ -256,6 +250,7 @@ def _write_reports(options: RunOptions, timer: HostTimer, timings: list[Dispatch
 
 def run(options: RunOptions, **kwargs: Any) -> RunResult:
     """Synchronous entry point: one trio run."""
+    # lazy: trio's C extensions load after the Vulkan driver's libraries, not behind them on glibc's loader lock (at runner.py's top: vkcap run +12 ms)
     import trio
 
     return trio.run(lambda: run_async(options, **kwargs))

@@ -51,6 +51,7 @@ class _Wakeup:
         """The first value of ``ready()`` (called under the lock) that is not None, waiting for changes
         in between (and looking again every ``poll_s`` seconds, when given: for changes made without
         a wake-up). In the trio thread; not a checkpoint when ``ready()`` has a value at once."""
+        # lazy: vkcap reproduce imports this module, not trio (with attr, attrs, idna, outcome, sniffio, sortedcontainers)
         import trio
 
         while True:

@@ -25,6 +25,7 @@ Built on the second FFI (:mod:`vkcore.device.arm_ffi` + :mod:`vkcore.device.grap
 from __future__ import annotations
 
 import functools
+import hashlib
 import struct
 import time
 import weakref
@@ -866,8 +867,6 @@ class DataGraphPipeline:
     def cache_material(self) -> list[Any]:
         """What makes this pipeline (JSON-ready), for pipeline cache accounting: the module's code, the
         entry point, the resources and the constants."""
-        import hashlib
-
         return [hashlib.sha256(self._spirv).hexdigest(), self.entry,
                 [[r.set, r.binding, r.array_element, repr(r.description)] for r in self.resources],
                 [[c.id, repr(c.description), hashlib.sha256(bytes(c.data)).hexdigest()] for c in self.constants]]

@@ -91,7 +91,7 @@ from ..device.sync import (
 from ..resources.tensor_resources import TensorResource
 from ..resources.buffers import DeviceBuffer
 from ..resources.tensors import TENSOR_FORMATS, DeviceTensor, TensorBarrier, TensorDescription
-from .vgf import check_graph_module
+from .vgf import check_graph_module, format_name
 from .vgf import (
     CodeKind,
     Module,
@@ -184,7 +184,6 @@ def _format_name(value: int) -> str:
     t = TENSOR_FORMATS.get(value)
     if t is not None:
         return t.name
-    from .vgf import format_name
 
     return format_name(value) or f"VkFormat {value}"
 

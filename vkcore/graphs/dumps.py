@@ -71,6 +71,7 @@ def graph_sessions(session: "Session") -> Iterator[tuple[str, "GraphSession"]]:
 def graph_pipeline_names(cmd: object, graph: "PreparedGraph") -> Iterator[tuple[str, "DataGraphPipeline"]]:
     """(the reference's command name, pipeline) of each graph segment of ``graph``: ``<graph>/<segment>`` for
     a ``dispatch_vgf`` (as the reference names them in its profiling document), the graph's name otherwise."""
+    # lazy: vkcap run imports this module, not vkcore.graphs.dispatch (with flatbuffers, numpy)
     from .dispatch import _GraphStep
 
     vgf = getattr(cmd, "KIND", "") == "dispatch_graph"  # dispatch_vgf

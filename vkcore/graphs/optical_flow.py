@@ -24,6 +24,7 @@ from ..device import optical_flow_ffi as off
 from ..device.arm_ffi import ffi
 from ..device.context import OPTICAL_FLOW_EXT, VulkanContext
 from ..errors import DeviceError
+from ..resources.formats import FORMATS
 from .data_graph import BIND_POINT, GraphApi, GraphSession, _result_name
 
 EXTENSION = OPTICAL_FLOW_EXT
@@ -43,8 +44,6 @@ class OpticalFlowSupport:
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready, for ``vkcap devices``."""
-        from ..resources.formats import FORMATS
-
         names = {f.vk_value: f.name for f in FORMATS.values()}
         grids = [name for name, bit in off.GRID_SIZE.items() if self.output_grid_sizes & bit]
         return {"grid_sizes": grids, "hint": self.hint, "cost": self.cost,

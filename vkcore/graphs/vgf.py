@@ -86,6 +86,8 @@ from flatbuffers import number_types as _N
 from flatbuffers.table import Table as _FbTable
 
 from ..errors import EXIT_BAD_INPUT, VkcapError
+from ..resources.formats import FORMATS
+from ..shaders.spirv_validate import validate
 
 __all__ = [
     "VgfError", "VgfVersion", "ModuleType", "ResourceCategory", "CodeKind", "Module", "BindingSlot",
@@ -194,8 +196,6 @@ _FORMATS_BY_VALUE: dict[int, tuple[str, int]] | None = None
 def _format_table() -> dict[int, tuple[str, int]]:
     global _FORMATS_BY_VALUE
     if _FORMATS_BY_VALUE is None:
-        from ..resources.formats import FORMATS
-
         table = {v: row for v, row in EXTRA_FORMATS.items()}
         for info in FORMATS.values():
             # bytes per element of a tensor; image formats keep their texel block size
@@ -771,8 +771,6 @@ class VgfFile:
 def check_graph_module(module: Module, label: str | None) -> None:
     """Refuse (:class:`VgfError`, exit 2) a module of the VGF that ``spirv-val`` rejects, naming the
     file and the module; run before any driver sees it (a damaged module aborts the emulation layer)."""
-    from ..shaders.spirv_validate import validate
-
     if not isinstance(module.code, bytes):
         return
     message = validate(module.code)

@@ -20,12 +20,14 @@ def write_resource_file(path: Path, meta: dict[str, Any], data: bytes | memoryvi
     """Write ``data``, the bytes of the resource ``meta`` describes, as ``path`` (its suffix picks the
     file format, see the module docstring); a :class:`UsageError` naming ``path`` when that format cannot
     hold the resource."""
+    # lazy: vkcap --help imports this module, not vkcore.scenario.npyio
     from ..scenario.npyio import write_flat_int8, write_typed
 
     kind = meta.get("kind", "buffer")
     if path.suffix.lower() not in SUFFIXES.get(kind, ()):
         raise UsageError(f"{path}: a {kind} is not written as {path.suffix or 'a file without a suffix'}")
     if kind == "tensor":
+        # lazy: vkcap --help imports this module, not vkcore.resources.formats (with vulkan)
         from .formats import tensor_dtype
 
         write_typed(path, _npy_descr(tensor_dtype(meta["format"])), meta["dims"], data)
@@ -36,6 +38,7 @@ def write_resource_file(path: Path, meta: dict[str, Any], data: bytes | memoryvi
 
 
 def _write_image(path: Path, meta: dict[str, Any], data: bytes | memoryview) -> None:
+    # lazy: vkcap --help imports this module, not vkcore.resources.formats, vkcore.resources.images, vkcore.scenario.npyio (with numpy, vulkan)
     from ..scenario.npyio import write_typed
     from .formats import format_info
     from .images import write_image_file
@@ -52,6 +55,7 @@ def _write_image(path: Path, meta: dict[str, Any], data: bytes | memoryview) -> 
             raise UsageError(f"{path}: {fmt.name} has no DDS equivalent; export it as .npy")
         write_image_file(path, fmt, width, height, texel, level0)
     else:
+        # lazy: vkcap --help imports this module, not numpy
         import numpy as np
 
         components = texel // np.dtype(fmt.dtype).itemsize if not fmt.is_packed else 1
@@ -60,6 +64,7 @@ def _write_image(path: Path, meta: dict[str, Any], data: bytes | memoryview) -> 
 
 def _npy_descr(dtype: str) -> str:
     """The descr the reference writes: numpy's spelling of ``dtype`` ('|b1' for bool)."""
+    # lazy: vkcap --help imports this module, not numpy
     import numpy as np
 
     return np.dtype(dtype).str

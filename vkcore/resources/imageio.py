@@ -333,6 +333,7 @@ def read_png(
     palettes and tRNS transparency are expanded, 16-bit samples keep their high byte. The dimensions are
     checked (against the limits and the expected size) from the header, before any pixel is decoded.
     """
+    # lazy: vkcap suite worker imports this module, not PIL
     from PIL import Image, UnidentifiedImageError
 
     name = str(path)

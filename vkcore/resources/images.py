@@ -88,7 +88,7 @@ import numpy as np
 import vulkan as vk
 
 from ..scenario import reference_phrases as phrases
-from ..scenario.model import AUTO
+from ..scenario.model import AUTO, IMAGE_DEFAULT_BY_ACCESS, OVERRIDES
 from ..device import memory
 from ..device.context import CUSTOM_BORDER_EXT, TENSORS_EXT, VulkanContext
 from ..errors import DeviceError, ScenarioError, UnsupportedDeviceFeature
@@ -450,8 +450,6 @@ class DeviceImage:
 
     def descriptor_type(self, descriptor_type_override: str) -> int:
         """The reference runner's descriptor type for this image where no shader tells (graph bindings)."""
-        from ..scenario.model import IMAGE_DEFAULT_BY_ACCESS, OVERRIDES
-
         kind = OVERRIDES.get(descriptor_type_override or AUTO, "?")
         if kind == "?":
             raise ScenarioError(f"descriptor_type {descriptor_type_override!r} cannot bind image '{self.uid}' "

@@ -19,6 +19,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+import numpy as np
 import vulkan as vk
 
 from ..device import arm_ffi
@@ -485,8 +486,6 @@ class DeviceTensor:
 
     def array(self) -> Any:
         """A numpy array over the mapping (no copy), with the tensor's shape, dtype and strides."""
-        import numpy as np
-
         d = self.description
         return np.ndarray(d.dims, dtype=np.dtype(d.element.dtype), buffer=self.host_view(), strides=d.effective_strides)
 

@@ -107,6 +107,7 @@ def descr_itemsize(descr: str) -> int:
     m = SIMPLE_DESCR.match(descr)
     if m:
         return int(m.group(2)) * BYTES_PER_UNIT.get(m.group(1), 1)
+    # lazy: vkcap run imports this module, not numpy
     import numpy as np
 
     return np.dtype(descr).itemsize
@@ -114,6 +115,7 @@ def descr_itemsize(descr: str) -> int:
 
 def _numpy_descr(descr: object) -> str:
     """Validate a non-plain (e.g. structured) descr with numpy; refuse object dtypes."""
+    # lazy: vkcap run imports this module, not numpy
     import numpy as np
 
     dtype = np.dtype(descr)  # type: ignore[call-overload]

@@ -111,6 +111,7 @@ def _schema_bytes() -> bytes:
     """The schema file's bytes, read once per process from the package."""
     global _schema_bytes_cache
     if _schema_bytes_cache is None:
+        # lazy: vkcap reproduce imports this module, not importlib.resources
         from importlib.resources import files
 
         _schema_bytes_cache = files("vkcore").joinpath(SCHEMA_RESOURCE).read_bytes()
@@ -183,6 +184,7 @@ def _validator() -> Any:
     """The schema validator, built once per process. Integers must be JSON integers (40.0 is not one)."""
     global _validator_cache
     if _validator_cache is None:
+        # lazy: vkcap run imports this module, not jsonschema, jsonschema.validators (with jsonschema_specifications, referencing, rpds, typing_extensions)
         from jsonschema import Draft202012Validator, validators
 
         def is_integer(_checker: Any, instance: Any) -> bool:
@@ -195,6 +197,7 @@ def _validator() -> Any:
 
 
 def _schema_pass(document: dict[str, Any], path: Path) -> None:
+    # lazy: vkcap run imports this module, not jsonschema.exceptions (with jsonschema_specifications, referencing, rpds, typing_extensions)
     from jsonschema.exceptions import best_match
 
     error = best_match(_validator().iter_errors(document))

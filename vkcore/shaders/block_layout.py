@@ -117,6 +117,7 @@ def size_of(t: Type) -> int:
 
 def dtype_of(t: Type) -> "np.dtype":
     """The numpy dtype of one value of ``t`` laid out as the shader lays it out (little-endian)."""
+    # lazy: vkcap replay imports this module, not numpy
     import numpy as np
 
     if isinstance(t, Scalar):
@@ -139,6 +140,7 @@ def dtype_of(t: Type) -> "np.dtype":
 def padded(dtype: "np.dtype", itemsize: int) -> "np.dtype":
     """``dtype`` stretched to ``itemsize`` bytes (an array's stride): itself when it already has that size;
     a struct keeps its fields; anything else becomes a one-field struct ``v`` with the padding after it."""
+    # lazy: vkcap replay imports this module, not numpy
     import numpy as np
 
     if dtype.itemsize == itemsize:
@@ -319,6 +321,7 @@ class _Module:
 def view_bytes(data: "bytes | np.ndarray", dtype: "np.dtype", offset: int = 0) -> "np.ndarray":
     """The elements of ``dtype`` in ``data`` from ``offset`` on (a trailing partial element is left out),
     as an array over the same memory. A vector or matrix element adds its axes (``vec4[]`` is ``(n, 4)``)."""
+    # lazy: vkcap replay imports this module, not numpy
     import numpy as np
 
     buffer = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else data.reshape(-1).view(np.uint8)

@@ -13,6 +13,7 @@ compiler runs under a time limit (:data:`COMPILER_TIMEOUT_S`, ``$VKCAP_COMPILER_
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -77,8 +78,6 @@ class SpirvModule:
 
 def tensor_glslc() -> Path | None:
     """The tensor-capable ``glslc`` from the reference runner package, if installed."""
-    import importlib.util
-
     # Located without importing the package: its __init__ loads a CPython 3.11-only extension.
     spec = importlib.util.find_spec("scenario_runner")
     if spec is None or not spec.submodule_search_locations:

@@ -6,6 +6,7 @@ import logging
 from typing import Any, Iterator, Sequence
 
 from .. import reference_phrases as phrases
+from ..build_options import build_options_problem
 from ..checking import CheckContext, Entry, Problem, is_dir, quote, src_problems
 
 log = logging.getLogger("vkcap.validate")
@@ -38,8 +39,6 @@ def path_problems(ctx: CheckContext, entry: Entry) -> Iterator[Problem]:
 
 def build_option_problems(ctx: CheckContext, entry: Entry) -> Iterator[Problem]:
     """build_options hold only what may reach the compiler (:mod:`vkcore.scenario.build_options`)."""
-    from ..build_options import build_options_problem
-
     problem = build_options_problem(entry.body.get("build_options", ""))
     if problem is not None:
         yield entry.place("build_options"), problem
