@@ -84,7 +84,7 @@ path = "crash_unexpected.vkt"
         "p1.vkt": ("pass", "identical", "pass"),
         "p2.vkt": ("pass", "identical", "pass"),
         "skipped.vkt": ("skip", "skipped", "skip"),
-    }
+    }, {name: r.get("detail") for name, r in rows.items()}  # what went wrong, where a row is not as expected
     assert rows["crash_unexpected.vkt"]["detail"] == "the replay died in frame 2: SIGSEGV"
     assert rows["crash_unexpected.vkt"]["first_divergence"] == 2 and rows["p1.vkt"]["frames"] == 2
     assert len({r["device"] for n, r in rows.items() if n != "skipped.vkt"}) == 1

@@ -17,7 +17,6 @@ from typing import Any, Callable, Protocol
 
 from .. import reference_log
 from ..device.context import FRAME_BOUNDARY_EXT, EmulationMode
-from ..graphs.dumps import dump_graph_profiling, dump_session_memories, session_memory_usage
 from ..outputs import check_output_folder, check_output_target, output_target_problem
 from .executor import DispatchTimed, Event, FrameConsumer, StopRequest, execute
 from ..shaders.pipelines import cache_file_for
@@ -220,6 +219,10 @@ async def run_async(
             # stays free for the consumer's tasks (a recorder still writing its last frames).
             result.outputs = await trio.to_thread.run_sync(session.write_outputs, options.output)
             reference_log.say("results stored")
+            # the graph layer stays out of the modules a compute scenario's recording and replay load
+            # lazy: only a finished run reads its dumps (test_command_kinds)
+            from ..graphs.dumps import dump_graph_profiling, dump_session_memories, session_memory_usage
+
             if options.session_memory_dump_dir is not None:
                 dump_session_memories(session, options.session_memory_dump_dir)
             if options.graph_profiling_dump_dir is not None:
