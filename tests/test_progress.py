@@ -14,12 +14,8 @@ from __future__ import annotations
 import io
 import logging
 import os
-import pty
 import re
-import select
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,6 +28,7 @@ from hypothesis import strategies as st
 from rich.text import Text
 
 from tests.builders import REPO, vkcap
+from tests.terminal import on_pty
 from vkcap.progress import Activity, SuiteProgress
 from vkcore.safe_text import shown
 
@@ -48,38 +45,6 @@ class FakeTerminal(io.StringIO):
 
     def isatty(self) -> bool:
         return True
-
-
-def on_pty(*args: str | Path, env: dict[str, str] | None = None, interrupt_when: bytes | None = None,
-           timeout: float = 120) -> tuple[int, str, str]:
-    """Run ``vkcap ARGS`` with stderr on a pty (stdout a pipe); with ``interrupt_when``, send SIGINT once
-    stderr has shown those bytes. Returns the exit code, stdout and the terminal's text."""
-    full_env = {**os.environ, "COLUMNS": "200", "TERM": "xterm", **(env or {})}
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "vkcap", *map(str, args)], cwd=REPO, env=full_env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
-    os.close(slave)
-    raw, interrupted, deadline = b"", False, time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.1)
-        if ready:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            raw += chunk
-            if interrupt_when is not None and not interrupted and interrupt_when in raw:
-                proc.send_signal(signal.SIGINT)
-                interrupted = True
-        elif proc.poll() is not None:
-            break
-    os.close(master)
-    assert proc.stdout is not None
-    out = proc.stdout.read().decode()
-    proc.stdout.close()
-    return proc.wait(timeout=30), out, raw.decode("utf-8", errors="replace")
 
 
 def with_tmp(args: list[str | Path], tmp_path: Path) -> list[str]:

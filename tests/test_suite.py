@@ -347,30 +347,13 @@ def test_the_pytest_plugin_runs_a_suite_and_gives_a_fixture(builder: ScenarioBui
 def test_progress_on_a_terminal(builder: ScenarioBuilder, tmp_path: Path) -> None:
     """With stderr a terminal (a pseudo-terminal here) the suite draws rich progress (at once, with no
     delay: these replays are fast): traces done of all and the failures so far; the run's result is the same."""
-    import os
-    import pty
-    import subprocess
-    import sys
+    from tests.terminal import on_pty
 
     for k in range(3):
         record(builder, tmp_path, 2, f"t{k}")
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "vkcap", "suite", "run", str(tmp_path / "traces"),
-                             "--json", str(tmp_path / "r.json")], stderr=slave, stdout=subprocess.DEVNULL,
-                            env={**os.environ, "COLUMNS": "120", "TERM": "xterm", "VKCAP_PROGRESS_DELAY_S": "0"})
-    os.close(slave)
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-    assert proc.wait(timeout=120) == 0
-    os.close(master)
-    text = seen.decode("utf-8", "replace")
+    code, _, text = on_pty("suite", "run", tmp_path / "traces", "--json", tmp_path / "r.json",
+                           env={"COLUMNS": "120", "VKCAP_PROGRESS_DELAY_S": "0"})
+    assert code == 0
     assert "replaying trace" in text and "3/3" in text and "0 failure(s)" in text, text[-2000:]
     assert [r["status"] for r in json.loads((tmp_path / "r.json").read_text())["results"]] == ["pass"] * 3
 

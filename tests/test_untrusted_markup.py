@@ -13,12 +13,9 @@ import hashlib
 import io
 import json
 import logging
-import os
-import pty
 import re
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
@@ -34,6 +31,7 @@ from replay.report import comparison_line, print_frames, write_junit
 from replay.results import DIVERGED, Comparison, FrameResult
 from replay.suite import TraceResult
 from tests.builders import REPO, ScenarioBuilder, vkcap, with_repo_path
+from tests.terminal import on_pty
 from vkcap.log_format import ShownFormatter
 from vkcore.safe_text import UNSAFE, shown, shown_lines
 
@@ -359,27 +357,12 @@ def test_a_terminal_gets_rich_colours_but_no_escape_from_the_trace(hostile: dict
     """On a terminal (a pty, FORCE_COLOR=1, COLUMNS=300), where rich draws colours and markup: replay,
     info and diff exit as on a pipe; apart from rich's own colour codes nothing from the trace is an
     escape sequence (no OSC title, no clear-screen, no bidi override), and each uid is shown escaped."""
-    env = {**os.environ, "FORCE_COLOR": "1", "COLUMNS": "300", "TERM": "xterm-256color"}
-    env.pop("NO_COLOR", None)
+    env = {"FORCE_COLOR": "1", "COLUMNS": "300", "TERM": "xterm-256color"}
     commands = [(["replay", str(hostile["trace"]), "--replace-shader", f"s={hostile['changed']}"], 1),
                 (["info", str(hostile["trace"])], 0), (["diff", str(hostile["trace"]), str(hostile["other"])], 1)]
     for args, code in commands:
-        master, slave = pty.openpty()
-        proc = subprocess.Popen([sys.executable, "-m", "vkcap", *args], stdin=subprocess.DEVNULL, stdout=slave,
-                                stderr=slave, cwd=REPO, env=env)
-        os.close(slave)
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-        os.close(master)
-        assert proc.wait(timeout=120) == code
-        raw = b"".join(chunks).decode("utf-8")
+        exit_code, _, raw = on_pty(*args, env=env, unset=("NO_COLOR",), stdout_too=True, errors="strict")
+        assert exit_code == code
         assert "\x1b[" in raw  # rich did colour: the terminal path was taken
         plain = SGR.sub("", raw)
         assert "\x1b" not in plain and "\u202e" not in plain and "internal error" not in plain, plain
