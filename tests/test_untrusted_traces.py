@@ -154,6 +154,17 @@ def with_blob(records: list[tuple[int, bytes]], at: int, key: bytes, raw_len: in
     return out
 
 
+def with_frame_snapshot(records: list[tuple[int, bytes]], kinds_at: dict[int, str], seq: int, uid: str,
+                        key: bytes) -> list[tuple[int, bytes]]:
+    """``records`` (changed in place, and returned) with frame ``seq``'s snapshot of ``uid`` naming blob ``key``."""
+    for i, kind in kinds_at.items():
+        body = msgpack.unpackb(records[i][1])
+        if kind == "frame" and body["seq"] == seq:
+            body["snapshots"][uid] = key.hex()
+            records[i] = (R.RecordType.META, R.pack_msgpack(body))
+    return records
+
+
 def peak_rss_mib(*args: str | Path, stdout: list[str] | None = None) -> tuple[int, str, float]:
     """Run ``vkcap ARGS`` in a child of a child: (exit code, stderr, the child's peak RSS in MiB); its
     standard output is appended to ``stdout`` when given."""
@@ -392,12 +403,7 @@ def test_an_export_bomb_is_refused_before_it_is_decoded(traces: dict[str, Path],
     at, _ = frame_snapshot_of(records, kinds_at, 0, "c")
     size = 2 << 30
     key, frame = zeros_blob(size)
-    records = with_blob(records, at, key, size, R.Codec.ZSTD, frame)
-    for i, kind in kinds_at.items():  # frame 0's snapshot of c is now the bomb
-        body = msgpack.unpackb(records[i][1])
-        if kind == "frame" and body["seq"] == 0:
-            body["snapshots"]["c"] = key.hex()
-            records[i] = (R.RecordType.META, R.pack_msgpack(body))
+    records = with_frame_snapshot(with_blob(records, at, key, size, R.Codec.ZSTD, frame), kinds_at, 0, "c", key)
     bomb = tmp_path / "bomb.vkt"
     bomb.write_bytes(forge(records, kinds_at))
     assert bomb.stat().st_size < 100_000
@@ -436,12 +442,7 @@ def test_blobs_that_cannot_hold_what_they_declare_are_refused_before_allocating(
         whole.update(bytes(64 << 20))
     key = whole.digest()
     stored = struct.pack("<B7x", 4) + b"".join(struct.pack("<QB7x", len(plane), 1) for _ in range(4)) + plane * 4
-    bomb = with_blob(records, at, key, 4 * n, R.Codec.PLANES, stored)
-    for i, kind in kinds_at.items():  # frame 0's snapshot of c is now the bomb
-        body = msgpack.unpackb(bomb[i][1])
-        if kind == "frame" and body["seq"] == 0:
-            body["snapshots"]["c"] = key.hex()
-            bomb[i] = (R.RecordType.META, R.pack_msgpack(body))
+    bomb = with_frame_snapshot(with_blob(records, at, key, 4 * n, R.Codec.PLANES, stored), kinds_at, 0, "c", key)
     path = tmp_path / "plane_bomb.vkt"
     path.write_bytes(forge(bomb, kinds_at))
     assert path.stat().st_size < 200_000
