@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import importlib
 import os
+from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
 import pytest
 
 STRICT = os.environ.get("VKCAP_TEST_STRICT") == "1"
+LAVAPIPE = Path("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
+"""lavapipe's ICD manifest, as Debian's mesa-vulkan-drivers installs it."""
 
 
 def missing(what: str) -> NoReturn:

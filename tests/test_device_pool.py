@@ -10,14 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.needs import missing
+from tests.needs import LAVAPIPE, missing
 
 from tests.builders import ScenarioBuilder, vkcap
 from tests.test_suite import record
 
 pytestmark = pytest.mark.device
-
-LAVAPIPE = Path("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
 
 
 @pytest.fixture

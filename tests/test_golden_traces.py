@@ -18,14 +18,13 @@ import pytest
 from capture.reader import TraceReader
 
 from .builders import vkcap
-from .needs import missing
+from .needs import LAVAPIPE, missing
 
 pytestmark = pytest.mark.device
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = ["add", "heat", "fragment", "blur", "conv2d", "tensor_op", "graph_custom"]
 MACHINE_FIELDS = ("host", "platform", "python")
-LAVAPIPE = Path("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
 
 
 def lavapipe_is_offered() -> bool:
