@@ -3,6 +3,7 @@ trace: frames, uids, dtypes, shapes, tolerances) and turned into :class:`replay.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -175,11 +176,14 @@ def tolerance_policy(args: argparse.Namespace, resources: "Resources | None" = N
     return replace(policy, dtypes=dtypes, top=top)
 
 
+@functools.cache
 def suite_flags_parser() -> argparse.ArgumentParser:
     """``vkcap replay``'s flags as far as a suite's replays take them (the suite's flags, ``--device``,
     then a trace's own: :attr:`replay.suite.SuiteTrace.flags`): the compare flags (tolerances, dtypes,
     shapes), ``--replace-shader``, ``--timeout``, ``--device``, ``--icd``, ``--no-emulation-layers``;
-    no trace (the caller has it). Spelled and refused as ``vkcap replay`` does (one line, exit 2)."""
+    no trace (the caller has it). Spelled and refused as ``vkcap replay`` does (one line, exit 2).
+    Built once: a suite parses every trace's flags with it, from each worker's thread (parsing reads
+    the parser and changes nothing of it)."""
     parser = FlagParser(prog="vkcap replay", add_help=False)
     add_compare_flags(parser)
     parser.add_argument("--replace-shader", action="append", default=[], metavar="UID=FILE")
