@@ -103,6 +103,7 @@ class Resource:
     first_use: int
     output: bool = False
     written: bool = False
+    read: bool = False  # an image some dispatch binds where its shader may read it (not NonReadable)
     image: Image | None = None
     lineage: str = ""  # uid of the first version of this memory range
     stale: int | None = None  # index of the first host write into it since a dispatch bound it
@@ -163,7 +164,8 @@ class Model:
     shaders: dict[tuple[Any, ...], str] = field(default_factory=dict)  # key -> uid
     shader_code: dict[str, tuple[bytes, str, list[tuple[int, int | float]], int]] = field(default_factory=dict)
     commands: list[Dispatch | Boundary] = field(default_factory=list)
-    read_only: dict[int, set[tuple[int, int]]] = field(default_factory=dict)  # module -> its NonWritable bindings
+    access: dict[int, tuple[set[tuple[int, int]], set[tuple[int, int]]]] = field(default_factory=dict)  # module ->
+    # its NonWritable and its NonReadable bindings
     unsupported: Unsupported = field(default_factory=Unsupported)
     modelled: int = 0
 
@@ -484,14 +486,16 @@ class Model:
             if r.memory == memory and r.written and _overlaps(r, offset, size):
                 r.output = True
 
-    def read_only_bindings(self, module: int) -> set[tuple[int, int]]:
-        """(set, binding) pairs the module declares NonWritable (none when it cannot be reflected)."""
-        if module not in self.read_only:
+    def binding_access(self, module: int) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
+        """The (set, binding) pairs the module declares NonWritable, and those it declares NonReadable
+        (none of either when it cannot be reflected: then every binding may be read and written)."""
+        if module not in self.access:
             try:
-                self.read_only[module] = reflect(self.modules[module]).read_only
+                reflected = reflect(self.modules[module])
+                self.access[module] = (reflected.read_only, reflected.write_only)
             except SpirvError:
-                self.read_only[module] = set()
-        return self.read_only[module]
+                self.access[module] = (set(), set())
+        return self.access[module]
 
     def shader_uid(self, pipeline: Pipeline, push: int) -> str:
         key = (pipeline.module, pipeline.entry, tuple(pipeline.constants), push)
@@ -564,7 +568,7 @@ class Execution:
         if self.pipeline is None:
             raise DependsOnUnsupported(f"call {call.index}: {call.name} without a compute pipeline the importer knows")
         model = self.model
-        read_only = model.read_only_bindings(self.pipeline.module)
+        read_only, write_only = model.binding_access(self.pipeline.module)
         bindings, written = [], []
         for set_index, handle in sorted(self.sets.items()):
             for binding, (buffer, offset, size) in sorted(model.sets.get(handle, {}).items()):
@@ -573,6 +577,8 @@ class Execution:
                     bindings.append((set_index, binding, resource.uid))
                     if (set_index, binding) not in read_only:
                         written.append(resource)
+                    if (set_index, binding) not in write_only:
+                        resource.read = True
                     continue
                 if buffer is None:
                     raise DependsOnUnsupported(f"call {offset}: vkUpdateDescriptorSets writes a {size} descriptor "

@@ -80,8 +80,11 @@ def _image(folder: Path, r: Resource, output: bool) -> dict[str, Any]:
     image = r.image
     assert image is not None
     info = format_info(image.format)
+    # what the shaders do with it, as their decorations say: ARM's runner crashes (SIGSEGV, 0.11) on an
+    # image written as "readwrite" that the shader declares writeonly
+    access = ("readwrite" if r.read else "writeonly") if r.written else "image_read"
     body: dict[str, Any] = {"uid": r.uid, "dims": [1, image.width, image.height, 1], "format": image.format,
-                            "shader_access": "readwrite" if r.written else "image_read", "tiling": image.tiling}
+                            "shader_access": access, "tiling": image.tiling}
     if r.initial is not None and any(r.initial):
         texels = np.frombuffer(r.initial, dtype=info.dtype).reshape(1, image.height, image.width, -1)
         np.save(folder / f"{r.uid}_in.npy", texels, allow_pickle=False)

@@ -229,6 +229,11 @@ class Reflection:
         """(set, binding) of the descriptors no variable of the module can write through."""
         return {k for k, d in self.descriptors.items() if d.read_only}
 
+    @property
+    def write_only(self) -> set[tuple[int, int]]:
+        """(set, binding) of the descriptors no variable of the module can read through (NonReadable)."""
+        return {k for k, d in self.descriptors.items() if d.write_only}
+
 
 class SpirvError(ValueError):
     """The words are not a SPIR-V module (bad magic, truncated instruction)."""
